@@ -1,0 +1,50 @@
+# Two entry points for a fresh Debian machine: `make demo` and `make test`.
+# Each installs what it needs (idempotently) before it runs.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+DEBIAN_PACKAGES := docker.io docker-registry
+
+.PHONY: test demo synth lint bench deps system-deps clean
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c requirements.lock -e '.[infra,dev]'
+	touch $@
+
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+# Debian packages the tests use: a Docker engine and the reference registry.
+system-deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+deps: $(STAMP) node_modules/.package-lock.json system-deps
+
+lint: deps
+	$(VENV)/bin/ruff check launcher infra tests bench
+
+test: deps lint
+	$(VENV)/bin/pytest -q
+
+synth: deps
+	cdk synth --quiet
+
+demo: deps
+	$(PY) -m demo
+
+bench: deps
+	$(PY) -m bench.run
+
+clean:
+	rm -rf cdk.out .pytest_cache

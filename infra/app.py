@@ -1,0 +1,82 @@
+"""The CDK app: configuration is read here, once, and handed to the stacks as a typed value."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from infra.cluster import ClusterStack
+from infra.config import ClusterConfig, ConfigError, load
+from infra.network import NetworkStack
+from infra.storage import StorageStack
+
+
+def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
+    env = cdk.Environment(account=config.account, region=config.region)
+    name = config.stack_name
+    network = NetworkStack(
+        app,
+        f"{name}-Network",
+        config=config,
+        env=env,
+        description="EFA Batch cluster: VPC, subnet, security group",
+    )
+    storage = StorageStack(
+        app,
+        f"{name}-Storage",
+        config=config,
+        vpc=network.vpc,
+        subnet=network.subnet,
+        cluster_security_group=network.cluster_security_group,
+        env=env,
+        description="EFA Batch cluster: stateful resources (ECR repository, EFS)",
+    )
+    cluster = ClusterStack(
+        app,
+        name,
+        config=config,
+        subnet=network.subnet,
+        cluster_security_group=network.cluster_security_group,
+        repository=storage.repository,
+        file_system=storage.file_system,
+        access_point=storage.access_point,
+        env=env,
+        description="EFA Batch cluster: compute environment, job queue, roles, logs",
+    )
+    cdk.Tags.of(app).add("efa-batch:cluster", name)
+    for key, value in config.tags.items():
+        cdk.Tags.of(app).add(key, value)
+    return {"network": network, "storage": storage, "cluster": cluster}
+
+
+def create_app(
+    context: Mapping[str, Any] | None = None, *, outdir: str | None = None, nag: bool = True
+) -> tuple[cdk.App, ClusterConfig, dict[str, cdk.Stack]]:
+    app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
+    config = load(_context_of(app))
+    stacks = build(app, config)
+    if nag:
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app, config, stacks
+
+
+def _context_of(app: cdk.App) -> dict[str, Any]:
+    keys = ("environments", "env", "availability_zones", *ClusterConfig.__dataclass_fields__)
+    return {k: v for k in keys if (v := app.node.try_get_context(k)) is not None}
+
+
+def main() -> None:
+    try:
+        app, _, _ = create_app()
+    except ConfigError as exc:
+        print(f"error: invalid cluster configuration: {exc}", file=sys.stderr)
+        sys.exit(2)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,282 @@
+"""Cluster stack: EFA launch template, placement group, Batch compute, roles, logs, outputs.
+
+This is the one stack the launcher reads: its outputs (keys from ``launcher.outputs``) hold
+everything a job submission needs, including values re-exported from the other stacks.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
+from aws_cdk import aws_batch as batch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_efs as efs
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.config import ClusterConfig
+from infra.log_groups import log_group
+from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
+
+
+def efa_network_interfaces(
+    count: int, security_group_id: str
+) -> list[ec2.CfnLaunchTemplate.NetworkInterfaceProperty]:
+    """One EFA interface per network card; security groups live here, not on the CE.
+
+    Card 0 carries the primary interface (device index 0); every other card gets device
+    index 1, as the EC2 guide for p5 describes. Batch rejects a compute environment that sets
+    security groups both here and in its own ``securityGroupIds``.
+    """
+    return [
+        ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
+            network_card_index=card,
+            device_index=0 if card == 0 else 1,
+            interface_type="efa",
+            groups=[security_group_id],
+            delete_on_termination=True,
+        )
+        for card in range(count)
+    ]
+
+
+class ClusterStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ClusterConfig,
+        subnet: ec2.ISubnet,
+        cluster_security_group: ec2.ISecurityGroup,
+        repository: ecr.IRepository,
+        file_system: efs.IFileSystem,
+        access_point: efs.IAccessPoint,
+        **kw,
+    ) -> None:
+        super().__init__(scope, construct_id, **kw)
+        it = config.instance
+        self.log_group = log_group(
+            self,
+            "JobLogGroup",
+            retention_days=config.log_retention_days,
+            log_group_name=f"/aws/batch/{config.stack_name}/jobs",
+        )
+        instance_profile = self._instance_profile()
+        self.execution_role = self._execution_role(config, repository)
+        self.job_role = self._job_role(file_system, access_point)
+
+        placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
+        launch_template = self._launch_template(config, cluster_security_group)
+
+        compute_environment = batch.CfnComputeEnvironment(
+            self,
+            "ComputeEnvironment",
+            type="MANAGED",
+            state="ENABLED",
+            # No serviceRole: Batch uses its service-linked role (AWSServiceRoleForBatch).
+            compute_resources=batch.CfnComputeEnvironment.ComputeResourcesProperty(
+                # Multi-node parallel jobs run on On-Demand EC2 only (no Spot, no Fargate).
+                type="EC2",
+                allocation_strategy="BEST_FIT_PROGRESSIVE",
+                minv_cpus=0,
+                maxv_cpus=config.max_nodes * it.vcpus,
+                instance_types=[config.instance_type],
+                subnets=[subnet.subnet_id],
+                placement_group=placement_group.ref,
+                instance_role=instance_profile.attr_arn,
+                ec2_configuration=[
+                    batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(
+                        image_type="ECS_AL2023_NVIDIA" if it.gpus else "ECS_AL2023"
+                    )
+                ],
+                launch_template=batch.CfnComputeEnvironment.LaunchTemplateSpecificationProperty(
+                    launch_template_id=launch_template.ref,
+                    # Pinned: with $Latest, Batch would keep launching the old version.
+                    version=launch_template.attr_latest_version_number,
+                ),
+            ),
+            replace_compute_environment=True,
+        )
+
+        scheduling_policy = None
+        if config.fair_share:
+            scheduling_policy = batch.CfnSchedulingPolicy(
+                self,
+                "FairSharePolicy",
+                fairshare_policy=batch.CfnSchedulingPolicy.FairsharePolicyProperty(
+                    share_decay_seconds=3600, compute_reservation=0
+                ),
+            )
+        queue_name = f"{config.stack_name}-jobs"
+        queue = batch.CfnJobQueue(
+            self,
+            "JobQueue",
+            job_queue_name=queue_name,
+            priority=1,
+            state="ENABLED",
+            compute_environment_order=[
+                batch.CfnJobQueue.ComputeEnvironmentOrderProperty(
+                    compute_environment=compute_environment.ref, order=1
+                )
+            ],
+            scheduling_policy_arn=scheduling_policy.ref if scheduling_policy else None,
+        )
+
+        values = {
+            OutputKey.SCHEMA_VERSION: SCHEMA_VERSION,
+            OutputKey.REGION: self.region,
+            OutputKey.JOB_QUEUE_NAME: queue_name,
+            OutputKey.JOB_QUEUE_ARN: queue.ref,
+            OutputKey.REPOSITORY_URI: repository.repository_uri,
+            OutputKey.FILE_SYSTEM_ID: file_system.file_system_id,
+            OutputKey.ACCESS_POINT_ID: access_point.access_point_id,
+            OutputKey.JOB_ROLE_ARN: self.job_role.role_arn,
+            OutputKey.EXECUTION_ROLE_ARN: self.execution_role.role_arn,
+            OutputKey.LOG_GROUP_NAME: self.log_group.log_group_name,
+            OutputKey.INSTANCE_TYPE: config.instance_type,
+            OutputKey.MAX_NODES: str(config.max_nodes),
+            OutputKey.EFA_INTERFACES: str(config.efa_interfaces),
+            OutputKey.GPUS_PER_NODE: str(it.gpus),
+            OutputKey.VCPUS_PER_NODE: str(it.vcpus),
+            OutputKey.MEMORY_MIB_PER_NODE: str(it.usable_memory_mib),
+            OutputKey.SCHEDULING_POLICY_ARN: (
+                scheduling_policy.ref if scheduling_policy else NO_SCHEDULING_POLICY
+            ),
+        }
+        for key, value in values.items():
+            CfnOutput(self, key.value, value=value, description=key.describe())
+
+    def _launch_template(
+        self, config: ClusterConfig, security_group: ec2.ISecurityGroup
+    ) -> ec2.CfnLaunchTemplate:
+        LT = ec2.CfnLaunchTemplate
+        data = LT.LaunchTemplateDataProperty(
+            metadata_options=LT.MetadataOptionsProperty(
+                http_tokens="required",  # IMDSv2 only
+                http_endpoint="enabled",
+                # Containers are one hop further than the host; 1 would cut them off.
+                http_put_response_hop_limit=2,
+            ),
+            block_device_mappings=[
+                LT.BlockDeviceMappingProperty(
+                    device_name="/dev/xvda",
+                    ebs=LT.EbsProperty(
+                        volume_size=config.root_volume_gib,
+                        volume_type="gp3",
+                        encrypted=True,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+            capacity_reservation_specification=(
+                LT.CapacityReservationSpecificationProperty(
+                    capacity_reservation_target=LT.CapacityReservationTargetProperty(
+                        capacity_reservation_id=config.capacity_reservation_id
+                    )
+                )
+                if config.capacity_reservation_id
+                else None
+            ),
+            # Without EFA, a plain security group on the primary interface does the same job.
+            network_interfaces=efa_network_interfaces(
+                config.efa_interfaces, security_group.security_group_id
+            )
+            if config.efa_interfaces
+            else None,
+            security_group_ids=None
+            if config.efa_interfaces
+            else [security_group.security_group_id],
+        )
+        return LT(self, "LaunchTemplate", launch_template_data=data)
+
+    def _instance_profile(self) -> iam.CfnInstanceProfile:
+        role = iam.Role(
+            self,
+            "InstanceRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="Batch container instances: ECS agent and SSM Session Manager",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(
+                    "service-role/AmazonEC2ContainerServiceforEC2Role"
+                ),
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
+            ],
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "service-role/AmazonEC2ContainerServiceforEC2Role]",
+                reason="AWS maintains the ECS agent's permissions as this policy; a copy would "
+                "fall behind new agent features.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "AmazonSSMManagedInstanceCore]",
+                reason="Session Manager access to nodes for debugging, as AWS publishes it.",
+            ),
+        )
+        return iam.CfnInstanceProfile(self, "InstanceProfile", roles=[role.role_name])
+
+    def _execution_role(self, config: ClusterConfig, repository: ecr.IRepository) -> iam.Role:
+        role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description="Pulls workspace images and writes job logs",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer",
+                ],
+                resources=[repository.repository_arn, *config.extra_pull_repository_arns],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecr:GetAuthorizationToken"],
+                # GetAuthorizationToken has no resource type: IAM accepts only "*" for it.
+                resources=["*"],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="ecr:GetAuthorizationToken supports no resource-level permission; it is "
+                "the only action granted on *.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::<JobLogGroupF9AB0CAD.Arn>]",
+                reason="Log group ARN ends in :* so streams can be written; scoped to one group.",
+            ),
+        )
+        return role
+
+    def _job_role(self, file_system: efs.IFileSystem, access_point: efs.IAccessPoint) -> iam.Role:
+        role = iam.Role(
+            self,
+            "JobRole",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description="Role of the training containers: EFS through the jobs access point",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+                resources=[file_system.file_system_arn],
+                conditions={
+                    "StringEquals": {
+                        "elasticfilesystem:AccessPointArn": access_point.access_point_arn
+                    }
+                },
+            )
+        )
+        return role

@@ -1,0 +1,218 @@
+"""The cluster's configuration: one frozen dataclass, validated before any construct exists.
+
+It is read once, at the app's top (``infra/app.py``), from the ``environments`` object in
+``cdk.json`` context, the ``-c env=NAME`` selector and ``-c key=value`` overrides. Constructs
+receive it as a typed value and never read context themselves. Every error names the key and
+what is allowed, in one line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from launcher import catalog
+from launcher.outputs import DEFAULT_STACK_NAME
+
+DEFAULT_ENVIRONMENT = "demo"
+
+_ACCOUNT = re.compile(r"^\d{12}$")
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
+_AZ = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
+_VPC = re.compile(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$")
+_SUBNET = re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$")
+_RESERVATION = re.compile(r"^cr-([0-9a-f]{8}|[0-9a-f]{17})$")
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,100}$")
+_REMOVAL_POLICIES = ("retain", "destroy")
+# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
+_LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message is one line naming the key."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    env_name: str
+    account: str
+    region: str
+    availability_zone: str
+    instance_type: str = "p4d.24xlarge"
+    max_nodes: int = 4
+    efa: bool = True
+    stack_name: str = DEFAULT_STACK_NAME
+    vpc_id: str | None = None
+    subnet_id: str | None = None
+    vpc_cidr: str = "10.42.0.0/16"
+    nat_gateway: bool = False
+    capacity_reservation_id: str | None = None
+    root_volume_gib: int = 200
+    removal_policy: str = "retain"
+    keep_images: int = 50
+    log_retention_days: int = 30
+    fair_share: bool = False
+    extra_pull_repository_arns: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        found = catalog.lookup(self.instance_type)
+        assert found is not None  # checked in validate()
+        return found
+
+    @property
+    def efa_interfaces(self) -> int:
+        return self.instance.efa_interfaces if self.efa else 0
+
+    @property
+    def imports_vpc(self) -> bool:
+        return self.vpc_id is not None
+
+    def validate(self) -> ClusterConfig:
+        _check(_ACCOUNT, "account", self.account, "12 digits")
+        _check(_REGION, "region", self.region, "a region name such as us-east-1")
+        _check(_AZ, "availability_zone", self.availability_zone, "a zone such as us-east-1a")
+        if not self.availability_zone.startswith(self.region):
+            raise ConfigError(
+                f"availability_zone: {self.availability_zone!r} is not in region {self.region!r}"
+            )
+        _check(_STACK_NAME, "stack_name", self.stack_name, "letters, digits and hyphens")
+        it = catalog.lookup(self.instance_type)
+        if it is None:
+            raise ConfigError(
+                f"instance_type: unknown type {self.instance_type!r}; "
+                f"allowed: {catalog.known_names()}"
+            )
+        if self.efa and not it.efa_capable:
+            capable = ", ".join(n for n, t in sorted(catalog.CATALOG.items()) if t.efa_capable)
+            raise ConfigError(
+                f"instance_type: {self.instance_type} has no EFA; set efa=false or use one of: "
+                f"{capable}"
+            )
+        if self.max_nodes < 1:
+            raise ConfigError(f"max_nodes: {self.max_nodes} is below one instance; allowed: >= 1")
+        if (self.vpc_id is None) != (self.subnet_id is None):
+            raise ConfigError("vpc_id/subnet_id: give both to import a VPC, or neither")
+        if self.vpc_id is not None:
+            _check(_VPC, "vpc_id", self.vpc_id, "vpc- followed by 8 or 17 hex digits")
+            _check(_SUBNET, "subnet_id", self.subnet_id, "subnet- followed by 8 or 17 hex digits")
+        if self.capacity_reservation_id is not None:
+            _check(
+                _RESERVATION,
+                "capacity_reservation_id",
+                self.capacity_reservation_id,
+                "cr- followed by 8 or 17 hex digits",
+            )
+        if not 30 <= self.root_volume_gib <= 16384:
+            raise ConfigError(f"root_volume_gib: {self.root_volume_gib}; allowed: 30-16384")
+        if self.removal_policy not in _REMOVAL_POLICIES:
+            raise ConfigError(
+                f"removal_policy: {self.removal_policy!r}; allowed: {', '.join(_REMOVAL_POLICIES)}"
+            )
+        if not 1 <= self.keep_images <= 10000:
+            raise ConfigError(f"keep_images: {self.keep_images}; allowed: 1-10000")
+        if self.log_retention_days not in _LOG_RETENTION_DAYS:
+            raise ConfigError(
+                f"log_retention_days: {self.log_retention_days}; allowed: "
+                + ", ".join(map(str, _LOG_RETENTION_DAYS))
+            )
+        return self
+
+
+def _check(pattern: re.Pattern[str], key: str, value: object, allowed: str) -> None:
+    if not isinstance(value, str) or not pattern.match(value):
+        raise ConfigError(f"{key}: {value!r} is malformed; expected {allowed}")
+
+
+_INT_KEYS = {"max_nodes", "root_volume_gib", "keep_images", "log_retention_days"}
+_BOOL_KEYS = {"efa", "nat_gateway", "fair_share"}
+
+
+def _coerce(key: str, value: Any) -> Any:
+    """Context from ``-c key=value`` arrives as strings; cdk.json gives JSON types."""
+    if key in _INT_KEYS:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: {value!r} is not an integer")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: {value!r} is not an integer") from None
+    if key in _BOOL_KEYS:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("true", "1", "yes"):
+            return True
+        if str(value).lower() in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"{key}: {value!r} is not a boolean; allowed: true, false")
+    if key == "availability_zones":
+        return value
+    if key == "extra_pull_repository_arns":
+        return tuple(value)
+    if key == "tags":
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"tags: expected an object of strings, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    return None if value is None else str(value)
+
+
+_FIELDS = {f.name for f in fields(ClusterConfig)} - {"env_name"}
+
+
+def load(context: Mapping[str, Any]) -> ClusterConfig:
+    """Build the configuration from CDK context: ``environments[env]`` then overrides."""
+    environments = context.get("environments") or {}
+    env_name = str(context.get("env") or DEFAULT_ENVIRONMENT)
+    if env_name not in environments:
+        raise ConfigError(
+            f"env: unknown environment {env_name!r}; allowed: {', '.join(sorted(environments))}"
+        )
+    raw: dict[str, Any] = dict(environments[env_name])
+    # `-c instance_type=p5.48xlarge` and friends override the selected environment.
+    raw.update({k: v for k, v in context.items() if k in _FIELDS or k == "availability_zones"})
+    unknown = sorted(set(raw) - _FIELDS - {"availability_zones"})
+    if unknown:
+        raise ConfigError(
+            f"{unknown[0]}: unknown key in environment {env_name!r}; allowed: "
+            + ", ".join(sorted(_FIELDS))
+        )
+    if "availability_zones" in raw:
+        zones = raw.pop("availability_zones")
+        zones = [zones] if isinstance(zones, str) else list(zones)
+        if len(zones) != 1:
+            raise ConfigError(
+                f"availability_zones: {zones!r}; an EFA cluster lives in exactly one zone "
+                "(EFA traffic cannot cross zones)"
+            )
+        raw.setdefault("availability_zone", zones[0])
+    for required in ("account", "region", "availability_zone"):
+        if required not in raw:
+            raise ConfigError(f"{required}: missing in environment {env_name!r}")
+    values = {k: _coerce(k, v) for k, v in raw.items()}
+    return ClusterConfig(env_name=env_name, **values).validate()

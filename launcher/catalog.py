@@ -1,0 +1,78 @@
+"""What one instance of each supported type offers to a multi-node job.
+
+One table serves both packages: the CDK app sizes the launch template's EFA interfaces from
+it, and the launcher derives per-node resource requirements and EFA devices from it. Figures
+are from the EC2 accelerated-computing instance pages and the EFA "supported instance types"
+list (network cards that accept an EFA interface).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Memory the ECS agent and the OS keep on a container instance. AWS Batch registers less
+# memory than the instance has (see "Compute resource memory management" in the Batch guide);
+# a job that asks for all of it never leaves RUNNABLE.
+_RESERVED_FRACTION = 0.05
+_RESERVED_MIN_MIB = 2048
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    vcpus: int
+    memory_gib: int
+    gpus: int
+    efa_interfaces: int
+    gpudirect_rdma: bool = False
+
+    @property
+    def usable_memory_mib(self) -> int:
+        """Memory a job can request on one instance, leaving headroom for the ECS agent."""
+        total = self.memory_gib * 1024
+        return total - max(_RESERVED_MIN_MIB, int(total * _RESERVED_FRACTION))
+
+    @property
+    def default_shm_mib(self) -> int:
+        """A quarter of the job's memory: NCCL and DataLoader workers live in /dev/shm."""
+        return self.usable_memory_mib // 4
+
+    @property
+    def efa_capable(self) -> bool:
+        return self.efa_interfaces > 0
+
+
+_TYPES = (
+    # NVIDIA training instances: one EFA interface per network card.
+    InstanceType("p4d.24xlarge", 96, 1152, 8, 4, gpudirect_rdma=True),
+    InstanceType("p4de.24xlarge", 96, 1152, 8, 4, gpudirect_rdma=True),
+    InstanceType("p5.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True),
+    InstanceType("p5e.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True),
+    InstanceType("p5en.48xlarge", 192, 2048, 8, 16, gpudirect_rdma=True),
+    InstanceType("p6-b200.48xlarge", 192, 2048, 8, 8, gpudirect_rdma=True),
+    InstanceType("p3dn.24xlarge", 96, 768, 8, 1),
+    InstanceType("g5.48xlarge", 192, 768, 8, 1),
+    InstanceType("g5.12xlarge", 48, 192, 4, 1),
+    InstanceType("g6e.48xlarge", 192, 1536, 8, 4),
+    InstanceType("g4dn.12xlarge", 48, 192, 4, 1),
+    # Trainium: accelerators are Neuron devices, not GPUs that Batch can count.
+    InstanceType("trn1.32xlarge", 128, 512, 0, 8, gpudirect_rdma=True),
+    InstanceType("trn1n.32xlarge", 128, 512, 0, 16, gpudirect_rdma=True),
+    # CPU instances with EFA, for CPU-only MPI or small rehearsals.
+    InstanceType("c5n.18xlarge", 72, 192, 0, 1),
+    InstanceType("hpc7g.16xlarge", 64, 128, 0, 1),
+    # GPU instances without EFA: accepted with EFA off only.
+    InstanceType("g5.xlarge", 4, 16, 1, 0),
+    InstanceType("g5.2xlarge", 8, 32, 1, 0),
+    InstanceType("g4dn.xlarge", 4, 16, 1, 0),
+)
+
+CATALOG: dict[str, InstanceType] = {t.name: t for t in _TYPES}
+
+
+def lookup(name: str) -> InstanceType | None:
+    return CATALOG.get(name)
+
+
+def known_names() -> str:
+    return ", ".join(sorted(CATALOG))

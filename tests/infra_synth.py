@@ -1,0 +1,38 @@
+"""Synthesize the CDK app once per configuration and keep the cloud assembly on disk."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.config import ClusterConfig
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    outdir: Path
+    config: ClusterConfig
+
+    def template(self, suffix: str = "") -> dict:
+        name = self.config.stack_name + suffix
+        return json.loads((self.outdir / f"{name}.template.json").read_text())
+
+    @property
+    def stack_names(self) -> list[str]:
+        name = self.config.stack_name
+        return [f"{name}-Network", f"{name}-Storage", name]
+
+    def templates(self) -> dict[str, dict]:
+        return {
+            n: json.loads((self.outdir / f"{n}.template.json").read_text())
+            for n in self.stack_names
+        }
+
+
+def synthesize(context: dict, outdir: Path) -> Synthesized:
+    from infra.app import create_app
+
+    app, config, _ = create_app(context, outdir=str(outdir))
+    app.synth()  # raises if cdk-nag (AwsSolutions) has an unacknowledged finding
+    return Synthesized(outdir, config)

@@ -1,0 +1,163 @@
+"""Where moto (5.2.x) cannot deploy what CDK emits, and the smallest change that lets it.
+
+Used only to deploy synthesized templates into a moto server (tests and the demo). The real
+templates are never changed for moto: ``adapt`` rewrites a copy, one function per gap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+Template = dict[str, Any]
+
+
+def _resources(t: Template, type_: str) -> Iterator[tuple[str, dict]]:
+    for logical_id, res in t.get("Resources", {}).items():
+        if res.get("Type") == type_:
+            yield logical_id, res
+
+
+def _rewrite(t: Template, replace: Callable[[dict], Any]) -> None:
+    """Replace every dict node for which ``replace`` returns something other than None."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            new = replace(node)
+            if new is not None:
+                return new
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    t.update(walk(t))
+
+
+def ecr_generated_name(t: Template) -> None:
+    # Gap: moto validates the CFN-generated repository name, which has upper case, and fails.
+    for logical_id, res in _resources(t, "AWS::ECR::Repository"):
+        res.setdefault("Properties", {}).setdefault("RepositoryName", logical_id.lower())
+
+
+def _replace_get_att(t: Template, type_: str, attr: str, sub: str) -> None:
+    ids = {logical_id for logical_id, _ in _resources(t, type_)}
+
+    def replace(node: dict) -> Any:
+        ga = node.get("Fn::GetAtt")
+        if len(node) == 1 and isinstance(ga, list) and ga[0] in ids and ga[1] == attr:
+            return {"Fn::Sub": sub.replace("{id}", ga[0])}
+        return None
+
+    _rewrite(t, replace)
+
+
+def efs_arn(t: Template) -> None:
+    # Gap: GetAtt Arn on AWS::EFS::FileSystem raises inside moto; build the ARN from the Ref.
+    _replace_get_att(
+        t,
+        "AWS::EFS::FileSystem",
+        "Arn",
+        "arn:${AWS::Partition}:elasticfilesystem:${AWS::Region}:${AWS::AccountId}:file-system/${{id}}",
+    )
+
+
+BATCH_SERVICE_LINKED_ROLE = (
+    "arn:aws:iam::{account}:role/aws-service-role/batch.amazonaws.com/AWSServiceRoleForBatch"
+)
+
+
+def batch_service_role(t: Template) -> None:
+    # Gap: moto requires ServiceRole (AWS falls back to the service-linked role when absent).
+    for _, res in _resources(t, "AWS::Batch::ComputeEnvironment"):
+        res["Properties"].setdefault(
+            "ServiceRole",
+            {"Fn::Sub": BATCH_SERVICE_LINKED_ROLE.replace("{account}", "${AWS::AccountId}")},
+        )
+
+
+def batch_security_groups(t: Template) -> None:
+    # Gap: moto requires SecurityGroupIds on the compute environment; AWS takes them from the
+    # launch template's network interfaces (and rejects both at once). Copy them across.
+    templates = dict(_resources(t, "AWS::EC2::LaunchTemplate"))
+    for _, res in _resources(t, "AWS::Batch::ComputeEnvironment"):
+        cr = res["Properties"]["ComputeResources"]
+        lt = templates[cr["LaunchTemplate"]["LaunchTemplateId"]["Ref"]]
+        data = lt["Properties"]["LaunchTemplateData"]
+        groups = data.get("SecurityGroupIds") or data["NetworkInterfaces"][0]["Groups"]
+        cr.setdefault("SecurityGroupIds", groups)
+
+
+GAPS: tuple[Callable[[Template], None], ...] = (
+    ecr_generated_name,
+    efs_arn,
+    batch_service_role,
+    batch_security_groups,
+)
+
+
+def adapt(template: Template, batch_client=None) -> Template:
+    t = copy.deepcopy(template)
+    for gap in GAPS:
+        gap(t)
+    if batch_client is not None:
+        scheduling_policies(t, batch_client)
+    return t
+
+
+def scheduling_policies(t: Template, batch_client) -> None:
+    # Gap: moto's CloudFormation skips AWS::Batch::SchedulingPolicy (its API has it): create it
+    # through the API and put its ARN where the template says Ref.
+    arns = {}
+    for logical_id, res in list(_resources(t, "AWS::Batch::SchedulingPolicy")):
+        props = res.get("Properties", {})
+        fairshare = props.get("FairsharePolicy", {})
+        arns[logical_id] = batch_client.create_scheduling_policy(
+            name=props.get("Name", logical_id),
+            fairsharePolicy={k[0].lower() + k[1:]: v for k, v in fairshare.items()},
+        )["arn"]
+        del t["Resources"][logical_id]
+
+    _rewrite(t, lambda node: arns.get(node["Ref"]) if len(node) == 1 and "Ref" in node else None)
+
+
+def patch_moto_models() -> None:
+    """Fix moto model bugs in-process (ThreadedMotoServer runs in this interpreter)."""
+    from moto.efs.models import AccessPoint
+
+    # Gap: Ref on AWS::EFS::AccessPoint yields the model object's repr instead of its id.
+    AccessPoint.physical_resource_id = property(lambda self: self.access_point_id)
+
+
+def prepare_account(session, endpoint_url: str) -> None:
+    """Account state that exists in a real account before `cdk deploy`, created in moto.
+
+    Not a gap: `cdk bootstrap` writes the bootstrap version parameter, and AWS creates Batch's
+    service-linked role on first use.
+    """
+    session.client("ssm", endpoint_url=endpoint_url).put_parameter(
+        Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String", Overwrite=True
+    )
+    iam = session.client("iam", endpoint_url=endpoint_url)
+    # Gap: moto's create_service_linked_role names it AWSServiceRoleForbatch (lower case b);
+    # create the role under the name and path AWS gives it.
+    with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+        iam.create_role(
+            RoleName="AWSServiceRoleForBatch",
+            Path="/aws-service-role/batch.amazonaws.com/",
+            AssumeRolePolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": "sts:AssumeRole",
+                            "Principal": {"Service": "batch.amazonaws.com"},
+                        }
+                    ],
+                }
+            ),
+        )

@@ -1,0 +1,58 @@
+"""Bad configuration fails before any construct exists, with one line naming the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.config import ConfigError, load
+from tests.conftest import cdk_context
+
+
+def test_default_environment_loads():
+    config = load(cdk_context())
+    assert config.env_name == "demo"
+    assert config.instance_type == "p4d.24xlarge"
+    assert config.efa_interfaces == 4
+
+
+def test_command_line_overrides_win_over_the_environment():
+    config = load(cdk_context(env="prod", max_nodes="3", fair_share="false"))
+    assert (config.instance_type, config.max_nodes, config.fair_share) == ("p5.48xlarge", 3, False)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"instance_type": "m9.huge"}, "instance_type: unknown type 'm9.huge'; allowed: "),
+        ({"instance_type": "g5.xlarge"}, "instance_type: g5.xlarge has no EFA; set efa=false"),
+        ({"max_nodes": "0"}, "max_nodes: 0 is below one instance; allowed: >= 1"),
+        ({"max_nodes": "many"}, "max_nodes: 'many' is not an integer"),
+        ({"availability_zones": ["us-east-1a", "us-east-1b"]}, "an EFA cluster lives in exactly"),
+        ({"vpc_id": "vpc-12", "subnet_id": "subnet-0123456789abcdef0"}, "vpc_id: 'vpc-12' is"),
+        ({"vpc_id": "vpc-0123456789abcdef0"}, "vpc_id/subnet_id: give both"),
+        ({"capacity_reservation_id": "cr-xyz"}, "capacity_reservation_id: 'cr-xyz' is malformed"),
+        ({"env": "staging"}, "env: unknown environment 'staging'; allowed: demo, prod"),
+        ({"removal_policy": "snapshot"}, "removal_policy: 'snapshot'; allowed: retain, destroy"),
+        ({"log_retention_days": "10"}, "log_retention_days: 10; allowed: 1, 3, 5"),
+        ({"efa": "maybe"}, "efa: 'maybe' is not a boolean"),
+        ({"availability_zone": "us-west-2a"}, "availability_zone: 'us-west-2a' is not in region"),
+    ],
+)
+def test_bad_configuration_names_the_key(overrides, expected):
+    with pytest.raises(ConfigError) as info:
+        load(cdk_context(**overrides))
+    message = str(info.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_unknown_key_in_an_environment_is_rejected():
+    context = cdk_context()
+    context["environments"]["demo"]["instance_typo"] = "p5.48xlarge"
+    with pytest.raises(ConfigError, match="instance_typo: unknown key in environment 'demo'"):
+        load(context)
+
+
+def test_efa_off_accepts_a_type_without_efa():
+    config = load(cdk_context(instance_type="g5.xlarge", efa="false"))
+    assert config.efa_interfaces == 0

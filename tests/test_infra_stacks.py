@@ -1,0 +1,317 @@
+"""What the stacks provision, asserted on the synthesized templates (default and p5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
+
+
+def _resources(template: dict, type_: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
+
+
+def _only(template: dict, type_: str) -> dict:
+    (res,) = _resources(template, type_).values()
+    return res["Properties"]
+
+
+@pytest.fixture(scope="module")
+def cluster(synth_default):
+    return synth_default.template()
+
+
+@pytest.fixture(scope="module")
+def network(synth_default):
+    return synth_default.template("-Network")
+
+
+@pytest.fixture(scope="module")
+def storage(synth_default):
+    return synth_default.template("-Storage")
+
+
+# --- EFA compute -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fixture", "count"), [("synth_default", 4), ("synth_p5", 32)])
+def test_launch_template_has_one_efa_interface_per_network_card(request, fixture, count):
+    template = request.getfixturevalue(fixture).template()
+    interfaces = _only(template, "AWS::EC2::LaunchTemplate")["LaunchTemplateData"][
+        "NetworkInterfaces"
+    ]
+    assert [i["NetworkCardIndex"] for i in interfaces] == list(range(count))
+    assert [i["DeviceIndex"] for i in interfaces] == [0] + [1] * (count - 1)
+    assert {i["InterfaceType"] for i in interfaces} == {"efa"}
+    # Every interface carries the cluster security group.
+    groups = {json.dumps(i["Groups"]) for i in interfaces}
+    assert len(groups) == 1 and "ClusterSecurityGroup" in groups.pop()
+
+
+def test_security_groups_are_on_the_interfaces_not_the_compute_environment(cluster):
+    resources = _only(cluster, "AWS::Batch::ComputeEnvironment")["ComputeResources"]
+    assert "SecurityGroupIds" not in resources
+    data = _only(cluster, "AWS::EC2::LaunchTemplate")["LaunchTemplateData"]
+    assert "SecurityGroupIds" not in data
+
+
+def test_launch_template_requires_imdsv2_and_encrypts_the_root_volume(synth_default):
+    # cdk-nag has no rule for either: asserted here.
+    Template.from_json(synth_default.template()).has_resource_properties(
+        "AWS::EC2::LaunchTemplate",
+        {
+            "LaunchTemplateData": Match.object_like(
+                {
+                    "MetadataOptions": {
+                        "HttpTokens": "required",
+                        "HttpEndpoint": "enabled",
+                        "HttpPutResponseHopLimit": 2,
+                    },
+                    "BlockDeviceMappings": [
+                        {
+                            "DeviceName": "/dev/xvda",
+                            "Ebs": {
+                                "Encrypted": True,
+                                "VolumeType": "gp3",
+                                "VolumeSize": synth_default.config.root_volume_gib,
+                                "DeleteOnTermination": True,
+                            },
+                        }
+                    ],
+                }
+            )
+        },
+    )
+
+
+def test_capacity_reservation_is_targeted_when_configured(tmp_path):
+    from tests.conftest import cdk_context
+    from tests.infra_synth import synthesize
+
+    synth = synthesize(
+        cdk_context(capacity_reservation_id="cr-0123456789abcdef0", max_nodes="1"), tmp_path
+    )
+    data = _only(synth.template(), "AWS::EC2::LaunchTemplate")["LaunchTemplateData"]
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
+    }
+
+
+def test_cluster_placement_group(cluster):
+    assert _only(cluster, "AWS::EC2::PlacementGroup")["Strategy"] == "cluster"
+
+
+def test_security_group_admits_all_traffic_from_itself_and_allows_egress(network):
+    (props,) = [
+        r["Properties"]
+        for r in _resources(network, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["IpProtocol"] == "-1"
+    ]
+    assert props["IpProtocol"] == "-1"
+    assert props["GroupId"] == props["SourceSecurityGroupId"]  # self-referencing
+    sg = network["Resources"][props["GroupId"]["Fn::GetAtt"][0]]["Properties"]
+    assert sg["SecurityGroupEgress"] == [
+        {
+            "CidrIp": "0.0.0.0/0",
+            "Description": "Allow all outbound traffic by default",
+            "IpProtocol": "-1",
+        }
+    ]
+
+
+# --- AWS Batch -------------------------------------------------------------------------------
+
+
+def test_managed_ec2_compute_environment(synth_default, cluster):
+    config = synth_default.config
+    props = _only(cluster, "AWS::Batch::ComputeEnvironment")
+    assert props["Type"] == "MANAGED"
+    assert "ServiceRole" not in props  # the service-linked role
+    resources = props["ComputeResources"]
+    assert resources["Type"] == "EC2"  # MNP jobs: no Spot, no Fargate
+    assert resources["MinvCpus"] == 0
+    assert resources["MaxvCpus"] == config.max_nodes * config.instance.vcpus
+    assert resources["InstanceTypes"] == [config.instance_type]
+    assert resources["Ec2Configuration"] == [{"ImageType": "ECS_AL2023_NVIDIA"}]
+    assert resources["PlacementGroup"] == {"Ref": "PlacementGroup"}
+    assert resources["LaunchTemplate"] == {
+        "LaunchTemplateId": {"Ref": "LaunchTemplate"},
+        "Version": {"Fn::GetAtt": ["LaunchTemplate", "LatestVersionNumber"]},
+    }
+    assert len(resources["Subnets"]) == 1
+
+
+def test_job_queue_and_optional_fair_share(cluster, synth_p5):
+    queue = _only(cluster, "AWS::Batch::JobQueue")
+    assert queue["ComputeEnvironmentOrder"][0]["ComputeEnvironment"] == {
+        "Ref": "ComputeEnvironment"
+    }
+    assert "SchedulingPolicyArn" not in queue
+    assert not _resources(cluster, "AWS::Batch::SchedulingPolicy")
+    prod = synth_p5.template()
+    assert _only(prod, "AWS::Batch::JobQueue")["SchedulingPolicyArn"] == {"Ref": "FairSharePolicy"}
+    assert "FairsharePolicy" in _only(prod, "AWS::Batch::SchedulingPolicy")
+
+
+# --- Network ---------------------------------------------------------------------------------
+
+
+def test_new_vpc_has_one_zone_no_nat_flow_logs_and_endpoints(network, synth_default):
+    subnets = _resources(network, "AWS::EC2::Subnet").values()
+    assert {s["Properties"]["AvailabilityZone"] for s in subnets} == {
+        synth_default.config.availability_zone
+    }
+    assert not _resources(network, "AWS::EC2::NatGateway")
+    assert _only(network, "AWS::EC2::FlowLog")["TrafficType"] == "ALL"
+    endpoints = [r["Properties"] for r in _resources(network, "AWS::EC2::VPCEndpoint").values()]
+    services = sorted(json.dumps(e["ServiceName"]) for e in endpoints)
+    for name in ("ecr.api", "ecr.dkr", "ecs", "ecs-agent", "ecs-telemetry", "logs", "s3"):
+        assert any(f".{name}" in s for s in services), name
+    gateway = [e for e in endpoints if e.get("VpcEndpointType") == "Gateway"]
+    assert len(gateway) == 1
+
+
+def test_endpoints_admit_https_from_cluster_nodes_only(network):
+    ingress = [
+        r["Properties"]
+        for r in _resources(network, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["IpProtocol"] == "tcp"
+    ]
+    assert [(i["FromPort"], i["ToPort"]) for i in ingress] == [(443, 443)]
+    assert "ClusterSecurityGroup" in json.dumps(ingress[0]["SourceSecurityGroupId"])
+
+
+def test_nat_gateway_is_optional(synth_p5):
+    assert len(_resources(synth_p5.template("-Network"), "AWS::EC2::NatGateway")) == 1
+
+
+def test_imported_vpc_creates_no_vpc(tmp_path):
+    from tests.conftest import cdk_context
+    from tests.infra_synth import synthesize
+
+    synth = synthesize(
+        cdk_context(vpc_id="vpc-0123456789abcdef0", subnet_id="subnet-0123456789abcdef0"),
+        tmp_path,
+    )
+    network = synth.template("-Network")
+    assert not _resources(network, "AWS::EC2::VPC")
+    assert _only(network, "AWS::EC2::FlowLog")["ResourceId"] == "vpc-0123456789abcdef0"
+    subnets = _only(synth.template(), "AWS::Batch::ComputeEnvironment")["ComputeResources"][
+        "Subnets"
+    ]
+    assert subnets == ["subnet-0123456789abcdef0"]
+
+
+# --- Stateful resources ----------------------------------------------------------------------
+
+
+def test_repository_scans_encrypts_keeps_newest_and_is_immutable(storage, synth_default):
+    props = _only(storage, "AWS::ECR::Repository")
+    assert props["ImageScanningConfiguration"] == {"ScanOnPush": True}
+    assert props["EncryptionConfiguration"] == {"EncryptionType": "KMS"}
+    assert props["ImageTagMutability"] == "IMMUTABLE"
+    rule = json.loads(props["LifecyclePolicy"]["LifecyclePolicyText"])["rules"][0]
+    assert rule["selection"]["countType"] == "imageCountMoreThan"
+    assert rule["selection"]["countNumber"] == synth_default.config.keep_images
+
+
+def test_file_system_is_encrypted_backed_up_and_reachable_from_the_subnet(storage):
+    props = _only(storage, "AWS::EFS::FileSystem")
+    assert props["Encrypted"] is True
+    assert props["BackupPolicy"] == {"Status": "ENABLED"}
+    assert len(_resources(storage, "AWS::EFS::MountTarget")) == 1
+    ap = _only(storage, "AWS::EFS::AccessPoint")
+    assert ap["RootDirectory"]["Path"] == "/shared"
+    ingress = _only(storage, "AWS::EC2::SecurityGroupIngress")
+    assert (ingress["IpProtocol"], ingress["FromPort"], ingress["ToPort"]) == ("tcp", 2049, 2049)
+    assert "ClusterSecurityGroup" in json.dumps(ingress["SourceSecurityGroupId"])
+
+
+@pytest.mark.parametrize(
+    ("fixture", "policy"), [("synth_default", "Delete"), ("synth_p5", "Retain")]
+)
+def test_stateful_resources_follow_the_removal_policy(request, fixture, policy):
+    storage = request.getfixturevalue(fixture).template("-Storage")
+    for type_ in ("AWS::ECR::Repository", "AWS::EFS::FileSystem"):
+        (res,) = _resources(storage, type_).values()
+        assert res["DeletionPolicy"] == policy
+
+
+def test_storage_stack_has_termination_protection(synth_default):
+    manifest = json.loads((synth_default.outdir / "manifest.json").read_text())
+    props = manifest["artifacts"]["EfaBatch-Storage"]["properties"]
+    assert props["terminationProtection"] is True
+
+
+def test_logical_ids_of_stateful_resources_never_change(storage):
+    # A changed logical id makes CloudFormation replace the resource: data would be lost.
+    assert set(_resources(storage, "AWS::ECR::Repository")) == {"WorkspaceRepository6E6EA33E"}
+    assert set(_resources(storage, "AWS::EFS::FileSystem")) == {"SharedFileSystemAD4B2CC6"}
+    assert set(_resources(storage, "AWS::EFS::AccessPoint")) == {
+        "SharedFileSystemJobsAccessPoint401E6C7E"
+    }
+
+
+# --- IAM and logs ----------------------------------------------------------------------------
+
+
+def _statements(*templates: dict):
+    for template in templates:
+        for res in template["Resources"].values():
+            if res["Type"] == "AWS::IAM::Policy":
+                yield from res["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_no_wildcard_action_and_resource_star_only_for_ecr_auth(cluster, network, storage):
+    statements = list(_statements(cluster, network, storage))
+    assert statements
+    for st in statements:
+        actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        assert not any("*" in a for a in actions), st
+        if st["Resource"] == "*":
+            assert actions == ["ecr:GetAuthorizationToken"], st
+
+
+def test_job_role_may_only_mount_and_write_the_file_system_via_its_access_point(cluster):
+    (policy,) = [
+        r for k, r in _resources(cluster, "AWS::IAM::Policy").items() if k.startswith("JobRole")
+    ]
+    (st,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert st["Action"] == ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"]
+    assert "elasticfilesystem:AccessPointArn" in st["Condition"]["StringEquals"]
+
+
+def test_instance_role_has_ecs_agent_and_ssm(cluster):
+    roles = _resources(cluster, "AWS::IAM::Role")
+    (instance,) = [r for k, r in roles.items() if k.startswith("InstanceRole")]
+    arns = json.dumps(instance["Properties"]["ManagedPolicyArns"])
+    assert "AmazonEC2ContainerServiceforEC2Role" in arns
+    assert "AmazonSSMManagedInstanceCore" in arns
+
+
+def test_job_log_group_has_retention(cluster, synth_default):
+    props = _only(cluster, "AWS::Logs::LogGroup")
+    assert props["RetentionInDays"] == synth_default.config.log_retention_days
+    assert props["LogGroupName"] == "/aws/batch/EfaBatch/jobs"
+
+
+# --- Outputs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", ["synth_default", "synth_p5"])
+def test_cluster_stack_outputs_every_contract_key(request, fixture):
+    synth = request.getfixturevalue(fixture)
+    outputs = synth.template()["Outputs"]
+    assert set(outputs) == {k.value for k in OutputKey}
+    config = synth.config
+    assert outputs[OutputKey.SCHEMA_VERSION]["Value"] == SCHEMA_VERSION
+    assert outputs[OutputKey.EFA_INTERFACES]["Value"] == str(config.instance.efa_interfaces)
+    assert outputs[OutputKey.INSTANCE_TYPE]["Value"] == config.instance_type
+    assert outputs[OutputKey.GPUS_PER_NODE]["Value"] == "8"
+
+
+def test_scheduling_policy_output_says_none_without_fair_share(cluster):
+    assert cluster["Outputs"][OutputKey.SCHEDULING_POLICY_ARN]["Value"] == NO_SCHEDULING_POLICY
