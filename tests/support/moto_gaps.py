@@ -125,11 +125,95 @@ def scheduling_policies(t: Template, batch_client) -> None:
 
 
 def patch_moto_models() -> None:
-    """Fix moto model bugs in-process (ThreadedMotoServer runs in this interpreter)."""
+    """Fix moto model gaps in-process (ThreadedMotoServer runs in this interpreter)."""
+    from moto.batch.models import BatchBackend, Job
+    from moto.batch_simple.models import BatchSimpleBackend
     from moto.efs.models import AccessPoint
 
     # Gap: Ref on AWS::EFS::AccessPoint yields the model object's repr instead of its id.
     AccessPoint.physical_resource_id = property(lambda self: self.access_point_id)
+
+    # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
+    # scales from zero holds it RUNNABLE. Jobs wait here until a test runs them (run_job).
+    def hold(self, include_start_attempt: bool, job: Job) -> None:
+        self.backend._jobs[job.job_id] = job
+        job.status = "RUNNABLE"
+
+    BatchSimpleBackend._mark_job_as_finished = hold
+
+    # Gap: moto's TerminateJob only flags a job thread that Docker-less Batch never starts;
+    # Batch fails the job with the given reason.
+    def terminate(self, reason: str) -> None:
+        if not self.job_stopped:
+            self.job_stopped_reason = reason
+            self._mark_stopped(success=False)
+
+    Job.terminate = terminate
+
+    # Gap: moto knows no node-level job ids (JOB_ID#N) of multi-node jobs; Batch answers them
+    # with the node's own record, whose container names its log stream.
+    original_describe = BatchBackend.describe_jobs
+
+    def describe_jobs(self, jobs: list[str] | None) -> list[dict[str, Any]]:
+        plain = [j for j in jobs or [] if "#" not in j]
+        found = original_describe(self, plain) if plain or not jobs else []
+        for node_id in (j for j in jobs or [] if "#" in j):
+            parent_id, index = node_id.split("#", 1)
+            parent = self._jobs.get(parent_id)
+            if parent is not None:
+                found.append(_node_record(parent, int(index)))
+        return found
+
+    BatchBackend.describe_jobs = describe_jobs
+
+
+def node_stream(job, index: int) -> str:
+    """The awslogs stream a node writes to: PREFIX/CONTAINER/TASK_ID, as ECS names it."""
+    node_range = job.job_definition.node_properties["nodeRangeProperties"][0]
+    options = node_range["container"]["logConfiguration"]["options"]
+    return f"{options['awslogs-stream-prefix']}/default/{job.job_id}-{index}"
+
+
+def _node_record(parent, index: int) -> dict[str, Any]:
+    record = parent.describe_short()
+    record["jobId"] = f"{parent.job_id}#{index}"
+    record["nodeDetails"] = {"nodeIndex": index, "isMainNode": index == 0}
+    if parent.status not in ("SUBMITTED", "PENDING", "RUNNABLE"):
+        record["container"] = {"logStreamName": node_stream(parent, index)}
+    return record
+
+
+def run_job(
+    account: str,
+    region: str,
+    job_id: str,
+    *,
+    success: bool,
+    node_logs: dict[int, list[str]] | None = None,
+) -> None:
+    """Play the cluster's part for a held job: start it, write each node's log, end it."""
+    import datetime
+    import time
+
+    from moto.batch.models import batch_backends
+    from moto.logs.models import logs_backends
+
+    job = batch_backends[account][region]._jobs[job_id]
+    container = job.job_definition.node_properties["nodeRangeProperties"][0]["container"]
+    group = container["logConfiguration"]["options"]["awslogs-group"]
+    logs = logs_backends[account][region]
+    if group not in logs.groups:
+        logs.create_log_group(group, {})
+    job.job_started_at = datetime.datetime.now()
+    job.status = "RUNNING"
+    now = int(time.time() * 1000)
+    for index, lines in (node_logs or {}).items():
+        stream = node_stream(job, index)
+        logs.create_log_stream(group, stream)
+        events = [{"timestamp": now + i, "message": line} for i, line in enumerate(lines)]
+        logs.put_log_events(group, stream, events)
+    job._start_attempt()
+    job._mark_stopped(success=success)
 
 
 def prepare_account(session, endpoint_url: str) -> None:

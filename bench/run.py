@@ -1,0 +1,19 @@
+"""Run every benchmark and print the Markdown tables the README shows."""
+
+from __future__ import annotations
+
+import sys
+
+from bench import synth
+
+BENCHES = {"synth": synth.run}
+
+
+def main() -> None:
+    chosen = sys.argv[1:] or list(BENCHES)
+    for name in chosen:
+        print(f"## {name}\n\n{BENCHES[name]()}\n", flush=True)
+
+
+if __name__ == "__main__":
+    main()

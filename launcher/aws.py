@@ -1,0 +1,143 @@
+"""The one module that talks to AWS: CloudFormation, Batch and CloudWatch Logs via boto3.
+
+Retries for throttling and transient errors are configured here, once (botocore's adaptive
+mode). Every AWS failure leaves as ``RemoteError`` with one line saying which call failed;
+``UsageError`` where the cause is the user's input (unknown stack, unknown job id).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+from launcher.errors import RemoteError, UsageError
+
+RETRY_CONFIG = botocore.config.Config(
+    retries={"mode": "adaptive", "max_attempts": 8},
+    user_agent_extra="efa-batch-launcher",
+)
+
+
+def _remote(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except botocore.exceptions.ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise RemoteError(
+                f"AWS {exc.operation_name} failed: {error.get('Code', 'Error')}: "
+                f"{error.get('Message', exc)}"
+            ) from exc
+        except botocore.exceptions.NoCredentialsError as exc:
+            raise RemoteError(f"AWS credentials not found: {exc}") from exc
+        except botocore.exceptions.BotoCoreError as exc:
+            raise RemoteError(f"AWS request failed: {exc}") from exc
+
+    return wrapper
+
+
+class Aws:
+    """Thin wrappers over the calls the launcher makes; counts them for the benchmarks."""
+
+    def __init__(self, profile: str | None = None, region: str | None = None) -> None:
+        try:
+            self.session = boto3.Session(profile_name=profile, region_name=region)
+        except botocore.exceptions.ProfileNotFound as exc:
+            raise UsageError(f"--profile: {exc}") from None
+        if not self.session.region_name:
+            raise UsageError("no AWS region: pass --region or set AWS_REGION")
+        self.calls = 0
+        self._clients: dict[str, Any] = {}
+
+    def client(self, service: str):
+        if service not in self._clients:
+            client = self.session.client(service, config=RETRY_CONFIG)
+            client.meta.events.register("before-call", self._count)
+            self._clients[service] = client
+        return self._clients[service]
+
+    def _count(self, **_: Any) -> None:
+        self.calls += 1
+
+    # --- CloudFormation ---------------------------------------------------------------------
+
+    @_remote
+    def describe_stack(self, name: str) -> dict:
+        try:
+            return self.client("cloudformation").describe_stacks(StackName=name)["Stacks"][0]
+        except botocore.exceptions.ClientError as exc:
+            if "does not exist" in str(exc):
+                raise UsageError(
+                    f"stack {name} not found in {self.session.region_name}; deploy the infra "
+                    "or pass --stack / set LAUNCHER_STACK"
+                ) from None
+            raise
+
+    # --- Batch ------------------------------------------------------------------------------
+
+    @_remote
+    def find_job_definition(self, name: str) -> str | None:
+        found = self.client("batch").describe_job_definitions(
+            jobDefinitionName=name, status="ACTIVE"
+        )["jobDefinitions"]
+        if not found:
+            return None
+        return max(found, key=lambda d: d["revision"])["jobDefinitionArn"]
+
+    @_remote
+    def register_job_definition(self, request: dict) -> str:
+        return self.client("batch").register_job_definition(**request)["jobDefinitionArn"]
+
+    @_remote
+    def submit_job(self, request: dict) -> str:
+        return self.client("batch").submit_job(**request)["jobId"]
+
+    @_remote
+    def describe_jobs(self, job_ids: list[str]) -> list[dict]:
+        return self.client("batch").describe_jobs(jobs=job_ids)["jobs"]
+
+    @_remote
+    def terminate_job(self, job_id: str, reason: str) -> None:
+        self.client("batch").terminate_job(jobId=job_id, reason=reason)
+
+    @_remote
+    def list_jobs(self, queue: str) -> list[dict]:
+        # A filter lists every status in one pass (jobStatus alone lists one status per call).
+        pages = (
+            self.client("batch")
+            .get_paginator("list_jobs")
+            .paginate(
+                jobQueue=queue,
+                filters=[{"name": "AFTER_CREATED_AT", "values": ["0"]}],
+                PaginationConfig={"PageSize": 100},
+            )
+        )
+        return [job for page in pages for job in page["jobSummaryList"]]
+
+    # --- CloudWatch Logs --------------------------------------------------------------------
+
+    @_remote
+    def log_events(
+        self, group: str, stream: str, start_ms: int | None, token: str | None
+    ) -> tuple[list[dict], str | None]:
+        kwargs: dict[str, Any] = {
+            "logGroupName": group,
+            "logStreamName": stream,
+            "startFromHead": True,
+        }
+        if token:
+            kwargs["nextToken"] = token
+        elif start_ms is not None:
+            kwargs["startTime"] = start_ms
+        try:
+            page = self.client("logs").get_log_events(**kwargs)
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return [], token  # the stream appears once the container writes
+            raise
+        return page["events"], page.get("nextForwardToken")

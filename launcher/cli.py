@@ -1,0 +1,327 @@
+"""``launcher``: the command line. Thin: parse, call the library, print, map errors to exits.
+
+Imports of boto3 and friends happen inside the commands so that ``launcher --help`` is fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from launcher.errors import LauncherError, UsageError
+from launcher.outputs import DEFAULT_STACK_NAME
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Command:
+    """One subcommand: ``add_arguments`` declares its flags, ``run`` does the work."""
+
+    name = ""
+    help = ""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:  # pragma: no cover
+        pass
+
+    def run(self, args: argparse.Namespace) -> int:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _aws(args: argparse.Namespace):
+    from launcher.aws import Aws
+
+    return Aws(profile=args.profile, region=args.region)
+
+
+def _cluster(args: argparse.Namespace, aws):
+    from launcher.jobs import discover
+
+    return discover(aws, args.stack)
+
+
+class Outputs(Command):
+    name = "outputs"
+    help = "show the cluster discovered from the stack outputs"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+    def run(self, args):
+        cluster = _cluster(args, _aws(args))
+        data = cluster.as_dict()
+        if args.json:
+            print(json.dumps(data, indent=2))
+        else:
+            width = max(map(len, data))
+            for key, value in data.items():
+                print(f"{key:<{width}}  {value if value is not None else '-'}")
+        return 0
+
+
+class Run(Command):
+    name = "run"
+    help = "build the workspace image and submit a multi-node job"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--name", help="job name (default: from the command)")
+        parser.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
+        parser.add_argument("--image", help="base image (default: $LAUNCHER_IMAGE)")
+        parser.add_argument("--workspace", default=".", help="directory to patch into the image")
+        parser.add_argument(
+            "--no-workspace",
+            action="store_true",
+            help="run --image as it is, without the workspace",
+        )
+        parser.add_argument("--gpus-per-node", type=int, help="default: every GPU of the node")
+        parser.add_argument("--env", action="append", default=[], metavar="K=V")
+        parser.add_argument(
+            "--mount",
+            action="append",
+            default=[],
+            metavar="SPEC",
+            help="type=efs,dst=P | type=bind,src=P,dst=P[,readonly] | "
+            "type=device,src=P[,dst=P][,perm=rwm]",
+        )
+        parser.add_argument("--efa", default="auto", choices=["auto", "off"])
+        parser.add_argument("--shm-size", help="/dev/shm size, e.g. 64g (default: 1/4 of memory)")
+        parser.add_argument("--timeout", help="per-attempt limit, e.g. 90m (at least 60s)")
+        parser.add_argument(
+            "--retries",
+            type=int,
+            default=3,
+            help="attempts, 1-10; only host loss is retried (default 3)",
+        )
+        parser.add_argument("--share-id", help="fair-share identifier")
+        parser.add_argument("--priority", type=int, help="fair-share scheduling priority")
+        parser.add_argument("--tag", action="append", default=[], metavar="K=V")
+        parser.add_argument(
+            "--torchrun",
+            action="store_true",
+            help="wrap the command in torchrun with nodes and GPUs per node",
+        )
+        parser.add_argument("--port", type=int, default=29500, help="rendezvous port")
+        parser.add_argument("--follow", action="store_true", help="stream logs until it ends")
+        parser.add_argument(
+            "--dryrun", action="store_true", help="print the requests as JSON; change nothing"
+        )
+        parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+
+    def spec(self, args, image: str):
+        from launcher import jobspec
+
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        return jobspec.JobSpec(
+            name=args.name or jobspec.default_name(command),
+            command=tuple(command),
+            image=image,
+            nodes=args.nodes,
+            gpus_per_node=args.gpus_per_node,
+            env=tuple(jobspec.parse_env(e) for e in args.env),
+            mounts=tuple(jobspec.parse_mount(m) for m in args.mount),
+            efa=args.efa,
+            shm_mib=jobspec.parse_size_mib(args.shm_size) if args.shm_size else None,
+            timeout_seconds=jobspec.parse_duration(args.timeout) if args.timeout else None,
+            attempts=args.retries,
+            share_id=args.share_id,
+            priority=args.priority,
+            tags=tuple(jobspec.parse_tag(t) for t in args.tag),
+            torchrun=args.torchrun,
+            rendezvous_port=args.port,
+        )
+
+    def run(self, args):
+        from launcher import jobdef, jobs
+
+        base = args.image or os.environ.get("LAUNCHER_IMAGE")
+        if not base:
+            raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
+        # Parse and validate everything before any AWS call or upload.
+        self.spec(args, base)
+        aws = _aws(args)
+        cluster = _cluster(args, aws)
+        image = base
+        if not args.no_workspace:
+            from launcher.image.build import workspace_image
+
+            image = workspace_image(
+                base, args.workspace, cluster.repository_uri, dryrun=args.dryrun, aws=aws
+            )
+        requests = jobdef.build(self.spec(args, image), cluster)
+        if args.dryrun:
+            print(json.dumps(requests.as_dict(), indent=2))
+            return 0
+        submitted = jobs.submit(aws, requests)
+        _err(
+            f"{'registered' if submitted.registered else 'reusing'} job definition "
+            f"{submitted.job_definition_arn}"
+        )
+        _err(
+            f"submitted {requests.submit['jobName']} to {cluster.job_queue_name}: "
+            f"{args.nodes} x {cluster.instance_type}"
+        )
+        if args.follow:
+            code = _follow(aws, cluster, submitted.job_id)
+            print(submitted.job_id)
+            return code
+        print(submitted.job_id)
+        return 0
+
+
+def _follow(aws, cluster, job_id: str) -> int:
+    from launcher import jobs
+
+    for node, message in jobs.iter_logs(aws, cluster, job_id, None, None, follow=True):
+        _err(f"[node {node}] {message}")
+    job = jobs.describe(aws, job_id)
+    _err(jobs.status_line(job))
+    return 0 if job["status"] == "SUCCEEDED" else 1
+
+
+class Status(Command):
+    name = "status"
+    help = "print a job's state (one DescribeJobs call)"
+
+    def add_arguments(self, parser):
+        parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
+
+    def run(self, args):
+        from launcher import jobs
+
+        print(jobs.status_line(jobs.describe(_aws(args), args.job)))
+        return 0
+
+
+class Describe(Command):
+    name = "describe"
+    help = "show a job's details"
+
+    def add_arguments(self, parser):
+        parser.add_argument("job")
+        parser.add_argument("--json", action="store_true")
+
+    def run(self, args):
+        from launcher import jobs
+
+        job = jobs.describe(_aws(args), args.job)
+        if args.json:
+            print(json.dumps(job, indent=2, default=str))
+            return 0
+        container = (
+            job.get("nodeProperties", {}).get("nodeRangeProperties", [{}])[0].get("container", {})
+        )
+        rows = {
+            "job": f"{job['jobId']} ({job['jobName']})",
+            "status": job["status"]
+            + (f": {job['statusReason']}" if job.get("statusReason") else ""),
+            "queue": job.get("jobQueue", "-"),
+            "definition": job.get("jobDefinition", "-"),
+            "nodes": jobs.node_count(job),
+            "image": container.get("image", "-"),
+            "attempts": len(job.get("attempts", [])),
+        }
+        for key, value in rows.items():
+            print(f"{key:<10}  {value}")
+        return 0
+
+
+class Logs(Command):
+    name = "logs"
+    help = "print a job's logs, per node"
+
+    def add_arguments(self, parser):
+        parser.add_argument("job")
+        parser.add_argument("--node", type=int, help="only this node (default: all)")
+        parser.add_argument("--follow", "-f", action="store_true")
+        parser.add_argument("--since", help="only the last DURATION, e.g. 10m")
+
+    def run(self, args):
+        from launcher import jobs, jobspec
+
+        since = jobspec.parse_since(args.since) if args.since else None
+        aws = _aws(args)
+        cluster = _cluster(args, aws)
+        for node, message in jobs.iter_logs(aws, cluster, args.job, args.node, since, args.follow):
+            print(message if args.node is not None else f"[node {node}] {message}", flush=True)
+        return 0
+
+
+class Cancel(Command):
+    name = "cancel"
+    help = "terminate a job in any state"
+
+    def add_arguments(self, parser):
+        parser.add_argument("job")
+
+    def run(self, args):
+        from launcher import jobs
+
+        job = jobs.cancel(_aws(args), args.job)
+        _err(f"cancelled {job['jobId']} ({job['jobName']}, was {job['status']})")
+        return 0
+
+
+class List(Command):
+    name = "list"
+    help = "list the cluster queue's jobs (active ones unless --all)"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--all", action="store_true", help="include finished jobs")
+        parser.add_argument("--json", action="store_true")
+
+    def run(self, args):
+        from launcher import jobs
+
+        aws = _aws(args)
+        listed = jobs.list_jobs(aws, _cluster(args, aws), include_finished=args.all)
+        if args.json:
+            print(json.dumps(listed, indent=2, default=str))
+            return 0
+        for job in listed:
+            print(f"{job['jobId']}  {job['status']:<9}  {job['jobName']}")
+        return 0
+
+
+COMMANDS: tuple[Command, ...] = (Outputs(), Run(), Status(), Describe(), Logs(), Cancel(), List())
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="launcher",
+        description="Run multi-node EFA jobs on the AWS Batch cluster of an efa-batch stack.",
+    )
+    top.add_argument(
+        "--stack",
+        default=os.environ.get("LAUNCHER_STACK", DEFAULT_STACK_NAME),
+        help="cluster stack (default: $LAUNCHER_STACK or %(default)s)",
+    )
+    top.add_argument("--profile", help="AWS profile")
+    top.add_argument("--region", help="AWS region")
+    top.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = top.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        command.add_arguments(p)
+        p.set_defaults(handler=command)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.handler.run(args)
+    except LauncherError as exc:
+        if args.debug:
+            raise
+        _err(f"launcher: error: {exc}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The cluster as the launcher sees it: parsed from the cluster stack's outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from launcher import catalog
+from launcher.errors import UsageError
+from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
+
+# CloudFormation states in which the stack's outputs describe a working cluster.
+USABLE_STATES = frozenset(
+    {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
+)
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    stack_name: str
+    region: str
+    job_queue_name: str
+    job_queue_arn: str
+    repository_uri: str
+    file_system_id: str
+    access_point_id: str
+    job_role_arn: str
+    execution_role_arn: str
+    log_group_name: str
+    instance_type: str
+    max_nodes: int
+    efa_interfaces: int
+    gpus_per_node: int
+    vcpus_per_node: int
+    memory_mib_per_node: int
+    scheduling_policy_arn: str | None
+
+    @property
+    def instance(self) -> catalog.InstanceType | None:
+        return catalog.lookup(self.instance_type)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def from_stack(stack: Mapping) -> ClusterInfo:
+    """Parse a ``describe_stacks`` entry; refuse stacks the launcher cannot use."""
+    name = stack["StackName"]
+    status = stack["StackStatus"]
+    if status not in USABLE_STATES:
+        raise UsageError(
+            f"stack {name} is in state {status}; the launcher needs one of "
+            f"{', '.join(sorted(USABLE_STATES))}"
+        )
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    missing = [k.value for k in OutputKey if k.value not in outputs]
+    if OutputKey.SCHEMA_VERSION.value in outputs:
+        version = outputs[OutputKey.SCHEMA_VERSION]
+        if version != SCHEMA_VERSION:
+            raise UsageError(
+                f"stack {name} has output schema version {version}; this launcher reads "
+                f"version {SCHEMA_VERSION} (deploy the matching infra or upgrade the launcher)"
+            )
+    if missing:
+        raise UsageError(
+            f"stack {name} is missing outputs {', '.join(missing)}; is it a cluster stack "
+            "deployed from this project's infra?"
+        )
+
+    def integer(key: OutputKey) -> int:
+        try:
+            return int(outputs[key])
+        except ValueError:
+            raise UsageError(f"stack {name}: output {key.value} is not an integer") from None
+
+    policy = outputs[OutputKey.SCHEDULING_POLICY_ARN]
+    return ClusterInfo(
+        stack_name=name,
+        region=outputs[OutputKey.REGION],
+        job_queue_name=outputs[OutputKey.JOB_QUEUE_NAME],
+        job_queue_arn=outputs[OutputKey.JOB_QUEUE_ARN],
+        repository_uri=outputs[OutputKey.REPOSITORY_URI],
+        file_system_id=outputs[OutputKey.FILE_SYSTEM_ID],
+        access_point_id=outputs[OutputKey.ACCESS_POINT_ID],
+        job_role_arn=outputs[OutputKey.JOB_ROLE_ARN],
+        execution_role_arn=outputs[OutputKey.EXECUTION_ROLE_ARN],
+        log_group_name=outputs[OutputKey.LOG_GROUP_NAME],
+        instance_type=outputs[OutputKey.INSTANCE_TYPE],
+        max_nodes=integer(OutputKey.MAX_NODES),
+        efa_interfaces=integer(OutputKey.EFA_INTERFACES),
+        gpus_per_node=integer(OutputKey.GPUS_PER_NODE),
+        vcpus_per_node=integer(OutputKey.VCPUS_PER_NODE),
+        memory_mib_per_node=integer(OutputKey.MEMORY_MIB_PER_NODE),
+        scheduling_policy_arn=None if policy == NO_SCHEDULING_POLICY else policy,
+    )

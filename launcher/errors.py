@@ -1,0 +1,22 @@
+"""The launcher's errors: the CLI maps each kind to an exit code and one line on stderr."""
+
+from __future__ import annotations
+
+
+class LauncherError(Exception):
+    """Base class; ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class UsageError(LauncherError):
+    """Bad input: a flag, a value, or a cluster that cannot run what was asked. Nothing was
+    created or submitted."""
+
+    exit_code = 2
+
+
+class RemoteError(LauncherError):
+    """AWS or a registry refused or failed a request."""
+
+    exit_code = 1

@@ -1,0 +1,277 @@
+"""Pure request building: (job spec, cluster) -> the exact boto3 keyword arguments.
+
+No I/O here: ``launcher run --dryrun`` prints what these functions return, and the tests
+compare dicts and validate them against the botocore service model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass
+
+from launcher.cluster import ClusterInfo
+from launcher.errors import UsageError
+from launcher.jobspec import DEFAULT_EFS_PATH, JobSpec
+
+EFA_DEVICE = "/dev/infiniband/uverbs{}"
+ULIMITS = (
+    # EFA registers (pins) memory for RDMA: without an unlimited memlock, libfabric fails.
+    {"name": "memlock", "softLimit": -1, "hardLimit": -1},
+    {"name": "stack", "softLimit": 67108864, "hardLimit": 67108864},
+    {"name": "nofile", "softLimit": 1048576, "hardLimit": 1048576},
+)
+# Rendezvous: Batch tells workers the main node's address but not the main node itself. This
+# prelude gives every node LAUNCHER_MAIN_ADDR (and PyTorch's MASTER_ADDR / torchrun's PET_*
+# defaults), so `torchrun train.py` and `--rdzv-endpoint=$LAUNCHER_MAIN_ADDR:PORT` work.
+RENDEZVOUS_PRELUDE = (
+    'main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-}"; '
+    'if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d" " -f1)"; fi; '
+    'export LAUNCHER_MAIN_ADDR="${main:-127.0.0.1}"; '
+    'export LAUNCHER_NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"; '
+    'export MASTER_ADDR="${MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" '
+    'MASTER_PORT="${MASTER_PORT:-$LAUNCHER_MAIN_PORT}"; '
+    'export PET_NNODES="${PET_NNODES:-$LAUNCHER_NNODES}" '
+    'PET_NODE_RANK="${PET_NODE_RANK:-$LAUNCHER_NODE_RANK}" '
+    'PET_MASTER_ADDR="${PET_MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" '
+    'PET_MASTER_PORT="${PET_MASTER_PORT:-$LAUNCHER_MAIN_PORT}"; '
+    'exec "$@"'
+)
+RETRY_ON_HOST_LOSS = (
+    # Instance loss (reclaimed, failed status checks) is worth another attempt...
+    {"onStatusReason": "Host EC2*", "action": "RETRY"},
+    # ...an application failure is not.
+    {"onReason": "*", "action": "EXIT"},
+)
+JOB_DEFINITION_PREFIX = "efa-batch"
+
+
+@dataclass(frozen=True)
+class Requests:
+    register: dict
+    submit: dict
+
+    def as_dict(self) -> dict:
+        return {"registerJobDefinition": self.register, "submitJob": self.submit}
+
+
+def efa_environment(cluster: ClusterInfo, efa: bool) -> dict[str, str]:
+    """EFA/NCCL defaults for the node type; each can be overridden with ``--env``."""
+    if not efa:
+        return {}
+    env = {
+        "FI_PROVIDER": "efa",
+        # Keep NCCL's bootstrap off Docker and loopback interfaces.
+        "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
+        "NCCL_DEBUG": "WARN",
+    }
+    instance = cluster.instance
+    if instance is not None and instance.gpudirect_rdma:
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    return env
+
+
+def container_command(spec: JobSpec, gpus: int) -> list[str]:
+    command = list(spec.command)
+    if spec.torchrun:
+        # Master address, port and node rank come from the PET_* variables of the prelude.
+        command = [
+            "torchrun",
+            f"--nnodes={spec.nodes}",
+            f"--nproc-per-node={max(gpus, 1)}",
+            *command,
+        ]
+    return ["/bin/sh", "-c", RENDEZVOUS_PRELUDE, "launcher", *command]
+
+
+def resolve_gpus(spec: JobSpec, cluster: ClusterInfo) -> int:
+    if spec.gpus_per_node is None:
+        return cluster.gpus_per_node
+    if spec.gpus_per_node > cluster.gpus_per_node:
+        raise UsageError(
+            f"--gpus-per-node {spec.gpus_per_node}: {cluster.instance_type} has "
+            f"{cluster.gpus_per_node} GPUs"
+        )
+    return spec.gpus_per_node
+
+
+def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
+    """Checks that need the cluster; the spec validated itself on construction."""
+    if spec.nodes > cluster.max_nodes:
+        raise UsageError(
+            f"--nodes {spec.nodes}: the compute environment of {cluster.stack_name} runs at most "
+            f"{cluster.max_nodes} {cluster.instance_type} nodes"
+        )
+    if spec.efa == "auto" and cluster.efa_interfaces == 0:
+        raise UsageError(
+            f"--efa auto: {cluster.stack_name} has no EFA interfaces ({cluster.instance_type}); "
+            "use --efa off"
+        )
+    if spec.shm_mib is not None and spec.shm_mib >= cluster.memory_mib_per_node:
+        raise UsageError(
+            f"--shm-size {spec.shm_mib}MiB: must be below the node's "
+            f"{cluster.memory_mib_per_node} MiB of job memory"
+        )
+    if (spec.share_id is not None or spec.priority is not None) and not (
+        cluster.scheduling_policy_arn
+    ):
+        raise UsageError(
+            f"--share-id/--priority: the queue of {cluster.stack_name} has no fair-share "
+            "scheduling policy (deploy with -c fair_share=true)"
+        )
+    efs = [m for m in spec.mounts if m.kind == "efs"]
+    if len(efs) > 1:
+        raise UsageError("--mount type=efs: give the cluster's EFS one mount point")
+    destinations = [m.dst for m in spec.mounts if m.kind != "device"]
+    if len(set(destinations)) != len(destinations):
+        raise UsageError("--mount: two mounts share a dst= path")
+
+
+def _volumes(spec: JobSpec, cluster: ClusterInfo) -> tuple[list, list, list]:
+    efs = next((m for m in spec.mounts if m.kind == "efs"), None)
+    volumes = [
+        {
+            "name": "efs",
+            "efsVolumeConfiguration": {
+                "fileSystemId": cluster.file_system_id,
+                "transitEncryption": "ENABLED",
+                "authorizationConfig": {"accessPointId": cluster.access_point_id, "iam": "ENABLED"},
+            },
+        }
+    ]
+    mount_points = [
+        {
+            "sourceVolume": "efs",
+            "containerPath": efs.dst if efs else DEFAULT_EFS_PATH,
+            "readOnly": bool(efs and efs.readonly),
+        }
+    ]
+    devices = []
+    binds = [m for m in spec.mounts if m.kind == "bind"]
+    for index, mount in enumerate(binds):
+        volumes.append({"name": f"bind{index}", "host": {"sourcePath": mount.src}})
+        mount_points.append(
+            {"sourceVolume": f"bind{index}", "containerPath": mount.dst, "readOnly": mount.readonly}
+        )
+    for mount in spec.mounts:
+        if mount.kind == "device":
+            devices.append(
+                {
+                    "hostPath": mount.src,
+                    "containerPath": mount.dst,
+                    "permissions": list(mount.permissions),
+                }
+            )
+    return volumes, mount_points, devices
+
+
+def environment(spec: JobSpec, cluster: ClusterInfo, gpus: int) -> dict[str, str]:
+    env = efa_environment(cluster, spec.efa == "auto")
+    env.update(
+        {
+            "LAUNCHER_NNODES": str(spec.nodes),
+            "LAUNCHER_GPUS_PER_NODE": str(gpus),
+            "LAUNCHER_MAIN_PORT": str(spec.rendezvous_port),
+            "LAUNCHER_EFS": next((m.dst for m in spec.mounts if m.kind == "efs"), DEFAULT_EFS_PATH),
+        }
+    )
+    env.update(dict(spec.env))  # the user's --env wins over every default
+    return env
+
+
+def container_properties(spec: JobSpec, cluster: ClusterInfo) -> dict:
+    gpus = resolve_gpus(spec, cluster)
+    volumes, mount_points, devices = _volumes(spec, cluster)
+    if spec.efa == "auto":
+        devices = [
+            {
+                "hostPath": EFA_DEVICE.format(i),
+                "containerPath": EFA_DEVICE.format(i),
+                "permissions": ["READ", "WRITE", "MKNOD"],
+            }
+            for i in range(cluster.efa_interfaces)
+        ] + devices
+    instance = cluster.instance
+    shm = spec.shm_mib or (
+        instance.default_shm_mib if instance else cluster.memory_mib_per_node // 4
+    )
+    resources = [
+        {"type": "VCPU", "value": str(cluster.vcpus_per_node)},
+        {"type": "MEMORY", "value": str(cluster.memory_mib_per_node)},
+    ]
+    if gpus:
+        resources.append({"type": "GPU", "value": str(gpus)})
+    env = environment(spec, cluster, gpus)
+    linux = {"sharedMemorySize": shm, "initProcessEnabled": True}
+    if devices:
+        linux["devices"] = devices
+    return {
+        "image": spec.image,
+        "command": container_command(spec, gpus),
+        "jobRoleArn": cluster.job_role_arn,
+        "executionRoleArn": cluster.execution_role_arn,
+        "instanceType": cluster.instance_type,
+        "resourceRequirements": resources,
+        "environment": [{"name": k, "value": v} for k, v in sorted(env.items())],
+        "ulimits": [dict(u) for u in ULIMITS],
+        "linuxParameters": linux,
+        "volumes": volumes,
+        "mountPoints": mount_points,
+        "logConfiguration": {
+            "logDriver": "awslogs",
+            "options": {
+                "awslogs-group": cluster.log_group_name,
+                "awslogs-region": cluster.region,
+                "awslogs-stream-prefix": spec.name,
+            },
+        },
+    }
+
+
+def definition_name(body: dict) -> str:
+    """Named by a hash of the content: registering the same job twice finds the first."""
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    return f"{JOB_DEFINITION_PREFIX}-{digest[:32]}"
+
+
+def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
+    validate(spec, cluster)
+    body = {
+        "type": "multinode",
+        "nodeProperties": {
+            "numNodes": spec.nodes,
+            "mainNode": 0,
+            "nodeRangeProperties": [
+                {"targetNodes": "0:", "container": container_properties(spec, cluster)}
+            ],
+        },
+        "retryStrategy": {
+            "attempts": spec.attempts,
+            "evaluateOnExit": [dict(rule) for rule in RETRY_ON_HOST_LOSS],
+        },
+        "propagateTags": True,
+        "platformCapabilities": ["EC2"],
+    }
+    if spec.timeout_seconds is not None:
+        body["timeout"] = {"attemptDurationSeconds": spec.timeout_seconds}
+    name = definition_name(body)
+    register = {"jobDefinitionName": name, **body}
+    submit = {
+        "jobName": spec.name,
+        "jobQueue": cluster.job_queue_arn,
+        "jobDefinition": name,
+        "propagateTags": True,
+        "tags": {"efa-batch:stack": cluster.stack_name, **dict(spec.tags)},
+    }
+    if cluster.scheduling_policy_arn:
+        submit["shareIdentifier"] = spec.share_id or "default"
+        if spec.priority is not None:
+            submit["schedulingPriorityOverride"] = spec.priority
+    return Requests(register, submit)
+
+
+def describe_command(requests: Requests) -> str:
+    """The user's command as the main container will run it, for messages."""
+    container = requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]
+    return shlex.join(container["command"][4:])

@@ -1,0 +1,191 @@
+"""What the user asked for, as a frozen value, and the parsers for each command-line flag.
+
+Every parser raises ``UsageError`` with one line that says what was wrong and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from launcher.errors import UsageError
+
+DEFAULT_EFS_PATH = "/mnt/efs"
+DEFAULT_RENDEZVOUS_PORT = 29500
+DEFAULT_ATTEMPTS = 3
+MIN_TIMEOUT_SECONDS = 60  # AWS Batch refuses attemptDurationSeconds below 60
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+_TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?$")
+_SIZE = re.compile(r"^(\d+)([kmgt]?)(i?b)?$", re.IGNORECASE)
+_MOUNT_KINDS = ("efs", "bind", "device")
+_DEVICE_PERMS = {"r": "READ", "w": "WRITE", "m": "MKNOD"}
+
+
+@dataclass(frozen=True)
+class Mount:
+    kind: str  # efs | bind | device
+    dst: str
+    src: str | None = None
+    readonly: bool = False
+    permissions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    command: tuple[str, ...]
+    image: str
+    nodes: int = 1
+    gpus_per_node: int | None = None  # None: every GPU of the instance
+    env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    efa: str = "auto"  # auto | off
+    shm_mib: int | None = None  # None: the instance's default
+    timeout_seconds: int | None = None
+    attempts: int = DEFAULT_ATTEMPTS
+    share_id: str | None = None
+    priority: int | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+    torchrun: bool = False
+    rendezvous_port: int = DEFAULT_RENDEZVOUS_PORT
+
+    def __post_init__(self) -> None:
+        if not self.command:
+            raise UsageError(
+                "no command given; put it after --, e.g. launcher run -- python train.py"
+            )
+        if not _JOB_NAME.match(self.name):
+            raise UsageError(
+                f"--name {self.name!r}: use 1-128 letters, digits, '-' or '_', starting with a "
+                "letter or digit"
+            )
+        if self.nodes < 1:
+            raise UsageError(f"--nodes {self.nodes}: a job needs at least 1 node")
+        if not 1 <= self.attempts <= 10:
+            raise UsageError(f"--retries {self.attempts}: allowed 1-10 (AWS Batch attempts)")
+        if self.efa not in ("auto", "off"):
+            raise UsageError(f"--efa {self.efa!r}: allowed auto, off")
+        if self.gpus_per_node is not None and self.gpus_per_node < 0:
+            raise UsageError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
+        if self.priority is not None and not 0 <= self.priority <= 9999:
+            raise UsageError(f"--priority {self.priority}: allowed 0-9999")
+        if not 1024 <= self.rendezvous_port <= 65535:
+            raise UsageError(f"--port {self.rendezvous_port}: allowed 1024-65535")
+
+
+def default_name(command: list[str] | tuple[str, ...]) -> str:
+    """A job name from the command: the script's name if there is one, else the program's."""
+    script = next((w for w in command if w.endswith((".py", ".sh"))), None)
+    base = (script or (command[0] if command else "job")).rsplit("/", 1)[-1]
+    if script:
+        base = base.rsplit(".", 1)[0]
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "-", base).strip("-_") or "job"
+    return cleaned[:128]
+
+
+def parse_env(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not _ENV_NAME.match(key):
+        raise UsageError(
+            f"--env {item!r}: expected NAME=VALUE with NAME like [A-Za-z_][A-Za-z0-9_]*"
+        )
+    if key.startswith("AWS_BATCH"):
+        raise UsageError(f"--env {key}: names starting with AWS_BATCH are reserved by AWS Batch")
+    return key, value
+
+
+def parse_tag(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not _TAG_KEY.match(key) or len(value) > 256 or key.startswith("aws:"):
+        raise UsageError(
+            f"--tag {item!r}: expected KEY=VALUE (key 1-128 chars, not aws:*; value <= 256)"
+        )
+    return key, value
+
+
+def parse_duration(text: str) -> int:
+    """``90m``, ``1h30m``, ``45s``, ``3600`` -> seconds (at least 60)."""
+    match = _DURATION.match(text.strip().lower())
+    if not text.strip() or not match or not any(match.groups()):
+        raise UsageError(f"--timeout {text!r}: expected a duration like 90m, 2h, 1h30m or 3600s")
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total < MIN_TIMEOUT_SECONDS:
+        raise UsageError(f"--timeout {text!r}: AWS Batch needs at least 60 seconds")
+    return total
+
+
+def parse_since(text: str) -> int:
+    """``10m``, ``2h``, ``30s`` -> seconds back from now (no lower bound)."""
+    match = _DURATION.match(text.strip().lower())
+    if not text.strip() or not match or not any(match.groups()):
+        raise UsageError(f"--since {text!r}: expected a duration like 10m, 2h or 30s")
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def parse_size_mib(text: str, flag: str = "--shm-size") -> int:
+    """``64g``, ``512m``, ``1024`` (MiB) -> MiB."""
+    match = _SIZE.match(text.strip())
+    if not match:
+        raise UsageError(f"{flag} {text!r}: expected a size like 512m, 64g or 1024 (MiB)")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    mib = {
+        "": number,
+        "k": number // 1024,
+        "m": number,
+        "g": number * 1024,
+        "t": number * 1024 * 1024,
+    }[unit]
+    if mib < 1:
+        raise UsageError(f"{flag} {text!r}: must be at least 1 MiB")
+    return mib
+
+
+def parse_mount(text: str) -> Mount:
+    """``type=efs,dst=/data`` | ``type=bind,src=/x,dst=/y[,readonly]`` |
+    ``type=device,src=/dev/x[,dst=/dev/y][,perm=rwm]``."""
+    fields: dict[str, str] = {}
+    flags: set[str] = set()
+    for part in filter(None, text.split(",")):
+        key, sep, value = part.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip()
+        else:
+            flags.add(key.strip())
+    kind = fields.pop("type", "")
+    usage = (
+        "expected type=efs,dst=PATH | type=bind,src=PATH,dst=PATH[,readonly] | "
+        "type=device,src=PATH[,dst=PATH][,perm=rwm]"
+    )
+    if kind not in _MOUNT_KINDS:
+        raise UsageError(f"--mount {text!r}: unknown type {kind!r}; {usage}")
+    src, dst = fields.pop("src", None), fields.pop("dst", None)
+    readonly = bool(flags & {"readonly", "ro"})
+    flags -= {"readonly", "ro"}
+    perm = fields.pop("perm", None)
+    if fields or flags:
+        extra = ", ".join(sorted([*fields, *flags]))
+        raise UsageError(f"--mount {text!r}: unknown option {extra}; {usage}")
+    if kind == "device":
+        if not src:
+            raise UsageError(f"--mount {text!r}: a device needs src=; {usage}")
+        perm = perm or "rwm"
+        if not perm or set(perm) - set(_DEVICE_PERMS):
+            raise UsageError(f"--mount {text!r}: perm= takes letters from rwm")
+        permissions = tuple(_DEVICE_PERMS[c] for c in "rwm" if c in perm)
+        return Mount("device", dst or src, src, permissions=permissions)
+    if perm is not None:
+        raise UsageError(f"--mount {text!r}: perm= applies to type=device only")
+    if not dst or not dst.startswith("/"):
+        raise UsageError(f"--mount {text!r}: dst= must be an absolute path; {usage}")
+    if kind == "bind":
+        if not src or not src.startswith("/"):
+            raise UsageError(f"--mount {text!r}: src= must be an absolute host path; {usage}")
+        return Mount("bind", dst, src, readonly=readonly)
+    if src:
+        raise UsageError(f"--mount {text!r}: type=efs takes no src= (it is the cluster's EFS)")
+    return Mount("efs", dst, readonly=readonly)

@@ -1,0 +1,53 @@
+"""Reading the stack: states, schema versions and missing outputs are refused clearly."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.cluster import from_stack
+from launcher.errors import UsageError
+from launcher.outputs import SCHEMA_VERSION, OutputKey
+
+
+def stack(status="CREATE_COMPLETE", drop=(), **values):
+    outputs = {k.value: "1" for k in OutputKey}
+    outputs[OutputKey.SCHEMA_VERSION] = SCHEMA_VERSION
+    outputs[OutputKey.SCHEDULING_POLICY_ARN] = "none"
+    outputs.update(values)
+    return {
+        "StackName": "EfaBatch",
+        "StackStatus": status,
+        "Outputs": [
+            {"OutputKey": k, "OutputValue": v} for k, v in outputs.items() if k not in drop
+        ],
+    }
+
+
+def test_parses_every_output():
+    info = from_stack(stack(InstanceType="p5.48xlarge", MaxNodes="16"))
+    assert (info.instance_type, info.max_nodes, info.scheduling_policy_arn) == (
+        "p5.48xlarge",
+        16,
+        None,
+    )
+
+
+@pytest.mark.parametrize("status", ["CREATE_IN_PROGRESS", "ROLLBACK_COMPLETE", "DELETE_FAILED"])
+def test_incomplete_stack_is_refused(status):
+    with pytest.raises(UsageError, match=f"state {status}; the launcher needs one of"):
+        from_stack(stack(status))
+
+
+def test_missing_outputs_are_named():
+    with pytest.raises(UsageError, match="missing outputs JobQueueArn, LogGroupName"):
+        from_stack(stack(drop=("JobQueueArn", "LogGroupName")))
+
+
+def test_other_schema_version_is_refused():
+    with pytest.raises(UsageError, match="output schema version 0; this launcher reads"):
+        from_stack(stack(SchemaVersion="0"))
+
+
+def test_non_integer_output_is_refused():
+    with pytest.raises(UsageError, match="output MaxNodes is not an integer"):
+        from_stack(stack(MaxNodes="many"))

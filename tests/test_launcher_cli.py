@@ -1,0 +1,187 @@
+"""The real `launcher` console script against a moto server over HTTP, with the real stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from launcher.outputs import DEFAULT_STACK_NAME
+from tests.support import moto_gaps
+from tests.support.emulator import ACCOUNT, REGION
+from tests.support.service_model import assert_valid
+
+LAUNCHER = shutil.which("launcher") or os.path.join(os.path.dirname(os.sys.executable), "launcher")
+IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/base@sha256:" + "a" * 64
+
+
+@pytest.fixture(scope="module")
+def cluster(moto_server, synth_default):
+    moto_server.reset()
+    moto_server.deploy(synth_default.outdir, synth_default.stack_names)
+    return moto_server
+
+
+def launcher(server, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if k != "LAUNCHER_STACK"}
+    full_env.update({**server.env, **(env or {})})
+    return subprocess.run(
+        [LAUNCHER, *args], env=full_env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def state(server) -> tuple[int, int]:
+    """(job definitions, jobs) in the account: what a refused command must leave unchanged."""
+    batch = server.client("batch")
+    definitions = batch.describe_job_definitions()["jobDefinitions"]
+    jobs = batch.list_jobs(
+        jobQueue="EfaBatch-jobs", filters=[{"name": "AFTER_CREATED_AT", "values": ["0"]}]
+    )
+    return len(definitions), len(jobs["jobSummaryList"])
+
+
+def submit(server, *extra: str) -> subprocess.CompletedProcess:
+    return launcher(
+        server,
+        "run",
+        "--no-workspace",
+        "--image",
+        IMAGE,
+        "--nodes",
+        "2",
+        *extra,
+        "--",
+        "python",
+        "train.py",
+        "--epochs",
+        "1",
+    )
+
+
+def test_outputs_discovers_the_cluster_from_one_stack_name(cluster):
+    data = json.loads(ok(launcher(cluster, "outputs", "--json")).stdout)
+    assert data["stack_name"] == DEFAULT_STACK_NAME
+    assert data["job_queue_name"] == "EfaBatch-jobs"
+    assert data["efa_interfaces"] == 4 and data["gpus_per_node"] == 8
+    text = ok(launcher(cluster, "outputs")).stdout
+    assert "access_point_id" in text and "fsap-" in text
+
+
+def test_dryrun_prints_valid_requests_and_changes_nothing(cluster):
+    before = state(cluster)
+    result = ok(submit(cluster, "--dryrun", "--env", "NCCL_DEBUG=INFO", "--timeout", "90m"))
+    requests = json.loads(result.stdout)
+    assert set(requests) == {"registerJobDefinition", "submitJob"}
+    assert_valid("batch", "RegisterJobDefinition", requests["registerJobDefinition"])
+    assert_valid("batch", "SubmitJob", requests["submitJob"])
+    assert requests["registerJobDefinition"]["timeout"] == {"attemptDurationSeconds": 5400}
+    assert state(cluster) == before
+
+
+def test_run_status_describe_logs_then_resubmit_registers_nothing(cluster):
+    first = ok(submit(cluster))
+    job_id = first.stdout.strip().splitlines()[-1]
+    assert "registered job definition" in first.stderr
+    definitions, _ = state(cluster)
+
+    assert ok(launcher(cluster, "status", job_id)).stdout.split()[2] == "RUNNABLE"
+    described = json.loads(ok(launcher(cluster, "describe", job_id, "--json")).stdout)
+    assert described["nodeProperties"]["numNodes"] == 2
+    assert "RUNNABLE" in ok(launcher(cluster, "describe", job_id)).stdout
+
+    moto_gaps.run_job(
+        ACCOUNT,
+        REGION,
+        job_id,
+        success=True,
+        node_logs={0: ["rank 0 ready", "loss 0.5"], 1: ["rank 1 ready"]},
+    )
+    assert ok(launcher(cluster, "status", job_id)).stdout.split()[2] == "SUCCEEDED"
+    logs = ok(launcher(cluster, "logs", job_id)).stdout.splitlines()
+    assert logs == ["[node 0] rank 0 ready", "[node 0] loss 0.5", "[node 1] rank 1 ready"]
+    assert ok(launcher(cluster, "logs", job_id, "--node", "1")).stdout == "rank 1 ready\n"
+    assert ok(launcher(cluster, "logs", job_id, "--since", "10m", "-f")).stdout.count("\n") == 3
+
+    second = ok(submit(cluster))
+    assert "reusing job definition" in second.stderr
+    assert state(cluster)[0] == definitions
+
+
+def test_cancel_fails_the_job_and_refuses_a_finished_one(cluster):
+    job_id = ok(submit(cluster)).stdout.strip().splitlines()[-1]
+    assert "cancelled" in ok(launcher(cluster, "cancel", job_id)).stderr
+    line = ok(launcher(cluster, "status", job_id)).stdout
+    assert "FAILED (cancelled with launcher cancel)" in line
+    again = launcher(cluster, "cancel", job_id)
+    assert again.returncode == 2
+    assert "already FAILED" in again.stderr
+
+
+def test_list_shows_active_jobs_and_all_with_all(cluster):
+    active_id = ok(submit(cluster)).stdout.strip().splitlines()[-1]
+    active = ok(launcher(cluster, "list")).stdout
+    everything = json.loads(ok(launcher(cluster, "list", "--all", "--json")).stdout)
+    assert active_id in active
+    assert "SUCCEEDED" not in active and "FAILED" not in active
+    statuses = {j["status"] for j in everything}
+    assert {"RUNNABLE", "SUCCEEDED", "FAILED"} <= statuses
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--nodes", "3"], "--nodes 3: the compute environment of EfaBatch runs at most 2"),
+        (["--env", "BROKEN"], "--env 'BROKEN': expected NAME=VALUE"),
+        (["--mount", "type=nfs,dst=/x"], "unknown type 'nfs'"),
+        (["--timeout", "30s"], "--timeout '30s': AWS Batch needs at least 60 seconds"),
+        (["--retries", "11"], "--retries 11: allowed 1-10"),
+        (["--priority", "5"], "has no fair-share scheduling policy"),
+        (["--gpus-per-node", "9"], "p4d.24xlarge has 8 GPUs"),
+        (["--nodes", "0"], "--nodes 0: a job needs at least 1 node"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_submits_nothing(cluster, args, fragment):
+    before = state(cluster)
+    result = submit(cluster, *args)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("launcher: error: ") and fragment in line
+    assert result.stdout == ""
+    assert state(cluster) == before
+
+
+def test_unknown_stack_and_unknown_job(cluster):
+    result = launcher(cluster, "--stack", "Nope", "outputs")
+    assert result.returncode == 2
+    assert "stack Nope not found in us-east-1" in result.stderr
+    result = launcher(cluster, "status", "00000000-0000-0000-0000-000000000000")
+    assert result.returncode == 2
+    assert "no such job" in result.stderr
+    debug = launcher(cluster, "--debug", "status", "00000000-0000-0000-0000-000000000000")
+    assert "Traceback" in debug.stderr
+
+
+def test_stack_from_the_environment_variable(cluster):
+    result = launcher(cluster, "outputs", env={"LAUNCHER_STACK": "Missing"})
+    assert result.returncode == 2
+    assert "stack Missing not found" in result.stderr
+    assert ok(
+        launcher(cluster, "--stack", "EfaBatch", "outputs", env={"LAUNCHER_STACK": "Missing"})
+    )
+
+
+def test_aws_failure_exits_1_with_the_failed_call(cluster):
+    result = launcher(
+        cluster, "outputs", env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"}
+    )
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("launcher: error: AWS request failed")
