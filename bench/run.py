@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import synth
+from bench import launcher_calls, synth
 
-BENCHES = {"synth": synth.run}
+BENCHES = {"synth": synth.run, "launcher": launcher_calls.run}
 
 
 def main() -> None:

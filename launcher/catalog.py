@@ -25,6 +25,7 @@ class InstanceType:
     gpus: int
     efa_interfaces: int
     gpudirect_rdma: bool = False
+    architecture: str = "amd64"  # images are resolved for linux/<this>, never the laptop's
 
     @property
     def usable_memory_mib(self) -> int:
@@ -60,7 +61,7 @@ _TYPES = (
     InstanceType("trn1n.32xlarge", 128, 512, 0, 16, gpudirect_rdma=True),
     # CPU instances with EFA, for CPU-only MPI or small rehearsals.
     InstanceType("c5n.18xlarge", 72, 192, 0, 1),
-    InstanceType("hpc7g.16xlarge", 64, 128, 0, 1),
+    InstanceType("hpc7g.16xlarge", 64, 128, 0, 1, architecture="arm64"),
     # GPU instances without EFA: accepted with EFA off only.
     InstanceType("g5.xlarge", 4, 16, 1, 0),
     InstanceType("g5.2xlarge", 8, 32, 1, 0),

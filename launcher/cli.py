@@ -77,6 +77,7 @@ class Run(Command):
             action="store_true",
             help="run --image as it is, without the workspace",
         )
+        _image_arguments(parser)
         parser.add_argument("--gpus-per-node", type=int, help="default: every GPU of the node")
         parser.add_argument("--env", action="append", default=[], metavar="K=V")
         parser.add_argument(
@@ -148,9 +149,20 @@ class Run(Command):
         if not args.no_workspace:
             from launcher.image.build import workspace_image
 
-            image = workspace_image(
-                base, args.workspace, cluster.repository_uri, dryrun=args.dryrun, aws=aws
+            built = workspace_image(
+                base,
+                args.workspace,
+                cluster.repository_uri,
+                aws=aws,
+                builder=args.builder,
+                platform=args.platform or _platform(cluster),
+                dryrun=args.dryrun,
             )
+            _err(
+                f"workspace image {built.reference}"
+                + (" (unchanged, reused)" if built.reused else "")
+            )
+            image = built.reference
         requests = jobdef.build(self.spec(args, image), cluster)
         if args.dryrun:
             print(json.dumps(requests.as_dict(), indent=2))
@@ -169,6 +181,65 @@ class Run(Command):
             print(submitted.job_id)
             return code
         print(submitted.job_id)
+        return 0
+
+
+def _image_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--builder",
+        default="auto",
+        choices=["auto", "registry", "docker"],
+        help="registry: patch in the registry; docker: Docker SDK build "
+        "(auto: docker when the workspace has Dockerfile.launcher)",
+    )
+    parser.add_argument("--platform", help="image platform (default: the cluster's, linux/amd64)")
+
+
+def _platform(cluster) -> str:
+    instance = cluster.instance
+    return f"linux/{instance.architecture if instance else 'amd64'}"
+
+
+class Build(Command):
+    name = "build"
+    help = "patch the workspace into the base image, push it, print REPO@sha256:..."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--image", help="base image (default: $LAUNCHER_IMAGE)")
+        parser.add_argument("--workspace", default=".", help="directory to patch in")
+        parser.add_argument("--repo", help="target repository (default: the stack's ECR)")
+        _image_arguments(parser)
+        parser.add_argument(
+            "--dryrun", action="store_true", help="compute the image's digest without pushing"
+        )
+
+    def run(self, args):
+        from launcher.image.build import workspace_image
+
+        base = args.image or os.environ.get("LAUNCHER_IMAGE")
+        if not base:
+            raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
+        aws = None
+        repo, platform = args.repo, args.platform
+        if repo is None:  # the stack's repository, and the platform of its instances
+            aws = _aws(args)
+            cluster = _cluster(args, aws)
+            repo, platform = cluster.repository_uri, platform or _platform(cluster)
+        elif ".dkr.ecr." in repo:
+            aws = _aws(args)  # ECR credentials come from AWS
+        platform = platform or "linux/amd64"
+        built = workspace_image(
+            base,
+            args.workspace,
+            repo,
+            aws=aws,
+            builder=args.builder,
+            platform=platform,
+            dryrun=args.dryrun,
+        )
+        if built.reused:
+            _err("workspace unchanged: image already in the registry")
+        print(built.reference)
         return 0
 
 
@@ -286,7 +357,16 @@ class List(Command):
         return 0
 
 
-COMMANDS: tuple[Command, ...] = (Outputs(), Run(), Status(), Describe(), Logs(), Cancel(), List())
+COMMANDS: tuple[Command, ...] = (
+    Outputs(),
+    Build(),
+    Run(),
+    Status(),
+    Describe(),
+    Logs(),
+    Cancel(),
+    List(),
+)
 
 
 def parser() -> argparse.ArgumentParser:

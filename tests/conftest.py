@@ -42,3 +42,50 @@ def synth_p5(tmp_path_factory):
     from tests.infra_synth import synthesize
 
     return synthesize(cdk_context(env="prod"), tmp_path_factory.mktemp("cdk-p5"))
+
+
+@pytest.fixture(scope="session")
+def docker_engine(tmp_path_factory):
+    from tests.support.docker_engine import DockerEngine
+    from tests.support.processes import required_or_skip
+
+    try:
+        engine = DockerEngine.start(tmp_path_factory.mktemp("dockerd"))
+    except (FileNotFoundError, RuntimeError) as exc:
+        required_or_skip(f"Docker engine unavailable: {exc}")
+    yield engine
+    engine.stop()
+
+
+def _registry(tmp_path_factory, user=None):
+    from tests.support.processes import required_or_skip
+    from tests.support.registry_server import RegistryServer
+
+    try:
+        return RegistryServer.start(tmp_path_factory.mktemp("registry"), user)
+    except (FileNotFoundError, RuntimeError) as exc:
+        required_or_skip(f"registry unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    server = _registry(tmp_path_factory)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory):
+    server = _registry(tmp_path_factory, ("ci", "s3cret"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def busybox_base(docker_engine, registry):
+    """REGISTRY/base:1, a busybox image pushed with Docker (absent from our own code path)."""
+    from tests.support.images import push_busybox_base
+
+    repository = f"{registry.host}/base"
+    push_busybox_base(docker_engine.client(), repository)
+    return f"{repository}:1"

@@ -6,6 +6,7 @@ Everything the launcher does goes through ``AWS_ENDPOINT_URL``, exactly as with 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ class MotoServer:
         from moto.server import ThreadedMotoServer
 
         moto_gaps.patch_moto_models()
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
         host, bound = server.get_host_and_port()

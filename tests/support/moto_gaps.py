@@ -166,6 +166,26 @@ def patch_moto_models() -> None:
 
     BatchBackend.describe_jobs = describe_jobs
 
+    # Gap: moto's ListJobs ignores maxResults/nextToken and returns everything in one page;
+    # Batch pages (100 by default), which is what the launcher's call count depends on.
+    from moto.batch.responses import BatchResponse
+
+    def listjobs(self) -> str:
+        jobs = self.batch_backend.list_jobs(
+            job_queue_name=self._get_param("jobQueue"),
+            array_job_id=self._get_param("arrayJobId"),
+            job_status=self._get_param("jobStatus"),
+            filters=self._get_param("filters"),
+        )
+        start = int(self._get_param("nextToken") or 0)
+        size = int(self._get_param("maxResults") or 100)
+        page = {"jobSummaryList": [j.describe_short() for j in jobs[start : start + size]]}
+        if start + size < len(jobs):
+            page["nextToken"] = str(start + size)
+        return json.dumps(page)
+
+    BatchResponse.listjobs = listjobs
+
 
 def node_stream(job, index: int) -> str:
     """The awslogs stream a node writes to: PREFIX/CONTAINER/TASK_ID, as ECS names it."""

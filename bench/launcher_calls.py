@@ -1,0 +1,147 @@
+"""AWS calls and wall time of the launcher's commands against a moto server over HTTP.
+
+Baselines from the same run: one bare boto3 DescribeJobs call for the commands, and a bare
+``python -c pass`` for ``launcher --help`` start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.stats import median_seconds, table
+from launcher import jobdef, jobs
+from launcher.aws import Aws
+from launcher.jobspec import JobSpec
+from tests.infra_synth import synthesize
+from tests.support import moto_gaps
+from tests.support.emulator import ACCOUNT, REGION, MotoServer
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = 5
+LIST_JOBS = 1000
+IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/base@sha256:" + "b" * 64
+
+
+def _measure(aws: Aws, fn) -> tuple[int, float]:
+    """Calls of one execution, and the median wall time of RUNS executions."""
+    before = aws.calls
+    fn()
+    calls = aws.calls - before
+    return calls, median_seconds(fn, RUNS)
+
+
+def _context() -> dict:
+    import json
+
+    return json.loads((ROOT / "cdk.json").read_text())["context"]
+
+
+def run() -> str:
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    server = MotoServer.start()
+    try:
+        os.environ.update(server.env)
+        with tempfile.TemporaryDirectory() as out:
+            synth = synthesize(_context(), Path(out))
+            server.deploy(synth.outdir, synth.stack_names)
+        aws = Aws()
+        cluster = jobs.discover(aws, "EfaBatch")
+        rows = []
+
+        raw = aws.session.client("batch")
+        baseline = median_seconds(lambda: raw.describe_jobs(jobs=["none"]), RUNS)
+        rows.append(["baseline: one bare boto3 DescribeJobs", 1, f"{baseline * 1000:.1f}", "1.0"])
+
+        counter = iter(range(10**6))
+
+        def new_run() -> str:
+            spec = JobSpec(
+                name="train",
+                command=("python", "train.py", str(next(counter))),
+                image=IMAGE,
+                nodes=2,
+            )
+            return jobs.submit(aws, jobdef.build(spec, jobs.discover(aws, "EfaBatch"))).job_id
+
+        fixed = JobSpec(name="train", command=("python", "train.py"), image=IMAGE, nodes=2)
+
+        def repeated_run() -> str:
+            return jobs.submit(aws, jobdef.build(fixed, jobs.discover(aws, "EfaBatch"))).job_id
+
+        repeated_run()  # registers once; every later run reuses it
+        job_id = repeated_run()
+        moto_gaps.run_job(
+            ACCOUNT, REGION, job_id, success=True, node_logs={0: ["a"] * 50, 1: ["b"] * 50}
+        )
+        measured = {
+            "run, new job definition": lambda: _measure(aws, new_run),
+            "run, identical job (definition reused)": lambda: _measure(aws, repeated_run),
+            "status": lambda: _measure(aws, lambda: jobs.describe(aws, job_id)),
+            "logs, 2 nodes x 50 lines": lambda: _measure(
+                aws, lambda: list(jobs.iter_logs(aws, cluster, job_id, None, None, False))
+            ),
+        }
+        for label, fn in measured.items():
+            calls, seconds = fn()
+            rows.append([label, calls, f"{seconds * 1000:.1f}", f"{seconds / baseline:.1f}"])
+
+        batch = aws.session.client("batch")
+        definition = jobdef.build(fixed, cluster).register["jobDefinitionName"]
+        existing = len(jobs.list_jobs(aws, cluster, include_finished=True))
+        for i in range(LIST_JOBS - existing):
+            batch.submit_job(
+                jobName=f"bulk{i}", jobQueue=cluster.job_queue_arn, jobDefinition=definition
+            )
+
+        def list_all() -> int:
+            listed = jobs.list_jobs(aws, jobs.discover(aws, "EfaBatch"), include_finished=True)
+            assert len(listed) == LIST_JOBS, len(listed)
+            return len(listed)
+
+        calls, seconds = _measure(aws, list_all)
+        rows.append(
+            [
+                f"list --all, {LIST_JOBS} jobs (complete)",
+                calls,
+                f"{seconds * 1000:.1f}",
+                f"{seconds / baseline:.1f}",
+            ]
+        )
+    finally:
+        server.stop()
+
+    python = median_seconds(
+        lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), RUNS
+    )
+    launcher = os.path.join(os.path.dirname(sys.executable), "launcher")
+    help_time = median_seconds(
+        lambda: subprocess.run([launcher, "--help"], check=True, capture_output=True), RUNS
+    )
+    startup = table(
+        ["start-up", f"median of {RUNS} (ms)", "ratio to bare Python"],
+        [
+            ["python -c pass (baseline)", f"{python * 1000:.0f}", "1.0"],
+            ["launcher --help", f"{help_time * 1000:.0f}", f"{help_time / python:.1f}"],
+        ],
+    )
+    commands = table(
+        [
+            "command (library, in-process)",
+            "AWS calls",
+            f"median of {RUNS} (ms)",
+            "ratio to baseline",
+        ],
+        rows,
+    )
+    return f"{commands}\n\n{startup}"
+
+
+if __name__ == "__main__":
+    start = time.time()
+    print(run())
+    print(f"\n({time.time() - start:.0f} s)")

@@ -1,0 +1,112 @@
+"""The Docker SDK builder: for workspaces whose Dockerfile asks for a real build.
+
+The workspace is built against the user's daemon with the base image as a build argument
+(``ARG BASE_IMAGE``), tagged by content (base digest + context + Dockerfile), skipped when the
+registry already has that tag, and pushed with credentials passed in-process.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+from launcher.errors import RemoteError, UsageError
+from launcher.image import layer, manifest
+from launcher.image.patch import Patched, RegistryFor, resolve_base
+from launcher.image.progress import Progress
+from launcher.image.reference import Reference
+
+BUILD_ARG = "BASE_IMAGE"
+# Used with --builder docker when the workspace has no Dockerfile of its own.
+GENERATED_DOCKERFILE = (
+    f"ARG {BUILD_ARG}\nFROM ${BUILD_ARG}\nCOPY {layer.WORKSPACE_DIR}/ /workspace/\n"
+    "WORKDIR /workspace\nENV LAUNCHER_WORKSPACE=/workspace\n"
+)
+
+
+def docker_client():
+    import docker
+
+    try:
+        client = docker.from_env(version="auto", timeout=600)
+        client.ping()
+    except Exception as exc:  # docker raises DockerException or requests' errors
+        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise RemoteError(
+            f"no Docker daemon at {host}: start one (e.g. `sudo dockerd` or Docker Desktop) or "
+            f"set DOCKER_HOST ({exc.__class__.__name__})"
+        ) from None
+    return client
+
+
+def _generated_context(workspace: str | os.PathLike, entries: list[Path]) -> io.BytesIO:
+    """A build context of the workspace (under workspace/) plus the generated Dockerfile."""
+    buffer = io.BytesIO()
+    stream = layer.tar_stream(workspace, entries)
+    body = b"".join(stream)[: -2 * tarfile.BLOCKSIZE]  # drop the end-of-archive blocks
+    buffer.write(body)
+    dockerfile = GENERATED_DOCKERFILE.encode()
+    info = tarfile.TarInfo("Dockerfile")
+    info.size, info.mtime, info.mode = len(dockerfile), layer.MTIME, 0o644
+    buffer.write(info.tobuf(tarfile.PAX_FORMAT))
+    buffer.write(dockerfile + tarfile.NUL * (-len(dockerfile) % tarfile.BLOCKSIZE))
+    buffer.write(tarfile.NUL * 2 * tarfile.BLOCKSIZE)
+    buffer.seek(0)
+    return buffer
+
+
+def docker_build(
+    base: Reference,
+    repo: Reference,
+    workspace: str | os.PathLike,
+    dockerfile: str | None,
+    platform: manifest.Platform,
+    registry_for: RegistryFor,
+    credentials: tuple[str, str] | None,
+    *,
+    dryrun: bool = False,
+) -> Patched:
+    entries = layer.workspace_entries(workspace)
+    diff_id = layer.diff_id(workspace, entries)
+    recipe = (Path(workspace) / dockerfile).read_text() if dockerfile else GENERATED_DOCKERFILE
+    base_digest = resolve_base(registry_for(base), base)
+    tag = manifest.content_tag(base_digest, platform, diff_id, "docker\n" + recipe)
+    existing = registry_for(repo).head_manifest(repo.repository, tag, manifest.ACCEPT)
+    if existing:
+        return Patched(str(repo.with_digest(existing)), tag, reused=True)
+    if dryrun:
+        return Patched(f"{repo.name}@<digest of the docker build, known after push>", tag, False)
+
+    client = docker_client()
+    progress = Progress("docker build")
+    kwargs = {
+        "buildargs": {BUILD_ARG: str(base.with_digest(base_digest))},
+        "tag": f"{repo.name}:{tag}",
+        "platform": str(platform),
+        "rm": True,
+        "decode": True,
+    }
+    if dockerfile:
+        kwargs.update(path=os.fspath(workspace), dockerfile=dockerfile)
+    else:
+        kwargs.update(fileobj=_generated_context(workspace, entries), custom_context=True)
+    auth = {"username": credentials[0], "password": credentials[1]} if credentials else None
+    if auth:
+        kwargs["auth_config"] = auth  # to pull the base from a private registry
+    for event in client.api.build(**kwargs):
+        if "error" in event:
+            raise UsageError(f"docker build failed: {event['error'].strip()}")
+        if event.get("stream", "").strip():
+            progress.line(event["stream"].rstrip())
+    digest = None
+    for event in client.api.push(repo.name, tag=tag, auth_config=auth, stream=True, decode=True):
+        if "error" in event:
+            raise RemoteError(f"docker push to {repo.name} failed: {event['error']}")
+        digest = (event.get("aux") or {}).get("Digest", digest)
+        if event.get("status") and event.get("id"):
+            progress.line(f"{event['id']}: {event['status']}")
+    if not digest:
+        raise RemoteError(f"docker push to {repo.name} reported no digest")
+    return Patched(str(repo.with_digest(digest)), tag, False)

@@ -1,0 +1,186 @@
+"""The workspace layer and the manifest rewrite: reproducible, pure, checked byte by byte."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import shutil
+import tarfile
+
+import pytest
+
+from launcher.errors import UsageError
+from launcher.image import layer, manifest
+
+
+def make_workspace(root):
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "model.py").write_text("WIDTH = 4\n")
+    (root / "train.sh").write_text("#!/bin/sh\necho training\n")
+    (root / "train.sh").chmod(0o755)
+    (root / "data.bin").write_bytes(os.urandom(1000))
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref: main\n")
+    (root / "pkg" / "__pycache__").mkdir()
+    (root / "pkg" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\0")
+    (root / "env").mkdir()
+    (root / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    (root / "notes.secret").write_text("do not ship")
+    (root / ".dockerignore").write_text("# keep secrets out\n*.secret\n")
+    (root / "link").symlink_to("train.sh")
+    return root
+
+
+def build(root) -> tuple[bytes, layer.LayerDigests]:
+    out = layer.LayerDigests()
+    data = b"".join(layer.gzip_layer(root, layer.workspace_entries(root), out))
+    return data, out
+
+
+def members(data: bytes) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        return {m.name: m for m in tar.getmembers()}
+
+
+def test_layer_is_reproducible_across_copies_and_mtimes(tmp_path):
+    a = make_workspace(tmp_path / "a")
+    b = tmp_path / "b"
+    shutil.copytree(a, b, symlinks=True)
+    os.utime(b / "pkg" / "model.py", (1, 1))
+    data_a, out_a = build(a)
+    data_b, out_b = build(b)
+    assert data_a == data_b
+    assert (out_a.digest, out_a.diff_id) == (out_b.digest, out_b.diff_id)
+    assert out_a.digest == manifest.digest_of(data_a)
+    assert out_a.diff_id == manifest.digest_of(gzip.decompress(data_a))
+    assert out_a.diff_id == layer.diff_id(a, layer.workspace_entries(a))
+
+
+def test_layer_keeps_modes_and_links_and_drops_owners_and_times(tmp_path):
+    data, _ = build(make_workspace(tmp_path / "w"))
+    found = members(data)
+    assert found["workspace/train.sh"].mode == 0o755
+    assert found["workspace/pkg/model.py"].mode == 0o644
+    assert found["workspace/link"].issym() and found["workspace/link"].linkname == "train.sh"
+    assert {(m.uid, m.gid, m.uname, m.gname, m.mtime) for m in found.values()} == {
+        (0, 0, "", "", layer.MTIME)
+    }
+    assert list(found) == sorted(found, key=lambda n: n.split("/"))
+
+
+def test_ignores_dockerignore_git_caches_and_virtualenvs(tmp_path):
+    found = members(build(make_workspace(tmp_path / "w"))[0])
+    names = set(found)
+    assert "workspace/pkg/model.py" in names
+    assert not any(
+        ".git" in n or "__pycache__" in n or n.startswith("workspace/env") or n.endswith(".secret")
+        for n in names
+    )
+
+
+def test_gzip_header_has_no_name_and_no_time(tmp_path):
+    data, _ = build(make_workspace(tmp_path / "w"))
+    assert data[:4] == b"\x1f\x8b\x08\x00"  # deflate, no FNAME flag
+    assert data[4:8] == b"\0\0\0\0"  # mtime 0
+
+
+def test_changed_file_changes_the_digest(tmp_path):
+    root = make_workspace(tmp_path / "w")
+    _, before = build(root)
+    (root / "pkg" / "model.py").write_text("WIDTH = 8\n")
+    _, after = build(root)
+    assert before.digest != after.digest
+
+
+def test_missing_workspace_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="not a directory"):
+        layer.workspace_entries(tmp_path / "nope")
+
+
+BASE_CONFIG = {
+    "architecture": "amd64",
+    "os": "linux",
+    "config": {"Env": ["PATH=/bin", "LAUNCHER_WORKSPACE=/old"], "Cmd": ["/bin/sh"]},
+    "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "1" * 64]},
+    "history": [{"created_by": "base"}],
+}
+
+
+def test_patched_config_appends_one_layer_and_sets_the_working_directory():
+    new = manifest.patched_config(
+        BASE_CONFIG,
+        "sha256:" + "2" * 64,
+        "COPY ws",
+        "/workspace",
+        {"LAUNCHER_WORKSPACE": "/workspace"},
+    )
+    assert new["rootfs"]["diff_ids"] == ["sha256:" + "1" * 64, "sha256:" + "2" * 64]
+    assert new["history"][-1]["created_by"] == "COPY ws"
+    assert new["config"]["WorkingDir"] == "/workspace"
+    assert new["config"]["Env"] == ["PATH=/bin", "LAUNCHER_WORKSPACE=/workspace"]
+    assert BASE_CONFIG["rootfs"]["diff_ids"] == ["sha256:" + "1" * 64]  # base untouched
+
+
+@pytest.mark.parametrize(
+    ("kind", "layer_type"),
+    [
+        (manifest.DOCKER_MANIFEST, manifest.DOCKER_LAYER),
+        (manifest.OCI_MANIFEST, manifest.OCI_LAYER),
+    ],
+)
+def test_patched_manifest_never_mixes_media_types(kind, layer_type):
+    base = {
+        "schemaVersion": 2,
+        "mediaType": kind,
+        "config": {"mediaType": "x", "digest": "sha256:" + "3" * 64, "size": 1},
+        "layers": [{"mediaType": layer_type, "digest": "sha256:" + "4" * 64, "size": 9}],
+    }
+    config = b'{"a":1}'
+    new = manifest.patched_manifest(base, kind, config, "sha256:" + "5" * 64, 42)
+    assert new["config"]["digest"] == manifest.digest_of(config)
+    assert new["layers"][0] == base["layers"][0]
+    assert new["layers"][-1] == {
+        "mediaType": layer_type,
+        "digest": "sha256:" + "5" * 64,
+        "size": 42,
+    }
+
+
+def test_index_resolves_to_the_cluster_platform_not_the_local_one():
+    index = {
+        "manifests": [
+            {
+                "digest": "sha256:arm",
+                "platform": {"os": "linux", "architecture": "arm64", "variant": "v8"},
+            },
+            {"digest": "sha256:amd", "platform": {"os": "linux", "architecture": "amd64"}},
+        ]
+    }
+    assert manifest.select_platform(index, manifest.Platform())["digest"] == "sha256:amd"
+    arm = manifest.parse_platform("linux/arm64/v8")
+    assert manifest.select_platform(index, arm)["digest"] == "sha256:arm"
+    with pytest.raises(UsageError, match="has no linux/s390x image; it has: linux/amd64"):
+        manifest.select_platform(index, manifest.parse_platform("linux/s390x"))
+
+
+def test_unsupported_manifests_are_named():
+    with pytest.raises(UsageError, match="schema 1"):
+        manifest.media_type(json.dumps({"schemaVersion": 1}).encode(), "")
+    with pytest.raises(UsageError, match="unsupported manifest type"):
+        manifest.media_type(
+            b'{"mediaType": "application/vnd.oci.artifact.manifest.v1+json"}',
+            "application/vnd.oci.artifact.manifest.v1+json",
+        )
+    assert manifest.media_type(b"{}", manifest.OCI_INDEX) == manifest.OCI_INDEX
+
+
+def test_content_tag_depends_on_base_platform_and_workspace():
+    tag = manifest.content_tag("sha256:a", manifest.Platform(), "sha256:b")
+    assert tag == manifest.content_tag("sha256:a", manifest.Platform(), "sha256:b")
+    assert tag != manifest.content_tag("sha256:c", manifest.Platform(), "sha256:b")
+    assert tag != manifest.content_tag(
+        "sha256:a", manifest.parse_platform("linux/arm64"), "sha256:b"
+    )
+    assert tag.startswith("ws-") and len(tag) <= 128

@@ -1,0 +1,69 @@
+"""`launcher run` end to end on the AWS path: patch into the stack's repository, then submit.
+
+The stack lives in moto; its ECR host does not exist, so LAUNCHER_REGISTRY points pushes at the
+real local registry (the documented override for mirrors and emulators).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from tests.test_image_build import workspace
+
+
+@pytest.fixture(scope="module")
+def stack(moto_server, synth_default):
+    moto_server.reset()
+    return moto_server.deploy(synth_default.outdir, synth_default.stack_names)["EfaBatch"]
+
+
+def run(moto_server, registry, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **moto_server.env, "LAUNCHER_REGISTRY": registry.host}
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "run", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_dryrun_computes_the_exact_image_and_pushes_nothing_then_run_pushes_it(
+    moto_server, stack, registry, busybox_base, tmp_path
+):
+    ws = workspace(tmp_path / "ws", "from a run")
+    args = (
+        "--image",
+        busybox_base,
+        "--workspace",
+        str(ws),
+        "--nodes",
+        "2",
+        "--",
+        "/workspace/run.sh",
+    )
+    registry.requests()
+    dry = run(moto_server, registry, "--dryrun", *args)
+    assert dry.returncode == 0, dry.stderr
+    image = json.loads(dry.stdout)["registerJobDefinition"]["nodeProperties"][
+        "nodeRangeProperties"
+    ][0]["container"]["image"]
+    repo = stack["RepositoryUri"].split("/", 1)[1]
+    assert image.startswith(f"{registry.host}/{repo}@sha256:")
+    assert [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")] == []
+
+    real = run(moto_server, registry, *args)
+    assert real.returncode == 0, real.stderr
+    job_id = real.stdout.strip().splitlines()[-1]
+    (job,) = moto_server.client("batch").describe_jobs(jobs=[job_id])["jobs"]
+    assert job["nodeProperties"]["nodeRangeProperties"][0]["container"]["image"] == image
+    digest = image.split("@")[1]
+    head = requests.head(f"http://{registry.host}/v2/{repo}/manifests/{digest}", timeout=10)
+    assert head.status_code == 200
