@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import launcher_calls, synth
+from bench import images, launcher_calls, synth
 
-BENCHES = {"synth": synth.run, "launcher": launcher_calls.run}
+BENCHES = {"synth": synth.run, "launcher": launcher_calls.run, "images": images.run}
 
 
 def main() -> None:

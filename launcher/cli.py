@@ -108,6 +108,17 @@ class Run(Command):
         parser.add_argument("--port", type=int, default=29500, help="rendezvous port")
         parser.add_argument("--follow", action="store_true", help="stream logs until it ends")
         parser.add_argument(
+            "--local",
+            action="store_true",
+            help="run on the local Docker engine, one container per node",
+        )
+        parser.add_argument(
+            "--local-efs",
+            metavar="DIR",
+            help="directory standing in for EFS with --local "
+            "(default: $LAUNCHER_LOCAL_EFS or ~/.local/share/efa-batch/efs/STACK)",
+        )
+        parser.add_argument(
             "--dryrun", action="store_true", help="print the requests as JSON; change nothing"
         )
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
@@ -167,6 +178,8 @@ class Run(Command):
         if args.dryrun:
             print(json.dumps(requests.as_dict(), indent=2))
             return 0
+        if args.local:
+            return self.run_local(args, requests, cluster)
         submitted = jobs.submit(aws, requests)
         _err(
             f"{'registered' if submitted.registered else 'reusing'} job definition "
@@ -182,6 +195,40 @@ class Run(Command):
             return code
         print(submitted.job_id)
         return 0
+
+    def run_local(self, args, requests, cluster) -> int:
+        from launcher import local
+
+        efs = (
+            args.local_efs
+            or os.environ.get("LAUNCHER_LOCAL_EFS")
+            or os.path.expanduser(f"~/.local/share/efa-batch/efs/{cluster.stack_name}")
+        )
+        job_id = local.start(requests, cluster.job_queue_name, efs, warn=_err)
+        _err(f"started {requests.submit['jobName']} locally: {args.nodes} node(s), EFS at {efs}")
+        code = 0
+        if args.follow:
+            for node, line in local.iter_logs(job_id, None, follow=True):
+                _err(f"[node {node}] {line}")
+            job = local.load(job_id)
+            _err(_status_line(job))
+            code = 0 if job["status"] == "SUCCEEDED" else 1
+        print(job_id)
+        return code
+
+
+def _status_line(job: dict) -> str:
+    from launcher.jobs import status_line
+
+    return status_line(job)
+
+
+def _describe(args, handle: str) -> dict:
+    from launcher import jobs, local
+
+    if local.is_local(handle):
+        return local.load(handle)
+    return jobs.describe(_aws(args), handle)
 
 
 def _image_arguments(parser: argparse.ArgumentParser) -> None:
@@ -261,9 +308,7 @@ class Status(Command):
         parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
 
     def run(self, args):
-        from launcher import jobs
-
-        print(jobs.status_line(jobs.describe(_aws(args), args.job)))
+        print(_status_line(_describe(args, args.job)))
         return 0
 
 
@@ -278,7 +323,7 @@ class Describe(Command):
     def run(self, args):
         from launcher import jobs
 
-        job = jobs.describe(_aws(args), args.job)
+        job = _describe(args, args.job)
         if args.json:
             print(json.dumps(job, indent=2, default=str))
             return 0
@@ -311,12 +356,17 @@ class Logs(Command):
         parser.add_argument("--since", help="only the last DURATION, e.g. 10m")
 
     def run(self, args):
-        from launcher import jobs, jobspec
+        from launcher import jobs, jobspec, local
 
         since = jobspec.parse_since(args.since) if args.since else None
-        aws = _aws(args)
-        cluster = _cluster(args, aws)
-        for node, message in jobs.iter_logs(aws, cluster, args.job, args.node, since, args.follow):
+        if local.is_local(args.job):
+            lines = local.iter_logs(args.job, args.node, args.follow)
+        else:
+            aws = _aws(args)
+            lines = jobs.iter_logs(
+                aws, _cluster(args, aws), args.job, args.node, since, args.follow
+            )
+        for node, message in lines:
             print(message if args.node is not None else f"[node {node}] {message}", flush=True)
         return 0
 
@@ -329,9 +379,12 @@ class Cancel(Command):
         parser.add_argument("job")
 
     def run(self, args):
-        from launcher import jobs
+        from launcher import jobs, local
 
-        job = jobs.cancel(_aws(args), args.job)
+        if local.is_local(args.job):
+            job = local.cancel(args.job)
+        else:
+            job = jobs.cancel(_aws(args), args.job)
         _err(f"cancelled {job['jobId']} ({job['jobName']}, was {job['status']})")
         return 0
 
@@ -343,12 +396,16 @@ class List(Command):
     def add_arguments(self, parser):
         parser.add_argument("--all", action="store_true", help="include finished jobs")
         parser.add_argument("--json", action="store_true")
+        parser.add_argument("--local", action="store_true", help="jobs run with run --local")
 
     def run(self, args):
-        from launcher import jobs
+        from launcher import jobs, local
 
-        aws = _aws(args)
-        listed = jobs.list_jobs(aws, _cluster(args, aws), include_finished=args.all)
+        if args.local:
+            listed = local.list_jobs(include_finished=args.all)
+        else:
+            aws = _aws(args)
+            listed = jobs.list_jobs(aws, _cluster(args, aws), include_finished=args.all)
         if args.json:
             print(json.dumps(listed, indent=2, default=str))
             return 0

@@ -12,6 +12,7 @@ import os
 import tarfile
 from pathlib import Path
 
+from launcher.docker_client import docker_client
 from launcher.errors import RemoteError, UsageError
 from launcher.image import layer, manifest
 from launcher.image.patch import Patched, RegistryFor, resolve_base
@@ -24,21 +25,6 @@ GENERATED_DOCKERFILE = (
     f"ARG {BUILD_ARG}\nFROM ${BUILD_ARG}\nCOPY {layer.WORKSPACE_DIR}/ /workspace/\n"
     "WORKDIR /workspace\nENV LAUNCHER_WORKSPACE=/workspace\n"
 )
-
-
-def docker_client():
-    import docker
-
-    try:
-        client = docker.from_env(version="auto", timeout=600)
-        client.ping()
-    except Exception as exc:  # docker raises DockerException or requests' errors
-        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise RemoteError(
-            f"no Docker daemon at {host}: start one (e.g. `sudo dockerd` or Docker Desktop) or "
-            f"set DOCKER_HOST ({exc.__class__.__name__})"
-        ) from None
-    return client
 
 
 def _generated_context(workspace: str | os.PathLike, entries: list[Path]) -> io.BytesIO:

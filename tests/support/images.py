@@ -55,3 +55,102 @@ def push_busybox_base(client, repository: str, tag: str = "1") -> None:
     for event in client.api.push(repository, tag=tag, stream=True, decode=True):
         if "error" in event:
             raise RuntimeError(event["error"])
+
+
+def push_random_base(
+    host: str, repository: str, tag: str, layer_mib: list[int], workdir: Path
+) -> None:
+    """A large base of incompressible layers, written as blobs straight into the registry.
+
+    Each layer is a tar of one random file, gzip'd at level 1 (random data does not shrink),
+    spooled to disk so memory stays flat. Pushed with plain HTTP requests, so the launcher's
+    own client plays no part in making its benchmark input.
+    """
+    import gzip
+    import hashlib
+    import json
+    import os
+
+    import requests
+
+    base = f"http://{host}/v2/{repository}"
+
+    def sha256(path: Path) -> str:
+        with open(path, "rb") as f:
+            return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+
+    def put_blob(path: Path) -> tuple[str, int]:
+        digest = sha256(path)
+        if requests.head(f"{base}/blobs/{digest}", timeout=30).status_code == 200:
+            return digest, path.stat().st_size
+        location = requests.post(f"{base}/blobs/uploads/", timeout=30).headers["Location"]
+        sep = "&" if "?" in location else "?"
+        with open(path, "rb") as f:
+            requests.put(
+                f"{location}{sep}digest={digest}",
+                data=f,
+                timeout=600,
+                headers={"Content-Length": str(path.stat().st_size)},
+            ).raise_for_status()
+        return digest, path.stat().st_size
+
+    layers, diff_ids = [], []
+    rootfs = workdir / "busybox.tar"
+    rootfs.write_bytes(busybox_rootfs())
+    sources = [rootfs]
+    for index, mib in enumerate(layer_mib):
+        raw = workdir / f"random{index}.tar"
+        data = workdir / f"random{index}.bin"
+        with open(data, "wb") as f:
+            for _ in range(mib):
+                f.write(os.urandom(1 << 20))
+        with tarfile.open(raw, "w") as tar:
+            tar.add(data, f"data/random{index}.bin")
+        data.unlink()
+        sources.append(raw)
+    for raw in sources:
+        diff_ids.append(sha256(raw))
+        packed = raw.with_suffix(".tar.gz")
+        with open(raw, "rb") as src, gzip.GzipFile(packed, "wb", compresslevel=1, mtime=0) as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+        raw.unlink()
+        digest, size = put_blob(packed)
+        packed.unlink()
+        layers.append(
+            {
+                "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                "digest": digest,
+                "size": size,
+            }
+        )
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Env": ["PATH=/bin"], "Cmd": ["/bin/sh"]},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+            "history": [{"created_by": "benchmark base"} for _ in diff_ids],
+        }
+    ).encode()
+    config_path = workdir / "config.json"
+    config_path.write_bytes(config)
+    config_digest, _ = put_blob(config_path)
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "digest": config_digest,
+                "size": len(config),
+            },
+            "layers": layers,
+        }
+    ).encode()
+    requests.put(
+        f"{base}/manifests/{tag}",
+        data=manifest,
+        timeout=60,
+        headers={"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"},
+    ).raise_for_status()

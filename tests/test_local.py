@@ -1,0 +1,268 @@
+"""`launcher run --local`: the AWS job definition on the local Docker engine, node by node."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from launcher import jobdef, local
+from launcher.jobspec import JobSpec, Mount
+from tests.clusters import cluster_info
+
+RENDEZVOUS = r"""#!/bin/sh
+# Each node prints its rank; the main node waits for every worker over TCP.
+rank="$AWS_BATCH_JOB_NODE_INDEX"
+echo "rank $rank of $AWS_BATCH_JOB_NUM_NODES: main at $LAUNCHER_MAIN_ADDR:$LAUNCHER_MAIN_PORT"
+if [ "$rank" = "$AWS_BATCH_JOB_MAIN_NODE_INDEX" ]; then
+  got="$(nc -l -p "$LAUNCHER_MAIN_PORT")"
+  echo "rank $rank received: $got"
+  echo "shared" > "$LAUNCHER_EFS/from-main"
+else
+  for i in $(seq 1 100); do
+    echo "hello from rank $rank" | nc "$LAUNCHER_MAIN_ADDR" "$LAUNCHER_MAIN_PORT" && break
+    sleep 0.1
+  done
+fi
+"""
+
+
+def spec(**kwargs) -> JobSpec:
+    values = {"name": "demo", "command": ("sh", "-c", "echo hi"), "image": "img", "nodes": 2}
+    return JobSpec(**(values | kwargs))
+
+
+def test_node_containers_reproduce_the_batch_environment(tmp_path):
+    requests = jobdef.build(spec(mounts=(Mount("bind", "/data", "/srv"),)), cluster_info())
+    container = requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]
+    main, worker = (
+        local.node_container(
+            container,
+            job_id="local-x",
+            job_name="demo",
+            queue="q",
+            node=n,
+            nodes=2,
+            efs_dir=str(tmp_path),
+            infiniband=False,
+            gpus=False,
+        )
+        for n in (0, 1)
+    )
+    assert main["network_mode"] == worker["network_mode"] == "host"
+    assert main["environment"]["AWS_BATCH_JOB_NODE_INDEX"] == "0"
+    assert main["environment"]["AWS_BATCH_JOB_NUM_NODES"] == "2"
+    assert main["environment"]["AWS_BATCH_JOB_MAIN_NODE_INDEX"] == "0"
+    assert "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS" not in main["environment"]
+    assert worker["environment"]["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] == "127.0.0.1"
+    assert main["command"] == container["command"]  # the same rendezvous prelude
+    assert {u.name: (u.soft, u.hard) for u in main["ulimits"]}["memlock"] == (-1, -1)
+    assert main["shm_size"] == f"{container['linuxParameters']['sharedMemorySize']}m"
+    assert main["devices"] == []  # no /dev/infiniband here: EFA devices dropped
+    assert main["volumes"] == {
+        str(tmp_path): {"bind": "/mnt/efs", "mode": "rw"},
+        "/srv": {"bind": "/data", "mode": "rw"},
+    }
+    with_efa = local.node_container(
+        container,
+        job_id="local-x",
+        job_name="demo",
+        queue="q",
+        node=0,
+        nodes=2,
+        efs_dir="/e",
+        infiniband=True,
+        gpus=True,
+    )
+    assert with_efa["devices"][0] == "/dev/infiniband/uverbs0:/dev/infiniband/uverbs0:rwm"
+    assert with_efa["device_requests"][0].count == 8
+
+
+@pytest.fixture(scope="module")
+def stack(moto_server, synth_default):
+    moto_server.reset()
+    return moto_server.deploy(synth_default.outdir, synth_default.stack_names)["EfaBatch"]
+
+
+@pytest.fixture
+def env(moto_server, docker_engine, registry, tmp_path, monkeypatch):
+    # The library calls below (local.start, local.wait) read these from the environment.
+    monkeypatch.setenv("DOCKER_HOST", docker_engine.host)
+    monkeypatch.setenv("LAUNCHER_LOCAL_STATE", str(tmp_path / "state"))
+    return {
+        **os.environ,
+        **moto_server.env,
+        "DOCKER_HOST": docker_engine.host,
+        "LAUNCHER_REGISTRY": registry.host,
+        "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
+        "LAUNCHER_LOCAL_EFS": str(tmp_path / "efs"),
+    }
+
+
+def launcher(env, *args, timeout=180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def no_job_containers(docker_engine) -> bool:
+    client = docker_engine.client()
+    return client.containers.list(all=True, filters={"label": local.LABEL}) == []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_rendezvous_over_tcp_with_the_launcher_variables(
+    stack, env, busybox_base, docker_engine, tmp_path
+):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "rendezvous.sh").write_text(RENDEZVOUS)
+    (ws / "rendezvous.sh").chmod(0o755)
+    port = str(free_port())
+    result = launcher(
+        env,
+        "run",
+        "--local",
+        "--follow",
+        "--nodes",
+        "2",
+        "--image",
+        busybox_base,
+        "--workspace",
+        str(ws),
+        "--port",
+        port,
+        "--",
+        "/workspace/rendezvous.sh",
+    )
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.strip().splitlines()[-1]
+    assert job_id.startswith("local-")
+    err = result.stderr
+    assert f"[node 0] rank 0 of 2: main at 127.0.0.1:{port}" in err
+    assert f"[node 1] rank 1 of 2: main at 127.0.0.1:{port}" in err
+    assert "[node 0] rank 0 received: hello from rank 1" in err
+    assert err.count("EFA devices dropped") == 1
+    assert (tmp_path / "efs" / "from-main").read_text() == "shared\n"
+    assert "SUCCEEDED" in launcher(env, "status", job_id).stdout
+    assert launcher(env, "logs", job_id, "--node", "1").stdout.startswith("rank 1 of 2")
+    listed = json.loads(launcher(env, "list", "--local", "--all", "--json").stdout)
+    assert [j["jobId"] for j in listed] == [job_id]
+    assert no_job_containers(docker_engine)
+
+
+def _start(env, command: str, busybox_base, **spec_kwargs) -> str:
+    """Start through the library, with a definition the CLI would build (timeout aside)."""
+    requests = jobdef.build(
+        spec(
+            command=("sh", "-c", command),
+            image=busybox_base,
+            rendezvous_port=free_port(),
+            **spec_kwargs,
+        ),
+        cluster_info(),
+    )
+    return local.start(requests, "q", env["LAUNCHER_LOCAL_EFS"])
+
+
+def test_main_node_failure_fails_the_job_and_stops_the_workers(env, busybox_base, docker_engine):
+    job_id = _start(
+        env, 'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 0 ]; then exit 3; fi; sleep 600', busybox_base
+    )
+    job = local.wait(job_id, timeout=60)
+    assert (job["status"], job["statusReason"]) == ("FAILED", local.EXIT_REASON)
+    assert job["exitCodes"][0] == 3
+    assert no_job_containers(docker_engine)
+
+
+def test_killed_main_node_fails_the_job(env, busybox_base, docker_engine):
+    job_id = _start(env, "sleep 600", busybox_base)
+    client = docker_engine.client()
+    main = client.containers.get(local.load(job_id)["containers"][0])
+    main.kill()
+    job = local.wait(job_id, timeout=60)
+    assert job["status"] == "FAILED" and job["exitCodes"][0] == 137
+    assert no_job_containers(docker_engine)
+
+
+def test_timeout_stops_every_node(env, busybox_base, docker_engine):
+    requests = jobdef.build(
+        spec(command=("sleep", "600"), image=busybox_base, rendezvous_port=free_port()),
+        cluster_info(),
+    )
+    requests.register["timeout"] = {"attemptDurationSeconds": 2}  # the CLI's floor is 60 s
+    start = time.time()
+    job_id = local.start(requests, "q", env["LAUNCHER_LOCAL_EFS"])
+    job = local.wait(job_id, timeout=60)
+    assert (job["status"], job["statusReason"]) == ("FAILED", local.TIMEOUT_REASON)
+    assert time.time() - start < 30
+    assert no_job_containers(docker_engine)
+
+
+def test_cancel_during_the_run(env, busybox_base, docker_engine):
+    job_id = _start(env, "echo started; sleep 600", busybox_base)
+    time.sleep(1)
+    result = launcher(env, "cancel", job_id)
+    assert result.returncode == 0, result.stderr
+    job = local.wait(job_id, timeout=60)
+    assert (job["status"], job["statusReason"]) == ("FAILED", "cancelled with launcher cancel")
+    assert "started" in launcher(env, "logs", job_id).stdout
+    assert launcher(env, "cancel", job_id).returncode == 2
+    assert no_job_containers(docker_engine)
+
+
+def test_port_in_use_is_a_clear_error(stack, env, busybox_base, docker_engine):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        result = launcher(
+            env,
+            "run",
+            "--local",
+            "--no-workspace",
+            "--image",
+            busybox_base,
+            "--port",
+            port,
+            "--",
+            "true",
+        )
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"127.0.0.1:{port} is in use" in line
+    assert no_job_containers(docker_engine)
+
+
+def test_no_docker_daemon_says_how_to_start_one(stack, env, busybox_base, tmp_path):
+    env = {**env, "DOCKER_HOST": f"unix://{tmp_path}/absent.sock"}
+    result = launcher(
+        env,
+        "run",
+        "--local",
+        "--no-workspace",
+        "--image",
+        busybox_base,
+        "--port",
+        str(free_port()),
+        "--",
+        "true",
+    )
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "no Docker daemon at unix://" in line and "start one" in line
