@@ -8,9 +8,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
-DEBIAN_PACKAGES := docker.io docker-registry busybox-static
+DEBIAN_PACKAGES := docker.io docker-registry busybox-static time
 
-.PHONY: test demo synth lint bench deps system-deps clean
+.PHONY: test demo demo-stop synth lint bench deps system-deps clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,7 +32,7 @@ system-deps:
 deps: $(STAMP) node_modules/.package-lock.json system-deps
 
 lint: deps
-	$(VENV)/bin/ruff check launcher infra tests bench
+	$(VENV)/bin/ruff check launcher infra tests bench demo
 
 test: deps lint
 	$(VENV)/bin/pytest -q
@@ -42,6 +42,9 @@ synth: deps
 
 demo: deps
 	$(PY) -m demo
+
+demo-stop:
+	$(PY) -m demo stop
 
 bench: deps
 	$(PY) -m bench.run

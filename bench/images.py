@@ -93,11 +93,22 @@ def _scenario(registry, env, base, repo_prefix, ws, extra, runs, reset) -> dict[
 
 
 def _peak_rss_kib(args: list[str], env: dict) -> int:
-    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{args} failed")
-    return usage.ru_maxrss
+    """Peak resident memory of the process, from GNU time (``%M``, KiB).
+
+    GNU time forks a small process before exec; measuring from this (large) Python process
+    would fold its own memory into the child's figures on Linux.
+    """
+    result = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *args],
+        env=env,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{args} failed: {result.stderr[-500:]}")
+    return int(result.stderr.strip().splitlines()[-1])
 
 
 def run() -> str:

@@ -184,8 +184,11 @@ def list_jobs(include_finished: bool) -> list[dict]:
 
 def _check_port(port: int) -> None:
     with socket.socket() as s:
+        # SO_REUSEADDR: a connection of an earlier run in TIME_WAIT is no conflict; a listener is.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
+            s.listen()
         except OSError:
             raise UsageError(
                 f"--port {port}: 127.0.0.1:{port} is in use; the main node needs it for the "

@@ -14,22 +14,9 @@ import pytest
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
+from tests.conftest import ROOT
 
-RENDEZVOUS = r"""#!/bin/sh
-# Each node prints its rank; the main node waits for every worker over TCP.
-rank="$AWS_BATCH_JOB_NODE_INDEX"
-echo "rank $rank of $AWS_BATCH_JOB_NUM_NODES: main at $LAUNCHER_MAIN_ADDR:$LAUNCHER_MAIN_PORT"
-if [ "$rank" = "$AWS_BATCH_JOB_MAIN_NODE_INDEX" ]; then
-  got="$(nc -l -p "$LAUNCHER_MAIN_PORT")"
-  echo "rank $rank received: $got"
-  echo "shared" > "$LAUNCHER_EFS/from-main"
-else
-  for i in $(seq 1 100); do
-    echo "hello from rank $rank" | nc "$LAUNCHER_MAIN_ADDR" "$LAUNCHER_MAIN_PORT" && break
-    sleep 0.1
-  done
-fi
-"""
+RENDEZVOUS = (ROOT / "demo" / "workspace" / "rendezvous.sh").read_text()
 
 
 def spec(**kwargs) -> JobSpec:
@@ -158,7 +145,7 @@ def test_two_nodes_rendezvous_over_tcp_with_the_launcher_variables(
     assert f"[node 1] rank 1 of 2: main at 127.0.0.1:{port}" in err
     assert "[node 0] rank 0 received: hello from rank 1" in err
     assert err.count("EFA devices dropped") == 1
-    assert (tmp_path / "efs" / "from-main").read_text() == "shared\n"
+    assert (tmp_path / "efs" / "rendezvous").read_text() == "rendezvous complete\n"
     assert "SUCCEEDED" in launcher(env, "status", job_id).stdout
     assert launcher(env, "logs", job_id, "--node", "1").stdout.startswith("rank 1 of 2")
     listed = json.loads(launcher(env, "list", "--local", "--all", "--json").stdout)

@@ -53,13 +53,8 @@ class MotoServer:
             "AWS_REGION": REGION,
         }
 
-    def session(self) -> boto3.Session:
-        return boto3.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
-        )
-
     def client(self, service: str):
-        return self.session().client(service, endpoint_url=self.url)
+        return session().client(service, endpoint_url=self.url)
 
     def reset(self) -> None:
         requests.post(f"{self.url}/moto-api/reset", timeout=10)
@@ -68,20 +63,51 @@ class MotoServer:
         )
 
     def deploy(self, cloud_assembly: Path, stack_names: list[str]) -> dict[str, dict[str, str]]:
-        """Create each stack (in the given order) through CloudFormation; return outputs."""
-        moto_gaps.prepare_account(self.session(), self.url)
-        cf = self.client("cloudformation")
-        outputs: dict[str, dict[str, str]] = {}
-        for name in stack_names:
-            template = json.loads((cloud_assembly / f"{name}.template.json").read_text())
-            cf.create_stack(
-                StackName=name,
-                TemplateBody=json.dumps(moto_gaps.adapt(template, self.client("batch"))),
-                Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
-            )
-            stack = cf.describe_stacks(StackName=name)["Stacks"][0]
-            if stack["StackStatus"] != "CREATE_COMPLETE":
-                reason = stack.get("StackStatusReason")
-                raise RuntimeError(f"{name}: {stack['StackStatus']} {reason}")
-            outputs[name] = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-        return outputs
+        return deploy(self.url, cloud_assembly, stack_names)
+
+
+def session() -> boto3.Session:
+    return boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+    )
+
+
+def deploy(url: str, cloud_assembly: Path, stack_names: list[str]) -> dict[str, dict[str, str]]:
+    """Create each stack (in the given order) through CloudFormation; return their outputs."""
+    moto_gaps.prepare_account(session(), url)
+    cf = session().client("cloudformation", endpoint_url=url)
+    outputs: dict[str, dict[str, str]] = {}
+    for name in stack_names:
+        template = json.loads((cloud_assembly / f"{name}.template.json").read_text())
+        cf.create_stack(
+            StackName=name,
+            TemplateBody=json.dumps(
+                moto_gaps.adapt(template, session().client("batch", endpoint_url=url))
+            ),
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+        )
+        stack = cf.describe_stacks(StackName=name)["Stacks"][0]
+        if stack["StackStatus"] != "CREATE_COMPLETE":
+            reason = stack.get("StackStatusReason")
+            raise RuntimeError(f"{name}: {stack['StackStatus']} {reason}")
+        outputs[name] = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    return outputs
+
+
+def serve(port: int) -> None:
+    """Run a moto server until killed (for the demo, which outlives one Python process)."""
+    import signal
+    import threading
+
+    server = MotoServer.start(port)
+    print(server.url, flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped.wait()
+    server.stop()
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve(int(sys.argv[1]))

@@ -1,0 +1,1 @@
+"""`make demo`: the whole toolkit on one machine, with an emulated AWS and no account."""

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Every node prints its rank; the main node waits for each worker over TCP at the address
+# and port the launcher provides (LAUNCHER_MAIN_ADDR, LAUNCHER_MAIN_PORT), as torchrun would.
+rank="$AWS_BATCH_JOB_NODE_INDEX"
+echo "rank $rank of $AWS_BATCH_JOB_NUM_NODES: main at $LAUNCHER_MAIN_ADDR:$LAUNCHER_MAIN_PORT"
+if [ "$rank" = "$AWS_BATCH_JOB_MAIN_NODE_INDEX" ]; then
+  workers=$((AWS_BATCH_JOB_NUM_NODES - 1))
+  while [ "$workers" -gt 0 ]; do
+    # -e: the connection itself is the reader's stdin (nothing races our own stdin's EOF).
+    nc -l -p "$LAUNCHER_MAIN_PORT" -e sh -c 'cat > /tmp/rendezvous-message'
+    echo "rank $rank received: $(cat /tmp/rendezvous-message)"
+    workers=$((workers - 1))
+  done
+  echo "rendezvous complete" > "$LAUNCHER_EFS/rendezvous"
+else
+  for _ in $(seq 1 200); do
+    echo "hello from rank $rank" | nc "$LAUNCHER_MAIN_ADDR" "$LAUNCHER_MAIN_PORT" && break
+    sleep 0.1
+  done
+fi
