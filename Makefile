@@ -12,10 +12,11 @@ DEBIAN_PACKAGES := docker.io docker-registry busybox-static time
 
 .PHONY: test demo demo-stop synth lint bench deps system-deps clean
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock requirements-torch.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c requirements.lock -e '.[infra,dev]'
+	$(PY) -m pip install -q -r requirements-torch.txt
 	touch $@
 
 node_modules/.package-lock.json: package.json package-lock.json

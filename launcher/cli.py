@@ -57,10 +57,14 @@ class Outputs(Command):
         if args.json:
             print(json.dumps(data, indent=2))
         else:
-            width = max(map(len, data))
-            for key, value in data.items():
-                print(f"{key:<{width}}  {value if value is not None else '-'}")
+            _print_fields(data)
         return 0
+
+
+def _print_fields(fields: dict) -> None:
+    width = max(map(len, fields))
+    for key, value in fields.items():
+        print(f"{key:<{width}}  {value if value is not None else '-'}")
 
 
 class Run(Command):
@@ -340,8 +344,7 @@ class Describe(Command):
             "image": container.get("image", "-"),
             "attempts": len(job.get("attempts", [])),
         }
-        for key, value in rows.items():
-            print(f"{key:<10}  {value}")
+        _print_fields(rows)
         return 0
 
 

@@ -24,9 +24,10 @@ ULIMITS = (
 )
 # Rendezvous: Batch tells workers the main node's address but not the main node itself. This
 # prelude gives every node LAUNCHER_MAIN_ADDR (and PyTorch's MASTER_ADDR / torchrun's PET_*
-# defaults), so `torchrun train.py` and `--rdzv-endpoint=$LAUNCHER_MAIN_ADDR:PORT` work.
+# defaults), so `torchrun train.py` and `--rdzv-endpoint=$LAUNCHER_MAIN_ADDR:PORT` work. The
+# main node finds its own address (or takes a preset LAUNCHER_MAIN_ADDR, as local runs do).
 RENDEZVOUS_PRELUDE = (
-    'main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-}"; '
+    'main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-${LAUNCHER_MAIN_ADDR:-}}"; '
     'if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d" " -f1)"; fi; '
     'export LAUNCHER_MAIN_ADDR="${main:-127.0.0.1}"; '
     'export LAUNCHER_NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"; '

@@ -73,6 +73,8 @@ def node_container(
             "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
             "AWS_BATCH_JQ_NAME": queue,
             "AWS_BATCH_CE_NAME": "local",
+            # Every node is on this machine: keep the main node off its non-loopback addresses.
+            "LAUNCHER_MAIN_ADDR": "127.0.0.1",
         }
     )
     if node != 0:  # as on Batch: only the workers are told where the main node is

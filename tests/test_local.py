@@ -213,23 +213,18 @@ def test_cancel_during_the_run(env, busybox_base, docker_engine):
     assert no_job_containers(docker_engine)
 
 
+def run_true_locally(env, image: str, port: str) -> subprocess.CompletedProcess:
+    return launcher(
+        env, "run", "--local", "--no-workspace", "--image", image, "--port", port, "--", "true"
+    )
+
+
 def test_port_in_use_is_a_clear_error(stack, env, busybox_base, docker_engine):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
-        result = launcher(
-            env,
-            "run",
-            "--local",
-            "--no-workspace",
-            "--image",
-            busybox_base,
-            "--port",
-            port,
-            "--",
-            "true",
-        )
+        result = run_true_locally(env, busybox_base, port)
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert f"127.0.0.1:{port} is in use" in line
@@ -238,18 +233,7 @@ def test_port_in_use_is_a_clear_error(stack, env, busybox_base, docker_engine):
 
 def test_no_docker_daemon_says_how_to_start_one(stack, env, busybox_base, tmp_path):
     env = {**env, "DOCKER_HOST": f"unix://{tmp_path}/absent.sock"}
-    result = launcher(
-        env,
-        "run",
-        "--local",
-        "--no-workspace",
-        "--image",
-        busybox_base,
-        "--port",
-        str(free_port()),
-        "--",
-        "true",
-    )
+    result = run_true_locally(env, busybox_base, str(free_port()))
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert "no Docker daemon at unix://" in line and "start one" in line
