@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -185,3 +186,34 @@ def test_aws_failure_exits_1_with_the_failed_call(cluster):
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("launcher: error: AWS request failed")
+
+
+def test_run_follow_streams_every_node_and_exits_with_the_job(cluster):
+    before = {j["jobId"] for j in json.loads(ok(launcher(cluster, "list", "--json")).stdout)}
+    env = {k: v for k, v in os.environ.items() if k != "LAUNCHER_STACK"} | cluster.env
+    args = ["run", "--no-workspace", "--image", IMAGE, "--nodes", "2", "--follow", "--", "x"]
+    follower = subprocess.Popen(
+        [LAUNCHER, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(100):
+            listed = json.loads(ok(launcher(cluster, "list", "--json")).stdout)
+            new = [j["jobId"] for j in listed if j["jobId"] not in before]
+            if new:
+                break
+            time.sleep(0.2)
+        (job_id,) = new
+        moto_gaps.run_job(
+            ACCOUNT,
+            REGION,
+            job_id,
+            success=False,
+            node_logs={0: ["main says hi"], 1: ["worker says hi"]},
+        )
+        out, err = follower.communicate(timeout=60)
+    finally:
+        follower.kill()
+    assert follower.returncode == 1  # the job failed
+    assert out.strip().splitlines()[-1] == job_id
+    assert "[node 0] main says hi" in err and "[node 1] worker says hi" in err
+    assert f"{job_id} x FAILED" in err
