@@ -173,7 +173,7 @@ def run() -> str:
                 "MB stored",
                 "stored / gzip'd ws",
                 "registry requests",
-                "blob uploads",
+                "blob upload requests",
                 "faster than docker",
             ],
             rows,

@@ -30,6 +30,10 @@ def build(*args: str, env: dict | None = None, docker=None) -> subprocess.Comple
     )
 
 
+def patch_into(base: str, ws, repo: str, *extra: str, **kwargs) -> subprocess.CompletedProcess:
+    return build("--image", base, "--workspace", str(ws), "--repo", repo, *extra, **kwargs)
+
+
 def ok(result: subprocess.CompletedProcess) -> str:
     assert result.returncode == 0, result.stderr
     (line,) = result.stdout.splitlines()  # the reference alone on stdout
@@ -71,9 +75,7 @@ def test_patch_appends_the_workspace_without_pulling_the_base(
 ):
     ws = workspace(tmp_path / "ws")
     registry.requests()
-    ref = ok(
-        build("--image", busybox_base, "--workspace", str(ws), "--repo", f"{registry.host}/ws")
-    )
+    ref = ok(patch_into(busybox_base, ws, f"{registry.host}/ws"))
     assert ref.startswith(f"{registry.host}/ws@sha256:")
     log = registry.requests()
     base = get_manifest(registry, "base", "1")
@@ -142,12 +144,9 @@ def test_basic_auth_from_the_docker_config(auth_registry, registry, busybox_base
         json.dumps({"auths": {auth_registry.host: {"auth": token}}})
     )
     ref = ok(
-        build(
-            "--image",
+        patch_into(
             busybox_base,
-            "--workspace",
-            str(ws),
-            "--repo",
+            ws,
             f"{auth_registry.host}/private",
             env={"DOCKER_CONFIG": str(config)},
         )
@@ -159,12 +158,9 @@ def test_basic_auth_from_the_docker_config(auth_registry, registry, busybox_base
             {"auths": {auth_registry.host: {"auth": base64.b64encode(b"ci:wrong").decode()}}}
         )
     )
-    denied = build(
-        "--image",
+    denied = patch_into(
         busybox_base,
-        "--workspace",
-        str(ws),
-        "--repo",
+        ws,
         f"{auth_registry.host}/private",
         env={"DOCKER_CONFIG": str(config)},
     )
@@ -294,12 +290,9 @@ def test_failure_midway_leaves_no_tag(registry, busybox_base, tmp_path):
     requests.delete(f"{host}/v2/broken/blobs/{gone}", timeout=10).raise_for_status()
 
     ws = workspace(tmp_path / "ws")
-    result = build(
-        "--image",
+    result = patch_into(
         f"{registry.host}/broken:1",
-        "--workspace",
-        str(ws),
-        "--repo",
+        ws,
         f"{registry.host}/halfway",
     )
     assert result.returncode == 1, result.stderr
@@ -326,12 +319,9 @@ def test_docker_builder_for_a_workspace_with_a_dockerfile(
 def test_docker_builder_without_a_dockerfile(registry, busybox_base, docker_engine, tmp_path):
     ws = workspace(tmp_path / "ws", "generated dockerfile")
     ref = ok(
-        build(
-            "--image",
+        patch_into(
             busybox_base,
-            "--workspace",
-            str(ws),
-            "--repo",
+            ws,
             f"{registry.host}/gen",
             "--builder",
             "docker",
@@ -344,12 +334,9 @@ def test_docker_builder_without_a_dockerfile(registry, busybox_base, docker_engi
 
 def test_no_docker_daemon_is_one_line(registry, busybox_base, tmp_path):
     ws = workspace(tmp_path / "ws")
-    result = build(
-        "--image",
+    result = patch_into(
         busybox_base,
-        "--workspace",
-        str(ws),
-        "--repo",
+        ws,
         f"{registry.host}/nodock",
         "--builder",
         "docker",
