@@ -135,13 +135,3 @@ def iter_logs(
             return
         sleep(poll_seconds)
         job = describe(aws, job["jobId"])
-
-
-def wait(
-    aws: Aws, handle: str, poll_seconds: float = 5.0, sleep: Callable[[float], None] = time.sleep
-) -> dict:
-    while True:
-        job = describe(aws, handle)
-        if job["status"] in TERMINAL:
-            return job
-        sleep(poll_seconds)

@@ -106,13 +106,17 @@ def parse_tag(item: str) -> tuple[str, str]:
     return key, value
 
 
-def parse_duration(text: str) -> int:
-    """``90m``, ``1h30m``, ``45s``, ``3600`` -> seconds (at least 60)."""
+def _seconds(text: str, flag: str, examples: str) -> int:
     match = _DURATION.match(text.strip().lower())
     if not text.strip() or not match or not any(match.groups()):
-        raise UsageError(f"--timeout {text!r}: expected a duration like 90m, 2h, 1h30m or 3600s")
+        raise UsageError(f"{flag} {text!r}: expected a duration like {examples}")
     hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    total = hours * 3600 + minutes * 60 + seconds
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def parse_duration(text: str) -> int:
+    """``90m``, ``1h30m``, ``45s``, ``3600`` -> seconds (at least 60)."""
+    total = _seconds(text, "--timeout", "90m, 2h, 1h30m or 3600s")
     if total < MIN_TIMEOUT_SECONDS:
         raise UsageError(f"--timeout {text!r}: AWS Batch needs at least 60 seconds")
     return total
@@ -120,11 +124,7 @@ def parse_duration(text: str) -> int:
 
 def parse_since(text: str) -> int:
     """``10m``, ``2h``, ``30s`` -> seconds back from now (no lower bound)."""
-    match = _DURATION.match(text.strip().lower())
-    if not text.strip() or not match or not any(match.groups()):
-        raise UsageError(f"--since {text!r}: expected a duration like 10m, 2h or 30s")
-    hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
+    return _seconds(text, "--since", "10m, 2h or 30s")
 
 
 def parse_size_mib(text: str, flag: str = "--shm-size") -> int:

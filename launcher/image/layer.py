@@ -15,7 +15,7 @@ import struct
 import tarfile
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.errors import UsageError
@@ -49,7 +49,6 @@ class LayerDigests:
     size: int = 0
     tar_size: int = 0
     files: int = 0
-    _done: bool = field(default=False, repr=False)
 
 
 def workspace_entries(root: str | os.PathLike, extra_ignores: tuple[str, ...] = ()) -> list[Path]:
@@ -154,4 +153,4 @@ def gzip_layer(
     yield bytes(pending)
     out.diff_id = f"sha256:{tar_hash.hexdigest()}"
     out.digest = f"sha256:{gz_hash.hexdigest()}"
-    out.size, out.tar_size, out.files, out._done = size, tar_size, len(entries), True
+    out.size, out.tar_size, out.files = size, tar_size, len(entries)
