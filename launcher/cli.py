@@ -6,6 +6,7 @@ Imports of boto3 and friends happen inside the commands so that ``launcher --hel
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -157,10 +158,9 @@ class Run(Command):
         if not base:
             raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
         # Parse and validate everything before any AWS call or upload.
-        self.spec(args, base)
+        spec = self.spec(args, base)
         aws = _aws(args)
         cluster = _cluster(args, aws)
-        image = base
         if not args.no_workspace:
             from launcher.image.build import workspace_image
 
@@ -177,8 +177,8 @@ class Run(Command):
                 f"workspace image {built.reference}"
                 + (" (unchanged, reused)" if built.reused else "")
             )
-            image = built.reference
-        requests = jobdef.build(self.spec(args, image), cluster)
+            spec = dataclasses.replace(spec, image=built.reference)
+        requests = jobdef.build(spec, cluster)
         if args.dryrun:
             print(json.dumps(requests.as_dict(), indent=2))
             return 0
@@ -193,12 +193,12 @@ class Run(Command):
             f"submitted {requests.submit['jobName']} to {cluster.job_queue_name}: "
             f"{args.nodes} x {cluster.instance_type}"
         )
+        code = 0
         if args.follow:
-            code = _follow(aws, cluster, submitted.job_id)
-            print(submitted.job_id)
-            return code
+            lines = jobs.iter_logs(aws, cluster, submitted.job_id, None, None, follow=True)
+            code = _follow(lines, lambda: jobs.describe(aws, submitted.job_id))
         print(submitted.job_id)
-        return 0
+        return code
 
     def run_local(self, args, requests, cluster) -> int:
         from launcher import local
@@ -212,11 +212,7 @@ class Run(Command):
         _err(f"started {requests.submit['jobName']} locally: {args.nodes} node(s), EFS at {efs}")
         code = 0
         if args.follow:
-            for node, line in local.iter_logs(job_id, None, follow=True):
-                _err(f"[node {node}] {line}")
-            job = local.load(job_id)
-            _err(_status_line(job))
-            code = 0 if job["status"] == "SUCCEEDED" else 1
+            code = _follow(local.iter_logs(job_id, None, follow=True), lambda: local.load(job_id))
         print(job_id)
         return code
 
@@ -294,13 +290,12 @@ class Build(Command):
         return 0
 
 
-def _follow(aws, cluster, job_id: str) -> int:
-    from launcher import jobs
-
-    for node, message in jobs.iter_logs(aws, cluster, job_id, None, None, follow=True):
+def _follow(lines, final_job) -> int:
+    """Stream every node's log lines to stderr, then the job's end; exit code from its state."""
+    for node, message in lines:
         _err(f"[node {node}] {message}")
-    job = jobs.describe(aws, job_id)
-    _err(jobs.status_line(job))
+    job = final_job()
+    _err(_status_line(job))
     return 0 if job["status"] == "SUCCEEDED" else 1
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from launcher.docker_client import docker_client
 from launcher.errors import RemoteError, UsageError
 from launcher.image import layer, manifest
-from launcher.image.patch import Patched, RegistryFor, resolve_base
+from launcher.image.patch import Patched, RegistryFor, lookup
 from launcher.image.progress import Progress
 from launcher.image.reference import Reference
 
@@ -54,14 +54,11 @@ def docker_build(
     *,
     dryrun: bool = False,
 ) -> Patched:
-    entries = layer.workspace_entries(workspace)
-    diff_id = layer.diff_id(workspace, entries)
     recipe = (Path(workspace) / dockerfile).read_text() if dockerfile else GENERATED_DOCKERFILE
-    base_digest = resolve_base(registry_for(base), base)
-    tag = manifest.content_tag(base_digest, platform, diff_id, "docker\n" + recipe)
-    existing = registry_for(repo).head_manifest(repo.repository, tag, manifest.ACCEPT)
-    if existing:
-        return Patched(str(repo.with_digest(existing)), tag, reused=True)
+    found = lookup(base, repo, workspace, platform, registry_for, "docker\n" + recipe)
+    if found.existing:
+        return found.existing
+    tag, base_digest = found.tag, found.base_digest
     if dryrun:
         return Patched(f"{repo.name}@<digest of the docker build, known after push>", tag, False)
 
@@ -77,7 +74,7 @@ def docker_build(
     if dockerfile:
         kwargs.update(path=os.fspath(workspace), dockerfile=dockerfile)
     else:
-        kwargs.update(fileobj=_generated_context(workspace, entries), custom_context=True)
+        kwargs.update(fileobj=_generated_context(workspace, found.entries), custom_context=True)
     auth = {"username": credentials[0], "password": credentials[1]} if credentials else None
     if auth:
         kwargs["auth_config"] = auth  # to pull the base from a private registry

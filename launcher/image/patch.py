@@ -35,6 +35,36 @@ class Patched:
 RegistryFor = Callable[[Reference], Registry]
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """What a build is made of, and the image already pushed for it, if any."""
+
+    entries: list
+    diff_id: str
+    base_digest: str
+    tag: str
+    existing: Patched | None
+
+
+def lookup(
+    base: Reference,
+    repo: Reference,
+    workspace: str | os.PathLike,
+    platform: manifest.Platform,
+    registry_for: RegistryFor,
+    recipe: str,
+) -> Lookup:
+    """Content key of a build (base digest, platform, workspace, recipe) and one HEAD for it:
+    an unchanged workspace is found without building or uploading anything."""
+    entries = layer.workspace_entries(workspace)
+    diff_id = layer.diff_id(workspace, entries)
+    base_digest = resolve_base(registry_for(base), base)
+    tag = manifest.content_tag(base_digest, platform, diff_id, recipe)
+    digest = registry_for(repo).head_manifest(repo.repository, tag, manifest.ACCEPT)
+    existing = Patched(str(repo.with_digest(digest)), tag, reused=True) if digest else None
+    return Lookup(entries, diff_id, base_digest, tag, existing)
+
+
 def resolve_base(client: Registry, base: Reference) -> str:
     if base.digest:
         return base.digest
@@ -98,17 +128,12 @@ def patch(
     dryrun: bool = False,
     progress: Progress | None = None,
 ) -> Patched:
-    entries = layer.workspace_entries(workspace)
-    diff_id = layer.diff_id(workspace, entries)
-    source = registry_for(base)
-    target = registry_for(repo)
-    base_digest = resolve_base(source, base)
-    tag = manifest.content_tag(base_digest, platform, diff_id, json.dumps(ENV) + WORKDIR)
-    existing = target.head_manifest(repo.repository, tag, manifest.ACCEPT)
-    if existing:
-        return Patched(str(repo.with_digest(existing)), tag, reused=True)
-
-    base_manifest, kind, base_config = base_image(source, base, base_digest, platform)
+    found = lookup(base, repo, workspace, platform, registry_for, json.dumps(ENV) + WORKDIR)
+    if found.existing:
+        return found.existing
+    entries, diff_id, tag = found.entries, found.diff_id, found.tag
+    source, target = registry_for(base), registry_for(repo)
+    base_manifest, kind, base_config = base_image(source, base, found.base_digest, platform)
     digests = layer.LayerDigests()
     progress = progress or Progress("workspace layer")
     if dryrun:
