@@ -44,6 +44,20 @@ def synth_p5(tmp_path_factory):
     return synthesize(cdk_context(env="prod"), tmp_path_factory.mktemp("cdk-p5"))
 
 
+IMPORTED_VPC = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "subnet_id": "subnet-0123456789abcdef0",
+    "default_security_group_id": "sg-0123456789abcdef0",
+}
+
+
+@pytest.fixture(scope="session")
+def synth_imported(tmp_path_factory):
+    from tests.infra_synth import synthesize
+
+    return synthesize(cdk_context(**IMPORTED_VPC), tmp_path_factory.mktemp("cdk-imported"))
+
+
 @pytest.fixture(scope="session")
 def docker_engine(tmp_path_factory):
     from tests.support.docker_engine import DockerEngine

@@ -1,0 +1,153 @@
+"""The parts of a synthesized cluster that AWS acts on at run time, found in its templates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from infra.config import ClusterConfig
+from tests.rules.flows import Network
+
+
+@dataclass(frozen=True)
+class Resource:
+    stack: str
+    logical_id: str
+    type: str
+    body: dict
+
+    @property
+    def props(self) -> dict:
+        return self.body.get("Properties", {})
+
+    @property
+    def path(self) -> str:
+        return f"{self.stack}/{self.logical_id}"
+
+
+class Deployment:
+    """Every resource of the three stacks, and the security groups of each network party."""
+
+    def __init__(self, templates: dict[str, dict], config: ClusterConfig) -> None:
+        self.templates = templates
+        self.config = config
+        self.resources = [
+            Resource(stack, logical_id, res["Type"], res)
+            for stack, t in templates.items()
+            for logical_id, res in t.get("Resources", {}).items()
+        ]
+
+    def of_type(self, type_: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str) -> Resource:
+        (found,) = self.of_type(type_)
+        return found
+
+    def get(self, stack: str, logical_id: str) -> Resource | None:
+        body = self.templates.get(stack, {}).get("Resources", {}).get(logical_id)
+        return Resource(stack, logical_id, body["Type"], body) if body else None
+
+    def ref_target(self, stack: str, value) -> Resource | None:
+        """The resource a ``Ref``/``GetAtt``/``ImportValue`` expression points at."""
+        if isinstance(value, dict) and len(value) == 1:
+            ((fn, arg),) = value.items()
+            if fn == "Ref" and isinstance(arg, str):
+                return self.get(stack, arg)
+            if fn == "Fn::GetAtt":
+                return self.get(stack, arg[0] if isinstance(arg, list) else arg.split(".")[0])
+            if fn == "Fn::ImportValue":
+                for other, t in self.templates.items():
+                    for out in t.get("Outputs", {}).values():
+                        if out.get("Export", {}).get("Name") == arg:
+                            return self.ref_target(other, out["Value"])
+        return None
+
+    @cached_property
+    def network(self) -> Network:
+        external = [self.config.default_security_group_id] if self.imported_default_group else []
+        return Network(self.templates, external_default_groups=external)
+
+    @property
+    def imported_default_group(self) -> bool:
+        return bool(getattr(self.config, "default_security_group_id", None))
+
+    # --- the parties of the cluster's network flows --------------------------------------
+
+    @cached_property
+    def compute_environment(self) -> Resource:
+        return self.one("AWS::Batch::ComputeEnvironment")
+
+    @cached_property
+    def launch_template(self) -> Resource:
+        ce = self.compute_environment
+        spec = ce.props["ComputeResources"]["LaunchTemplate"]
+        found = self.ref_target(ce.stack, spec["LaunchTemplateId"])
+        assert found is not None, "the compute environment's launch template is not in the stacks"
+        return found
+
+    @property
+    def interfaces(self) -> list[dict]:
+        return self.launch_template.props["LaunchTemplateData"].get("NetworkInterfaces", [])
+
+    def _groups(self, stack: str, values) -> frozenset[str]:
+        return self.network.resolve_all(stack, values)
+
+    @cached_property
+    def efa_groups(self) -> list[frozenset[str]]:
+        """Groups of each EFA interface of a node (one entry per interface)."""
+        lt = self.launch_template
+        return [
+            self._groups(lt.stack, i.get("Groups", []))
+            for i in self.interfaces
+            if i.get("InterfaceType") in ("efa", "efa-only")
+        ]
+
+    @cached_property
+    def host_groups(self) -> frozenset[str]:
+        """The node's primary interface (card 0, device 0): ECS agent, image pulls."""
+        lt = self.launch_template
+        for i in self.interfaces:
+            if i.get("NetworkCardIndex", 0) == 0 and i.get("DeviceIndex") == 0:
+                return self._groups(lt.stack, i.get("Groups", []))
+        data = lt.props["LaunchTemplateData"]
+        ce = self.compute_environment
+        if data.get("SecurityGroupIds"):
+            return self._groups(lt.stack, data["SecurityGroupIds"])
+        return self._groups(ce.stack, ce.props["ComputeResources"].get("SecurityGroupIds", []))
+
+    @cached_property
+    def task_groups(self) -> frozenset[str]:
+        """The groups of a multi-node job's own network interface (awsvpc mode).
+
+        Batch user guide, mnp-ce.html: multi-node parallel jobs use the awsvpc network mode;
+        the container's interface gets the compute environment's security groups, and "If you
+        don't specify a security group, the default security group for the VPC is used".
+        """
+        ce = self.compute_environment
+        named = ce.props["ComputeResources"].get("SecurityGroupIds")
+        if named:
+            return self._groups(ce.stack, named)
+        if self.imported_default_group:
+            return frozenset({self.config.default_security_group_id})
+        (vpc,) = self.of_type("AWS::EC2::VPC")
+        return frozenset({f"{vpc.path}.default"})
+
+    @cached_property
+    def file_system_groups(self) -> list[frozenset[str]]:
+        return [
+            self._groups(mt.stack, mt.props.get("SecurityGroups", []))
+            for mt in self.of_type("AWS::EFS::MountTarget")
+        ]
+
+    @cached_property
+    def interface_endpoints(self) -> dict[str, frozenset[str]]:
+        """Service name (the part after the region) -> groups of its interface endpoint."""
+        found = {}
+        for ep in self.of_type("AWS::EC2::VPCEndpoint"):
+            if ep.props.get("VpcEndpointType") != "Interface":
+                continue
+            service = ep.props["ServiceName"]
+            name = service.split(".", 3)[-1] if isinstance(service, str) else str(service)
+            found[name] = self._groups(ep.stack, ep.props.get("SecurityGroupIds", []))
+        return found
