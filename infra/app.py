@@ -23,7 +23,7 @@ def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
         f"{name}-Network",
         config=config,
         env=env,
-        description="EFA Batch cluster: VPC, subnet, security group",
+        description="EFA Batch cluster: VPC, subnet, security groups, endpoints, logs key",
     )
     storage = StorageStack(
         app,
@@ -32,6 +32,7 @@ def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
         vpc=network.vpc,
         subnet=network.subnet,
         cluster_security_group=network.cluster_security_group,
+        task_security_group=network.task_security_group,
         env=env,
         description="EFA Batch cluster: stateful resources (ECR repository, EFS)",
     )
@@ -44,6 +45,7 @@ def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
         repository=storage.repository,
         file_system=storage.file_system,
         access_point=storage.access_point,
+        logs_key=network.logs_key,
         env=env,
         description="EFA Batch cluster: compute environment, job queue, roles, logs",
     )

@@ -12,10 +12,11 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.config import ClusterConfig
-from infra.log_groups import log_group
+from infra.log_groups import job_log_group_name, log_group
 from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
 
 
@@ -52,6 +53,7 @@ class ClusterStack(Stack):
         repository: ecr.IRepository,
         file_system: efs.IFileSystem,
         access_point: efs.IAccessPoint,
+        logs_key: kms.IKey,
         **kw,
     ) -> None:
         super().__init__(scope, construct_id, **kw)
@@ -60,7 +62,8 @@ class ClusterStack(Stack):
             self,
             "JobLogGroup",
             retention_days=config.log_retention_days,
-            log_group_name=f"/aws/batch/{config.stack_name}/jobs",
+            log_group_name=job_log_group_name(config),
+            key=logs_key,
         )
         instance_profile = self._instance_profile()
         self.execution_role = self._execution_role(config, repository)

@@ -8,7 +8,10 @@ what is allowed, in one line.
 
 from __future__ import annotations
 
+import json
 import re
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -23,7 +26,11 @@ _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 _AZ = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
 _VPC = re.compile(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$")
 _SUBNET = re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$")
+_SECURITY_GROUP = re.compile(r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$")
 _RESERVATION = re.compile(r"^cr-([0-9a-f]{8}|[0-9a-f]{17})$")
+_REPOSITORY_ARN = re.compile(
+    r"^arn:aws(-[a-z]+)*:ecr:[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d:\d{12}:repository/[a-z0-9._/*-]+$"
+)
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,100}$")
 _REMOVAL_POLICIES = ("retain", "destroy")
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
@@ -69,6 +76,8 @@ class ClusterConfig:
     stack_name: str = DEFAULT_STACK_NAME
     vpc_id: str | None = None
     subnet_id: str | None = None
+    # The imported VPC's default security group: multi-node jobs' task interfaces are in it.
+    default_security_group_id: str | None = None
     vpc_cidr: str = "10.42.0.0/16"
     nat_gateway: bool = False
     capacity_reservation_id: str | None = None
@@ -117,17 +126,34 @@ class ClusterConfig:
             )
         if self.max_nodes < 1:
             raise ConfigError(f"max_nodes: {self.max_nodes} is below one instance; allowed: >= 1")
-        if (self.vpc_id is None) != (self.subnet_id is None):
-            raise ConfigError("vpc_id/subnet_id: give both to import a VPC, or neither")
+        imported = (self.vpc_id, self.subnet_id, self.default_security_group_id)
+        if any(v is not None for v in imported) and not all(v is not None for v in imported):
+            raise ConfigError(
+                "vpc_id/subnet_id/default_security_group_id: give all three to import a VPC "
+                "(jobs' task interfaces use the VPC's default security group), or none"
+            )
         if self.vpc_id is not None:
             _check(_VPC, "vpc_id", self.vpc_id, "vpc- followed by 8 or 17 hex digits")
             _check(_SUBNET, "subnet_id", self.subnet_id, "subnet- followed by 8 or 17 hex digits")
+            _check(
+                _SECURITY_GROUP,
+                "default_security_group_id",
+                self.default_security_group_id,
+                "sg- followed by 8 or 17 hex digits (the VPC's group named 'default')",
+            )
         if self.capacity_reservation_id is not None:
             _check(
                 _RESERVATION,
                 "capacity_reservation_id",
                 self.capacity_reservation_id,
                 "cr- followed by 8 or 17 hex digits",
+            )
+        for arn in self.extra_pull_repository_arns:
+            _check(
+                _REPOSITORY_ARN,
+                "extra_pull_repository_arns",
+                arn,
+                "ECR repository ARNs (arn:aws:ecr:REGION:ACCOUNT:repository/NAME), comma-separated",
             )
         if not 30 <= self.root_volume_gib <= 16384:
             raise ConfigError(f"root_volume_gib: {self.root_volume_gib}; allowed: 30-16384")
@@ -150,20 +176,20 @@ def _check(pattern: re.Pattern[str], key: str, value: object, allowed: str) -> N
         raise ConfigError(f"{key}: {value!r} is malformed; expected {allowed}")
 
 
-_INT_KEYS = {"max_nodes", "root_volume_gib", "keep_images", "log_retention_days"}
-_BOOL_KEYS = {"efa", "nat_gateway", "fair_share"}
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Coerce one value to its field's annotated type.
 
-
-def _coerce(key: str, value: Any) -> Any:
-    """Context from ``-c key=value`` arrives as strings; cdk.json gives JSON types."""
-    if key in _INT_KEYS:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key}: {value!r} is not an integer")
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}: {value!r} is not an integer") from None
-    if key in _BOOL_KEYS:
+    ``-c key=value`` on the CDK command line always gives strings; cdk.json gives JSON types.
+    The dataclass's own annotations say what each key is, so no key list is kept by hand.
+    """
+    if value is None:
+        return None
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        (hint,) = args  # optional: X | None
+        args = list(typing.get_args(hint))
+    origin = typing.get_origin(hint) or hint
+    if hint is bool:
         if isinstance(value, bool):
             return value
         if str(value).lower() in ("true", "1", "yes"):
@@ -171,15 +197,30 @@ def _coerce(key: str, value: Any) -> Any:
         if str(value).lower() in ("false", "0", "no"):
             return False
         raise ConfigError(f"{key}: {value!r} is not a boolean; allowed: true, false")
-    if key == "availability_zones":
-        return value
-    if key == "extra_pull_repository_arns":
-        return tuple(value)
-    if key == "tags":
+    if hint is int:
+        if isinstance(value, (bool, float)):
+            raise ConfigError(f"{key}: {value!r} is not an integer")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: {value!r} is not an integer") from None
+    if origin is tuple:
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+            raise ConfigError(f"{key}: expected a list of strings (or one comma-separated string)")
+        return tuple(i.strip() for i in items if i.strip())
+    if origin in (Mapping, dict):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ConfigError(f"{key}: {value!r} is not a JSON object") from None
         if not isinstance(value, Mapping):
-            raise ConfigError(f"tags: expected an object of strings, got {value!r}")
+            raise ConfigError(f"{key}: expected an object of strings, got {value!r}")
         return {str(k): str(v) for k, v in value.items()}
-    return None if value is None else str(value)
+    if isinstance(value, (dict, list)):
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return str(value)
 
 
 _FIELDS = {f.name for f in fields(ClusterConfig)} - {"env_name"}
@@ -214,5 +255,6 @@ def load(context: Mapping[str, Any]) -> ClusterConfig:
     for required in ("account", "region", "availability_zone"):
         if required not in raw:
             raise ConfigError(f"{required}: missing in environment {env_name!r}")
-    values = {k: _coerce(k, v) for k, v in raw.items()}
+    hints = typing.get_type_hints(ClusterConfig)
+    values = {k: _coerce(k, v, hints[k]) for k, v in raw.items()}
     return ClusterConfig(env_name=env_name, **values).validate()

@@ -1,17 +1,37 @@
-"""Log groups with a retention taken straight from the configuration in days."""
+"""Log groups: named from the configuration, retention in days, encrypted with the stack's key."""
 
 from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.config import ClusterConfig
+
+
+def job_log_group_name(config: ClusterConfig) -> str:
+    return f"/aws/batch/{config.stack_name}/jobs"
+
+
+def flow_log_group_name(config: ClusterConfig) -> str:
+    return f"/aws/vpc/{config.stack_name}/flow-logs"
+
 
 def log_group(
-    scope: Construct, construct_id: str, *, retention_days: int, log_group_name: str | None = None
+    scope: Construct,
+    construct_id: str,
+    *,
+    retention_days: int,
+    log_group_name: str,
+    key: kms.IKey,
 ) -> logs.LogGroup:
     group = logs.LogGroup(
-        scope, construct_id, log_group_name=log_group_name, removal_policy=RemovalPolicy.DESTROY
+        scope,
+        construct_id,
+        log_group_name=log_group_name,
+        encryption_key=key,
+        removal_policy=RemovalPolicy.DESTROY,
     )
     # RetentionDays is an enum of names; the configuration speaks in days (validated in config).
     group.node.default_child.retention_in_days = retention_days

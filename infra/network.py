@@ -1,13 +1,28 @@
-"""Network stack: the VPC (new or imported), the cluster subnet and the EFA security group."""
+"""Network stack: the VPC (new or imported), the cluster subnet, the security groups, and the
+KMS key of the cluster's log groups.
+
+Two groups matter at run time, and they are different groups:
+
+- the **cluster group** is on every interface of the launch template (the node's primary
+  interface and its EFA interfaces). EFA needs it to admit all traffic to and from itself,
+  both ways (Batch user guide, efa.html); egress to 0.0.0.0/0 does not cover EFA traffic.
+- the **task group** is on each multi-node job container's own interface. Multi-node jobs run
+  in awsvpc mode, and a compute environment whose launch template carries the interfaces names
+  no groups, so that interface is in the VPC's *default* group (Batch user guide,
+  mnp-ce.html). Rendezvous and NCCL's bootstrap run between task interfaces, so the default
+  group keeps AWS's all-traffic-from-itself rule; EFS and the endpoints admit it.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.config import ClusterConfig
-from infra.log_groups import log_group
+from infra.log_groups import flow_log_group_name, job_log_group_name, log_group
 
 # Interface endpoints that let instances in a subnet without NAT pull images (ECR api + dkr,
 # layers from S3), register with ECS and ship logs.
@@ -18,6 +33,13 @@ _INTERFACE_ENDPOINTS = {
     "EcsAgent": ec2.InterfaceVpcEndpointAwsService.ECS_AGENT,
     "EcsTelemetry": ec2.InterfaceVpcEndpointAwsService.ECS_TELEMETRY,
     "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+}
+# Session Manager to the nodes (the instance role carries AmazonSSMManagedInstanceCore) needs
+# these three where there is no NAT (Systems Manager user guide, setup-create-vpc.html).
+_SESSION_MANAGER_ENDPOINTS = {
+    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
+    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
+    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
 }
 
 
@@ -40,16 +62,23 @@ class NetworkStack(Stack):
                 subnet_id=config.subnet_id,
                 availability_zone=config.availability_zone,
             )
+            default_group_id = config.default_security_group_id
         else:
             self.vpc, self.subnet = self._new_vpc(config)
+            default_group_id = self.vpc.vpc_default_security_group
+        # Rules are added *to other groups* naming this one; nothing here changes the default
+        # group itself (its self-rule must stay: see the module docstring).
+        self.task_security_group = ec2.SecurityGroup.from_security_group_id(
+            self, "TaskSecurityGroup", default_group_id, mutable=False
+        )
+        self.logs_key = self._logs_key(config)
         self._flow_log(config)
 
         self.cluster_security_group = ec2.SecurityGroup(
             self,
             "ClusterSecurityGroup",
             vpc=self.vpc,
-            description="EFA cluster nodes: all traffic between members, all egress",
-            # Egress to 0.0.0.0/0 also covers EFA's required all-traffic egress to the group.
+            description="EFA cluster nodes: all traffic to and from members, all egress",
             allow_all_outbound=True,
         )
         self.cluster_security_group.add_ingress_rule(
@@ -57,9 +86,20 @@ class NetworkStack(Stack):
             ec2.Port.all_traffic(),
             "EFA and NCCL: all traffic from other cluster nodes",
         )
+        # EFA needs an explicit egress rule to the group itself: EFA traffic is not IP, so the
+        # 0.0.0.0/0 rule does not cover it. CDK drops add_egress_rule while allow_all_outbound
+        # is on, so the rule is declared at L1.
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "ClusterSecurityGroupEfaEgress",
+            group_id=self.cluster_security_group.security_group_id,
+            destination_security_group_id=self.cluster_security_group.security_group_id,
+            ip_protocol="-1",
+            description="EFA: all traffic to other cluster nodes (0.0.0.0/0 does not cover EFA)",
+        )
         if not config.imports_vpc:
             # An imported VPC is expected to bring its own endpoints or NAT.
-            self._interface_endpoints()
+            self._interface_endpoints(config)
 
     def _new_vpc(self, config: ClusterConfig) -> tuple[ec2.Vpc, ec2.ISubnet]:
         private_type = (
@@ -82,6 +122,7 @@ class NetworkStack(Stack):
             availability_zones=[config.availability_zone],
             nat_gateways=1 if config.nat_gateway else 0,
             subnet_configuration=subnets,
+            # Never: job task interfaces live in the default group and need its self-rule.
             restrict_default_security_group=False,
         )
         subnet = vpc.select_subnets(subnet_type=private_type).subnets[0]
@@ -93,19 +134,25 @@ class NetworkStack(Stack):
         )
         return vpc, subnet
 
-    def _interface_endpoints(self) -> None:
-        """HTTPS from cluster nodes only, rather than CDK's default of the whole VPC CIDR."""
+    def _interface_endpoints(self, config: ClusterConfig) -> None:
+        """HTTPS from the nodes and the jobs' task interfaces only, not the whole VPC CIDR."""
         endpoint_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",
             vpc=self.vpc,
-            description="VPC interface endpoints: HTTPS from cluster nodes",
+            description="VPC interface endpoints: HTTPS from cluster nodes and job tasks",
             allow_all_outbound=False,
         )
         endpoint_group.add_ingress_rule(
             self.cluster_security_group, ec2.Port.tcp(443), "AWS APIs from cluster nodes"
         )
-        for name, service in _INTERFACE_ENDPOINTS.items():
+        endpoint_group.add_ingress_rule(
+            self.task_security_group, ec2.Port.tcp(443), "AWS APIs from job task interfaces"
+        )
+        endpoints = dict(_INTERFACE_ENDPOINTS)
+        if not config.nat_gateway:
+            endpoints.update(_SESSION_MANAGER_ENDPOINTS)
+        for name, service in endpoints.items():
             self.vpc.add_interface_endpoint(
                 f"{name}Endpoint",
                 service=service,
@@ -115,8 +162,52 @@ class NetworkStack(Stack):
                 open=False,
             )
 
+    def _logs_key(self, config: ClusterConfig) -> kms.Key:
+        """A customer managed key for the cluster's log groups, usable by CloudWatch Logs only
+        for those groups (CloudWatch Logs user guide, encrypt-log-data-kms.html)."""
+        key = kms.Key(
+            self,
+            "LogsKey",
+            description=f"{config.stack_name}: encrypts the job and flow log groups",
+            enable_key_rotation=True,
+            removal_policy=(
+                RemovalPolicy.RETAIN if config.removal_policy == "retain" else RemovalPolicy.DESTROY
+            ),
+        )
+        groups = [
+            self.format_arn(
+                service="logs",
+                resource="log-group",
+                resource_name=name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+            for name in (job_log_group_name(config), flow_log_group_name(config))
+        ]
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchLogsForTheClusterLogGroups",
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                actions=[
+                    "kms:Encrypt*",
+                    "kms:Decrypt*",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:Describe*",
+                ],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={"ArnEquals": {"kms:EncryptionContext:aws:logs:arn": groups}},
+            )
+        )
+        return key
+
     def _flow_log(self, config: ClusterConfig) -> None:
-        group = log_group(self, "FlowLogGroup", retention_days=config.log_retention_days)
+        group = log_group(
+            self,
+            "FlowLogGroup",
+            retention_days=config.log_retention_days,
+            log_group_name=flow_log_group_name(config),
+            key=self.logs_key,
+        )
         ec2.FlowLog(
             self,
             "FlowLog",

@@ -10,6 +10,7 @@ from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_efs as efs
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import ClusterConfig
@@ -30,6 +31,7 @@ class StorageStack(Stack):
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
         cluster_security_group: ec2.ISecurityGroup,
+        task_security_group: ec2.ISecurityGroup,
         **kw,
     ) -> None:
         super().__init__(scope, construct_id, termination_protection=True, **kw)
@@ -59,11 +61,15 @@ class StorageStack(Stack):
             self,
             "FileSystemSecurityGroup",
             vpc=vpc,
-            description="EFS mount target: NFS from cluster nodes only",
+            description="EFS mount target: NFS from cluster nodes and job tasks only",
             allow_all_outbound=False,
         )
         self.file_system_security_group.add_ingress_rule(
             cluster_security_group, ec2.Port.tcp(2049), "NFS from cluster nodes"
+        )
+        # Jobs mount EFS from their own (awsvpc) task interface, which is in the task group.
+        self.file_system_security_group.add_ingress_rule(
+            task_security_group, ec2.Port.tcp(2049), "NFS from job task interfaces"
         )
         self.file_system = efs.FileSystem(
             self,
@@ -76,6 +82,10 @@ class StorageStack(Stack):
             performance_mode=efs.PerformanceMode.GENERAL_PURPOSE,
             throughput_mode=efs.ThroughputMode.ELASTIC,
             removal_policy=removal,
+            file_system_policy=file_system_policy(),
+            # CDK's own "deny anonymous" statement would grant ClientWrite and ClientRootAccess
+            # to every principal; the policy above is what closes anonymous access.
+            allow_anonymous_access=True,
         )
         self.access_point = self.file_system.add_access_point(
             "JobsAccessPoint",
@@ -83,3 +93,45 @@ class StorageStack(Stack):
             posix_user=efs.PosixUser(uid=JOB_UID_GID, gid=JOB_UID_GID),
             create_acl=efs.Acl(owner_uid=JOB_UID_GID, owner_gid=JOB_UID_GID, permissions="0775"),
         )
+
+
+def file_system_policy() -> iam.PolicyDocument:
+    """Without a file system policy, EFS grants full access to any client that reaches a mount
+    target, IAM or not (EFS user guide, iam-access-control-nfs-efs.html, "Default EFS file
+    system policy"). With one, only principals whose IAM policies allow it may mount (the job
+    role: through the access point), and these denials hold for everyone:
+
+    - no connection without TLS;
+    - no mount except through an access point, which maps every client to uid/gid 1000 and
+      confines it to /shared (mounting the root would expose everything);
+    - no root access: nothing the jobs do needs uid 0 on the file system.
+    """
+    everyone = [iam.AnyPrincipal()]
+    client = ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"]
+    return iam.PolicyDocument(
+        statements=[
+            iam.PolicyStatement(
+                sid="DenyWithoutTls",
+                effect=iam.Effect.DENY,
+                principals=everyone,
+                actions=["*"],
+                resources=["*"],
+                conditions={"Bool": {"aws:SecureTransport": "false"}},
+            ),
+            iam.PolicyStatement(
+                sid="DenyMountWithoutAccessPoint",
+                effect=iam.Effect.DENY,
+                principals=everyone,
+                actions=client,
+                resources=["*"],
+                conditions={"Null": {"elasticfilesystem:AccessPointArn": "true"}},
+            ),
+            iam.PolicyStatement(
+                sid="DenyRootAccess",
+                effect=iam.Effect.DENY,
+                principals=everyone,
+                actions=["elasticfilesystem:ClientRootAccess"],
+                resources=["*"],
+            ),
+        ]
+    )

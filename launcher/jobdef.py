@@ -63,8 +63,10 @@ def efa_environment(cluster: ClusterInfo, efa: bool) -> dict[str, str]:
         return {}
     env = {
         "FI_PROVIDER": "efa",
-        # Keep NCCL's bootstrap off Docker and loopback interfaces.
-        "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
+        # NCCL's bootstrap must use the task's own interface (eth0): not loopback, Docker's
+        # bridges or veths, nor ECS's link-local ecs-eth0 (169.254.172.0/22) that awsvpc tasks
+        # get beside it, which other nodes cannot reach (ECS guide, task-networking-awsvpc).
+        "NCCL_SOCKET_IFNAME": "^lo,docker,veth,ecs",
         "NCCL_DEBUG": "WARN",
     }
     instance = cluster.instance

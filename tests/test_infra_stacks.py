@@ -104,22 +104,24 @@ def test_cluster_placement_group(cluster):
     assert _only(cluster, "AWS::EC2::PlacementGroup")["Strategy"] == "cluster"
 
 
-def test_security_group_admits_all_traffic_from_itself_and_allows_egress(network):
-    (props,) = [
+def test_cluster_group_admits_all_traffic_from_itself_and_sends_all_to_itself(network):
+    """The EFA rule pair (both directions to the group itself) is declared, not implied."""
+    (ingress,) = [
         r["Properties"]
         for r in _resources(network, "AWS::EC2::SecurityGroupIngress").values()
         if r["Properties"]["IpProtocol"] == "-1"
     ]
-    assert props["IpProtocol"] == "-1"
-    assert props["GroupId"] == props["SourceSecurityGroupId"]  # self-referencing
-    sg = network["Resources"][props["GroupId"]["Fn::GetAtt"][0]]["Properties"]
-    assert sg["SecurityGroupEgress"] == [
-        {
-            "CidrIp": "0.0.0.0/0",
-            "Description": "Allow all outbound traffic by default",
-            "IpProtocol": "-1",
-        }
+    assert ingress["GroupId"] == ingress["SourceSecurityGroupId"]  # self-referencing
+    (egress,) = [
+        r["Properties"] for r in _resources(network, "AWS::EC2::SecurityGroupEgress").values()
     ]
+    assert egress["IpProtocol"] == "-1"
+    assert egress["GroupId"] == egress["DestinationSecurityGroupId"] == ingress["GroupId"]
+
+
+def test_new_vpc_keeps_its_default_group_rules(network):
+    """Task interfaces live in the default group: CDK's rule-removing custom resource is off."""
+    assert not _resources(network, "Custom::VpcRestrictDefaultSG")
 
 
 # --- AWS Batch -------------------------------------------------------------------------------
@@ -174,28 +176,35 @@ def test_new_vpc_has_one_zone_no_nat_flow_logs_and_endpoints(network, synth_defa
     assert len(gateway) == 1
 
 
-def test_endpoints_admit_https_from_cluster_nodes_only(network):
+def test_endpoints_admit_https_from_cluster_nodes_and_task_interfaces_only(network):
     ingress = [
         r["Properties"]
         for r in _resources(network, "AWS::EC2::SecurityGroupIngress").values()
         if r["Properties"]["IpProtocol"] == "tcp"
     ]
-    assert [(i["FromPort"], i["ToPort"]) for i in ingress] == [(443, 443)]
-    assert "ClusterSecurityGroup" in json.dumps(ingress[0]["SourceSecurityGroupId"])
+    assert [(i["FromPort"], i["ToPort"]) for i in ingress] == [(443, 443)] * 2
+    sources = sorted(json.dumps(i["SourceSecurityGroupId"]) for i in ingress)
+    assert "ClusterSecurityGroup" in sources[0] and "DefaultSecurityGroup" in sources[1]
+    assert not any("CidrIp" in i for i in ingress)
+
+
+def test_session_manager_endpoints_exist_only_without_nat(network, synth_p5):
+    def services(template):
+        return {
+            json.dumps(r["Properties"]["ServiceName"]).split(".")[-1].strip('"')
+            for r in _resources(template, "AWS::EC2::VPCEndpoint").values()
+        }
+
+    assert {"ssm", "ssmmessages", "ec2messages"} <= services(network)
+    assert not {"ssm", "ssmmessages", "ec2messages"} & services(synth_p5.template("-Network"))
 
 
 def test_nat_gateway_is_optional(synth_p5):
     assert len(_resources(synth_p5.template("-Network"), "AWS::EC2::NatGateway")) == 1
 
 
-def test_imported_vpc_creates_no_vpc(tmp_path):
-    from tests.conftest import cdk_context
-    from tests.infra_synth import synthesize
-
-    synth = synthesize(
-        cdk_context(vpc_id="vpc-0123456789abcdef0", subnet_id="subnet-0123456789abcdef0"),
-        tmp_path,
-    )
+def test_imported_vpc_creates_no_vpc(synth_imported):
+    synth = synth_imported
     network = synth.template("-Network")
     assert not _resources(network, "AWS::EC2::VPC")
     assert _only(network, "AWS::EC2::FlowLog")["ResourceId"] == "vpc-0123456789abcdef0"
@@ -225,9 +234,12 @@ def test_file_system_is_encrypted_backed_up_and_reachable_from_the_subnet(storag
     assert len(_resources(storage, "AWS::EFS::MountTarget")) == 1
     ap = _only(storage, "AWS::EFS::AccessPoint")
     assert ap["RootDirectory"]["Path"] == "/shared"
-    ingress = _only(storage, "AWS::EC2::SecurityGroupIngress")
-    assert (ingress["IpProtocol"], ingress["FromPort"], ingress["ToPort"]) == ("tcp", 2049, 2049)
-    assert "ClusterSecurityGroup" in json.dumps(ingress["SourceSecurityGroupId"])
+    ingress = [
+        r["Properties"] for r in _resources(storage, "AWS::EC2::SecurityGroupIngress").values()
+    ]
+    assert {(i["IpProtocol"], i["FromPort"], i["ToPort"]) for i in ingress} == {("tcp", 2049, 2049)}
+    sources = sorted(json.dumps(i["SourceSecurityGroupId"]) for i in ingress)
+    assert "ClusterSecurityGroup" in sources[0] and "DefaultSecurityGroup" in sources[1]
 
 
 @pytest.mark.parametrize(

@@ -91,8 +91,17 @@ def batch_security_groups(t: Template) -> None:
         cr.setdefault("SecurityGroupIds", groups)
 
 
+def kms_key_tags(t: Template) -> None:
+    # Gap: moto's AWS::KMS::Key reads CloudFormation's Key/Value tags as KMS's TagKey/TagValue
+    # and fails with KeyError; give it the names it expects.
+    for _, res in _resources(t, "AWS::KMS::Key"):
+        tags = res.get("Properties", {}).get("Tags", [])
+        res["Properties"]["Tags"] = [{"TagKey": x["Key"], "TagValue": x["Value"]} for x in tags]
+
+
 GAPS: tuple[Callable[[Template], None], ...] = (
     ecr_generated_name,
+    kms_key_tags,
     efs_arn,
     batch_service_role,
     batch_security_groups,
