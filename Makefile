@@ -4,6 +4,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
@@ -19,6 +21,13 @@ $(STAMP): pyproject.toml requirements.lock requirements-torch.txt
 	$(PY) -m pip install -q -r requirements-torch.txt
 	touch $@
 
+# The outside scanner, in a venv of its own (its pins conflict with moto's and cfn-lint's).
+$(CHECKOV_STAMP): requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install -q -r requirements-checkov.txt
+	touch $@
+
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
@@ -30,7 +39,7 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-deps: $(STAMP) node_modules/.package-lock.json system-deps
+deps: $(STAMP) $(CHECKOV_STAMP) node_modules/.package-lock.json system-deps
 
 lint: deps
 	$(VENV)/bin/ruff check launcher infra tests bench demo
