@@ -23,17 +23,23 @@ from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
 def efa_network_interfaces(
     count: int, security_group_id: str
 ) -> list[ec2.CfnLaunchTemplate.NetworkInterfaceProperty]:
-    """One EFA interface per network card; security groups live here, not on the CE.
+    """One EFA device per network card; the node's only IP address on card 0.
 
-    Card 0 carries the primary interface (device index 0); every other card gets device
-    index 1, as the EC2 guide for p5 describes. Batch rejects a compute environment that sets
-    security groups both here and in its own ``securityGroupIds``.
+    The EC2 guide (efa-acc-inst-types.html) wants the primary interface (card 0, device 0) to
+    carry IP traffic (it cannot be EFA-only) and EFA-only interfaces at device 0 of every
+    further card: one IP address per node, not one per card. Card 0's EFA device comes from
+    making the primary interface "EFA with ENA" rather than adding an EFA-only interface at
+    card 0 device 1, because a multi-node job's awsvpc task interface needs that second slot
+    on card 0 (p5 and p5e allow two interfaces per card).
+
+    Security groups live here, not on the compute environment: Batch would pass the compute
+    environment's groups at the instance level, which EC2 refuses beside interfaces.
     """
     return [
         ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
             network_card_index=card,
-            device_index=0 if card == 0 else 1,
-            interface_type="efa",
+            device_index=0,
+            interface_type="efa" if card == 0 else "efa-only",
             groups=[security_group_id],
             delete_on_termination=True,
         )
@@ -90,16 +96,25 @@ class ClusterStack(Stack):
                 instance_role=instance_profile.attr_arn,
                 ec2_configuration=[
                     batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(
-                        image_type="ECS_AL2023_NVIDIA" if it.gpus else "ECS_AL2023"
+                        image_type=it.image_type
                     )
                 ],
+                # Infrastructure updates move the nodes to Batch's latest AMI for the type.
+                update_to_latest_image_version=True,
                 launch_template=batch.CfnComputeEnvironment.LaunchTemplateSpecificationProperty(
                     launch_template_id=launch_template.ref,
                     # Pinned: with $Latest, Batch would keep launching the old version.
                     version=launch_template.attr_latest_version_number,
                 ),
             ),
-            replace_compute_environment=True,
+            # Changes become infrastructure updates: nodes are replaced as their jobs finish
+            # (up to update_timeout_minutes), never by a new compute environment that kills
+            # every running job. Needs BEST_FIT_PROGRESSIVE and the service-linked role.
+            replace_compute_environment=False,
+            update_policy=batch.CfnComputeEnvironment.UpdatePolicyProperty(
+                job_execution_timeout_minutes=config.update_timeout_minutes,
+                terminate_jobs_on_update=False,
+            ),
         )
 
         scheduling_policy = None

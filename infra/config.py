@@ -86,6 +86,9 @@ class ClusterConfig:
     keep_images: int = 50
     log_retention_days: int = 30
     fair_share: bool = False
+    # How long an infrastructure update of the compute environment lets running jobs go on
+    # before it replaces their nodes (Batch UpdatePolicy.jobExecutionTimeoutMinutes, 1-7200).
+    update_timeout_minutes: int = 1440
     extra_pull_repository_arns: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
 
@@ -113,6 +116,11 @@ class ClusterConfig:
             )
         _check(_STACK_NAME, "stack_name", self.stack_name, "letters, digits and hyphens")
         it = catalog.lookup(self.instance_type)
+        if self.instance_type in catalog.UNSUPPORTED:
+            raise ConfigError(
+                f"instance_type: {self.instance_type} is not supported: "
+                f"{catalog.UNSUPPORTED[self.instance_type]}; supported: {catalog.known_names()}"
+            )
         if it is None:
             raise ConfigError(
                 f"instance_type: unknown type {self.instance_type!r}; "
@@ -160,6 +168,11 @@ class ClusterConfig:
         if self.removal_policy not in _REMOVAL_POLICIES:
             raise ConfigError(
                 f"removal_policy: {self.removal_policy!r}; allowed: {', '.join(_REMOVAL_POLICIES)}"
+            )
+        if not 1 <= self.update_timeout_minutes <= 7200:
+            raise ConfigError(
+                f"update_timeout_minutes: {self.update_timeout_minutes}; allowed: 1-7200 "
+                "(AWS Batch UpdatePolicy.jobExecutionTimeoutMinutes)"
             )
         if not 1 <= self.keep_images <= 10000:
             raise ConfigError(f"keep_images: {self.keep_images}; allowed: 1-10000")

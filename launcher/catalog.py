@@ -42,6 +42,13 @@ class InstanceType:
     def efa_capable(self) -> bool:
         return self.efa_interfaces > 0
 
+    @property
+    def image_type(self) -> str:
+        """Batch's ECS AMI for the type (Batch API, Ec2Configuration.imageType): the NVIDIA
+        variant for GPU types, plain AL2023 otherwise. AL2 AMIs are not offered: Batch blocks
+        new compute environments on them from 2026-06-30."""
+        return "ECS_AL2023_NVIDIA" if self.gpus else "ECS_AL2023"
+
 
 _TYPES = (
     # NVIDIA training instances: one EFA interface per network card.
@@ -51,14 +58,10 @@ _TYPES = (
     InstanceType("p5e.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True),
     InstanceType("p5en.48xlarge", 192, 2048, 8, 16, gpudirect_rdma=True),
     InstanceType("p6-b200.48xlarge", 192, 2048, 8, 8, gpudirect_rdma=True),
-    InstanceType("p3dn.24xlarge", 96, 768, 8, 1),
     InstanceType("g5.48xlarge", 192, 768, 8, 1),
     InstanceType("g5.12xlarge", 48, 192, 4, 1),
     InstanceType("g6e.48xlarge", 192, 1536, 8, 4),
     InstanceType("g4dn.12xlarge", 48, 192, 4, 1),
-    # Trainium: accelerators are Neuron devices, not GPUs that Batch can count.
-    InstanceType("trn1.32xlarge", 128, 512, 0, 8, gpudirect_rdma=True),
-    InstanceType("trn1n.32xlarge", 128, 512, 0, 16, gpudirect_rdma=True),
     # CPU instances with EFA, for CPU-only MPI or small rehearsals.
     InstanceType("c5n.18xlarge", 72, 192, 0, 1),
     InstanceType("hpc7g.16xlarge", 64, 128, 0, 1, architecture="arm64"),
@@ -69,6 +72,21 @@ _TYPES = (
 )
 
 CATALOG: dict[str, InstanceType] = {t.name: t for t in _TYPES}
+
+# Types a cluster could name but on which no job would ever run, and why (one line each).
+UNSUPPORTED: dict[str, str] = {
+    **dict.fromkeys(
+        ("p3dn.24xlarge", "p3.16xlarge", "g3.16xlarge"),
+        "Batch's ECS_AL2023_NVIDIA AMI does not support p3 and g3 (Batch API, "
+        "Ec2Configuration.imageType), and Batch blocks new compute environments on its AL2 "
+        "AMIs from 2026-06-30",
+    ),
+    **dict.fromkeys(
+        ("trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "inf2.48xlarge"),
+        "Trainium and Inferentia need the ECS Neuron AMI and /dev/neuron* devices, which this "
+        "project does not configure; Batch's ECS_AL2023 AMI has no Neuron driver",
+    ),
+}
 
 
 def lookup(name: str) -> InstanceType | None:

@@ -1,19 +1,22 @@
 """AWS runtime semantics, checked on every synthesized variant and on the job definitions.
 
-Each rule in ``tests/rules`` cites the AWS page that governs it. A green run of cfn-lint,
+Each rule in ``tests/rules`` cites the AWS text that governs it. A green run of cfn-lint,
 cdk-nag and moto says the templates deploy; these say the first job would train.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import pytest
 
 from launcher import catalog, jobdef
-from launcher.jobspec import JobSpec
+from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
-from tests.rules import job_rules, network_rules  # noqa: F401  (registers the rules)
+from tests.rules import compute_rules, job_rules, network_rules, storage_rules
 from tests.rules.deployment import Deployment
-from tests.rules.registry import RULES
+from tests.rules.registry import RULES, UNCITED, Model
 
 VARIANTS = {
     # demo: p4d, new VPC without NAT
@@ -39,10 +42,209 @@ def test_stack_rule(deployment, rule):
     assert rule.check(deployment) == []
 
 
-@pytest.mark.parametrize("instance_type", EFA_TYPES)
+def _job(cluster, **spec) -> job_rules.Job:
+    values = {"name": "train", "command": ("python", "train.py"), "image": "img", "nodes": 2}
+    requests = jobdef.build(JobSpec(**(values | spec)), cluster)
+    return job_rules.Job(requests.register, requests.submit, cluster)
+
+
+JOBS = {
+    **{t: lambda t=t: _job(cluster_info(t)) for t in EFA_TYPES},
+    "fair-share": lambda: _job(cluster_info(fair_share=True), share_id="team", priority=5),
+    "efa-off": lambda: _job(cluster_info(efa=False), efa="off"),
+    "mounts": lambda: _job(
+        cluster_info(),
+        mounts=(Mount("efs", "/data"), Mount("bind", "/scratch", "/local")),
+        tags=tuple((f"k{i}", "v") for i in range(49)),
+        timeout_seconds=60,
+    ),
+}
+
+
+@pytest.mark.parametrize("job", sorted(JOBS))
 @pytest.mark.parametrize("rule", JOB_RULES, ids=[r.name for r in JOB_RULES])
-def test_job_rule(rule, instance_type):
-    cluster = cluster_info(instance_type)
-    spec = JobSpec(name="train", command=("python", "train.py"), image="img", nodes=2)
-    job = job_rules.Job(jobdef.build(spec, cluster).register, cluster)
-    assert rule.check(job) == []
+def test_job_rule(rule, job):
+    assert rule.check(JOBS[job]()) == []
+
+
+# --- the rules themselves --------------------------------------------------------------------
+
+
+def test_every_rule_cites_the_page_of_its_evidence():
+    assert UNCITED == []
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    sorted({e for r in RULES for e in r.evidence if isinstance(e, Model)}, key=repr),
+    ids=lambda e: f"{e.service}.{e.shape}.{e.member}",
+)
+def test_quotes_from_the_api_reference_are_verbatim(evidence):
+    """A quote that is not in the service model's documentation is a misquote."""
+    assert evidence.found(), evidence
+
+
+# Template properties no rule speaks for, and why none needs to.
+NO_RUNTIME_EFFECT = {
+    "Tags": "labels for people and cost reports; nothing at run time reads them",
+    "AccessPointTags": "labels",
+    "FileSystemTags": "labels",
+    "Description": "free text",
+    "GroupDescription": "free text",
+    "PolicyName": "a name",
+    "JobQueueName": "a name (the launcher reads it from the outputs)",
+    "LogGroupName": "checked where the key policy names it",
+    "CidrBlock": "address plan; the flow rules use it for CIDR matches",
+    "InstanceTenancy": "default tenancy",
+    "MapPublicIpOnLaunch": "private subnets",
+    "EmptyOnDelete": "deletion only",
+    "Domain": "EIP for the NAT gateway",
+    "VpcId": "placement of a resource in the cluster's VPC",
+    "Version": "policy language version",
+}
+
+
+def _property_paths(template: dict):
+    for res in template["Resources"].values():
+        if res["Type"].startswith("AWS::CDK"):
+            continue
+        for key, value in res.get("Properties", {}).items():
+            yield res["Type"], key, value
+
+
+def _nested(prefix: str, value) -> list[str]:
+    if isinstance(value, dict) and not any(k.startswith("Fn::") or k == "Ref" for k in value):
+        return [p for k, v in value.items() for p in _nested(f"{prefix}.{k}", v)] or [prefix]
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return [p for v in value for p in _nested(prefix, v)]
+    return [prefix]
+
+
+def test_every_template_property_is_governed_by_a_rule(deployment):
+    """A property the stacks set that no rule covers (and no reason exempts) fails here."""
+    covers = [c for r in STACK_RULES for c in r.covers]
+    uncovered = set()
+    for template in deployment.templates.values():
+        for type_, key, value in _property_paths(template):
+            if key in NO_RUNTIME_EFFECT:
+                continue
+            for path in _nested(f"{type_}.{key}", value):
+                if not any(path == c or path.startswith(c + ".") for c in covers):
+                    uncovered.add(path)
+    assert sorted(uncovered) == []
+
+
+def _job_fields(job: job_rules.Job) -> set[str]:
+    fields = {k for k in job.register if k != "nodeProperties"} | set(job.submit)
+    fields.add("nodeProperties")
+    for container in job.containers:
+        for key, value in container.items():
+            if key == "linuxParameters":
+                fields |= {f"linuxParameters.{k}" for k in value}
+            else:
+                fields.add(key)
+    return fields
+
+
+def test_every_job_field_is_governed_by_a_rule():
+    covers = {c for r in JOB_RULES for c in r.covers}
+    fields = set().union(*(_job_fields(make()) for make in JOBS.values()))
+    assert sorted(fields - covers) == []
+
+
+# --- the rules catch what they are about -----------------------------------------------------
+
+
+def _broken(deployment: Deployment, edit) -> Deployment:
+    templates = copy.deepcopy(deployment.templates)
+    edit(templates)
+    return Deployment(templates, deployment.config)
+
+
+def _resources(templates, type_):
+    return [r for t in templates.values() for r in t["Resources"].values() if r["Type"] == type_]
+
+
+def test_rules_catch_the_defects_that_once_shipped(synth_default):
+    ok = Deployment(synth_default.templates(), synth_default.config)
+
+    def drop_efa_egress(t):
+        for stack in t.values():
+            for k in [
+                k
+                for k, r in stack["Resources"].items()
+                if r["Type"] == "AWS::EC2::SecurityGroupEgress"
+            ]:
+                del stack["Resources"][k]
+
+    assert network_rules.efa_group_admits_all_traffic_to_and_from_itself(
+        _broken(ok, drop_efa_egress)
+    )
+
+    def nfs_from_nodes_only(t):
+        for stack in t.values():
+            for k, r in list(stack["Resources"].items()):
+                if r["Type"] == "AWS::EC2::SecurityGroupIngress" and "DefaultSecurityGroup" in str(
+                    r
+                ):
+                    del stack["Resources"][k]
+
+    broken = _broken(ok, nfs_from_nodes_only)
+    assert network_rules.task_interfaces_reach_the_file_system(broken)
+    assert network_rules.hosts_and_tasks_reach_the_interface_endpoints(broken)
+    assert not network_rules.hosts_reach_the_file_system(broken)
+
+    def replace_on_update(t):
+        (ce,) = _resources(t, "AWS::Batch::ComputeEnvironment")
+        ce["Properties"]["ReplaceComputeEnvironment"] = True
+
+    assert compute_rules.compute_environment_updates_in_place(_broken(ok, replace_on_update))
+
+    def efa_on_every_card(t):
+        (lt,) = _resources(t, "AWS::EC2::LaunchTemplate")
+        for i in lt["Properties"]["LaunchTemplateData"]["NetworkInterfaces"]:
+            i["InterfaceType"], i["DeviceIndex"] = "efa", 0 if i["NetworkCardIndex"] == 0 else 1
+
+    rule = compute_rules.launch_template_has_one_efa_device_per_card_and_room_for_the_task
+    assert rule(_broken(ok, efa_on_every_card))
+
+    def no_policy(t):
+        (fs,) = _resources(t, "AWS::EFS::FileSystem")
+        del fs["Properties"]["FileSystemPolicy"]
+
+    assert storage_rules.file_system_policy_closes_anonymous_access(_broken(ok, no_policy))
+
+
+def test_job_rules_catch_an_old_nccl_setting_and_a_missing_device():
+    job = _job(cluster_info())
+    container = job.containers[0]
+    container["environment"] = [
+        {"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"}
+        if e["name"] == "NCCL_SOCKET_IFNAME"
+        else e
+        for e in container["environment"]
+    ]
+    container["linuxParameters"]["devices"] = container["linuxParameters"]["devices"][1:]
+    assert job_rules.nccl_bootstrap_uses_the_task_interface_only(job) == [
+        "NCCL_SOCKET_IFNAME=^docker,lo,veth lets NCCL bind ecs-eth0"
+    ]
+    assert job_rules.every_efa_device_is_passed_with_unlimited_locked_memory(job)
+    over = dataclasses.replace(
+        job, submit={**job.submit, "tags": {f"k{i}": "v" for i in range(51)}}
+    )
+    assert job_rules.submission_matches_the_queue_and_the_log_group(over)
+
+
+@pytest.mark.parametrize(
+    ("setting", "interface", "selected"),
+    [
+        ("^lo,docker,veth,ecs", "eth0", True),
+        ("^lo,docker,veth,ecs", "ecs-eth0", False),
+        ("^lo,docker,veth,ecs", "docker0", False),
+        ("eth", "eth0", True),
+        ("=eth0", "eth01", False),
+        ("^=lo", "lo0", True),
+    ],
+)
+def test_nccl_interface_selection_follows_nccls_syntax(setting, interface, selected):
+    assert job_rules.nccl_selects(setting, interface) is selected

@@ -25,6 +25,9 @@ def test_command_line_overrides_win_over_the_environment():
     [
         ({"instance_type": "m9.huge"}, "instance_type: unknown type 'm9.huge'; allowed: "),
         ({"instance_type": "g5.xlarge"}, "instance_type: g5.xlarge has no EFA; set efa=false"),
+        ({"instance_type": "p3dn.24xlarge"}, "p3dn.24xlarge is not supported: Batch's ECS_AL"),
+        ({"instance_type": "trn1.32xlarge"}, "trn1.32xlarge is not supported: Trainium and"),
+        ({"update_timeout_minutes": "0"}, "update_timeout_minutes: 0; allowed: 1-7200"),
         ({"max_nodes": "0"}, "max_nodes: 0 is below one instance; allowed: >= 1"),
         ({"max_nodes": "many"}, "max_nodes: 'many' is not an integer"),
         ({"availability_zones": ["us-east-1a", "us-east-1b"]}, "an EFA cluster lives in exactly"),

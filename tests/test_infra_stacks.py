@@ -44,8 +44,8 @@ def test_launch_template_has_one_efa_interface_per_network_card(request, fixture
         "NetworkInterfaces"
     ]
     assert [i["NetworkCardIndex"] for i in interfaces] == list(range(count))
-    assert [i["DeviceIndex"] for i in interfaces] == [0] + [1] * (count - 1)
-    assert {i["InterfaceType"] for i in interfaces} == {"efa"}
+    assert [i["DeviceIndex"] for i in interfaces] == [0] * count
+    assert [i["InterfaceType"] for i in interfaces] == ["efa"] + ["efa-only"] * (count - 1)
     # Every interface carries the cluster security group.
     groups = {json.dumps(i["Groups"]) for i in interfaces}
     assert len(groups) == 1 and "ClusterSecurityGroup" in groups.pop()

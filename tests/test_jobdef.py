@@ -31,7 +31,7 @@ def env_of(requests: jobdef.Requests) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container(requests)["environment"]}
 
 
-@pytest.mark.parametrize("instance_type", ["p4d.24xlarge", "p5.48xlarge", "trn1.32xlarge"])
+@pytest.mark.parametrize("instance_type", ["p4d.24xlarge", "p5.48xlarge", "c5n.18xlarge"])
 def test_requests_are_valid_for_the_batch_service_model(instance_type):
     requests = jobdef.build(
         spec(

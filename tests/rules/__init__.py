@@ -1,5 +1,8 @@
-"""AWS runtime semantics as executable rules, each citing the AWS page that governs it.
+"""AWS runtime semantics as executable rules, each citing the AWS text that governs it.
 
 cfn-lint, cdk-nag, the botocore model and moto check syntax and deployment; these rules check
-what AWS does with the templates and job definitions at run time.
+what AWS does with the templates and job definitions at run time. Importing the package
+registers every rule in ``tests.rules.registry.RULES``.
 """
+
+from tests.rules import compute_rules, job_rules, network_rules, storage_rules  # noqa: F401

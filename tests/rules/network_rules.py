@@ -4,22 +4,43 @@ from __future__ import annotations
 
 from tests.rules.deployment import Deployment
 from tests.rules.flows import ALL, Flow
-from tests.rules.registry import rule
+from tests.rules.registry import Model, Page, rule
 
-EFA_GUIDE = "https://docs.aws.amazon.com/batch/latest/userguide/efa.html"
-MNP_CE = "https://docs.aws.amazon.com/batch/latest/userguide/mnp-ce.html"
-EFS_VOLUMES = "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/efs-volumes.html"
-ENDPOINTS = "https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html"
-CE_API = "https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeResource.html"
+EFA_GROUP = Page(
+    "https://docs.aws.amazon.com/batch/latest/userguide/efa.html",
+    "must allow all inbound and outbound traffic to and from the security group itself",
+)
+MNP_DEFAULT_GROUP = Page(
+    "https://docs.aws.amazon.com/batch/latest/userguide/mnp-ce.html",
+    "If you don't specify a security group, the default security group for the VPC is used",
+)
+EFS_MOUNT_TARGET = Page(
+    "https://docs.aws.amazon.com/efs/latest/ug/network-access.html",
+    "must allow inbound access for the TCP protocol on the NFS port from the security group",
+)
+ENDPOINT_GROUPS = Model(
+    "ec2",
+    "CreateVpcEndpointRequest",
+    "SecurityGroupIds",
+    "The IDs of the security groups to associate with the endpoint network interfaces.",
+)
+CE_GROUPS = Model(
+    "batch",
+    "ComputeResource",
+    "securityGroupIds",
+    "If security groups are specified using both securityGroupIds and launchTemplate, the "
+    "values in securityGroupIds are used.",
+)
 
 
 @rule(
-    source=EFA_GUIDE,
+    EFA_GROUP,
     covers=(
         "AWS::EC2::LaunchTemplate.LaunchTemplateData.NetworkInterfaces.Groups",
         "AWS::EC2::SecurityGroup.SecurityGroupEgress",
         "AWS::EC2::SecurityGroupEgress",
         "AWS::EC2::SecurityGroupIngress",
+        "AWS::EC2::SecurityGroup.VpcId",
     ),
 )
 def efa_group_admits_all_traffic_to_and_from_itself(d: Deployment) -> list[str]:
@@ -35,7 +56,7 @@ def efa_group_admits_all_traffic_to_and_from_itself(d: Deployment) -> list[str]:
     return [m for groups in set(d.efa_groups) for m in d.network.admits(groups, groups, flow)]
 
 
-@rule(source=MNP_CE, covers=("AWS::EC2::VPC", "AWS::Batch::ComputeEnvironment.ComputeResources"))
+@rule(MNP_DEFAULT_GROUP, covers=("AWS::EC2::VPC",))
 def task_interfaces_admit_each_other(d: Deployment) -> list[str]:
     """The job's task interfaces reach each other on every port (rendezvous, NCCL bootstrap).
 
@@ -50,44 +71,41 @@ def task_interfaces_admit_each_other(d: Deployment) -> list[str]:
 
 
 @rule(
-    source=EFS_VOLUMES,
-    covers=("AWS::EFS::MountTarget.SecurityGroups", "AWS::EC2::SecurityGroupIngress"),
+    EFS_MOUNT_TARGET,
+    MNP_DEFAULT_GROUP,
+    covers=("AWS::EFS::MountTarget.SecurityGroups",),
 )
 def task_interfaces_reach_the_file_system(d: Deployment) -> list[str]:
     """NFS (TCP 2049) from the job's task interfaces to every EFS mount target.
 
-    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/efs-volumes.html: the mount
-    target's security group must allow inbound NFS on port 2049 from the tasks; with awsvpc
-    the mount is made from the task's own interface (its groups, not the host's).
+    https://docs.aws.amazon.com/efs/latest/ug/network-access.html: the mount target's groups
+    "must allow inbound access for the TCP protocol on the NFS port from the security group"
+    of every client. With awsvpc (https://docs.aws.amazon.com/batch/latest/userguide/
+    mnp-ce.html) the client is the task's own interface, in the task group, not the node.
     """
     flow = Flow("task interface to EFS", "tcp", 2049)
     return [m for fs in d.file_system_groups for m in d.network.admits(d.task_groups, fs, flow)]
 
 
-@rule(source=EFS_VOLUMES, covers=("AWS::EFS::MountTarget.SecurityGroups",))
+@rule(EFS_MOUNT_TARGET)
 def hosts_reach_the_file_system(d: Deployment) -> list[str]:
     """NFS (TCP 2049) from the nodes' primary interfaces to every EFS mount target.
 
-    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/efs-volumes.html: the
-    container instances' security group needs NFS access to the mount target for volumes the
-    agent mounts on the host (and for an operator mounting the file system from a node).
+    https://docs.aws.amazon.com/efs/latest/ug/network-access.html: the same rule for a node
+    mounting the file system itself (an operator on Session Manager, or a host volume).
     """
     flow = Flow("node to EFS", "tcp", 2049)
     return [m for fs in d.file_system_groups for m in d.network.admits(d.host_groups, fs, flow)]
 
 
-@rule(
-    source=ENDPOINTS,
-    covers=("AWS::EC2::VPCEndpoint.SecurityGroupIds", "AWS::EC2::VPCEndpoint.PrivateDnsEnabled"),
-)
+@rule(ENDPOINT_GROUPS, covers=("AWS::EC2::VPCEndpoint.SecurityGroupIds",))
 def hosts_and_tasks_reach_the_interface_endpoints(d: Deployment) -> list[str]:
     """HTTPS (443) from the nodes and from the job's task interfaces to each interface endpoint.
 
-    https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html: the
-    endpoint's security group "must allow communication between the endpoint network
-    interface and the resources in your VPC that communicate with the service" (HTTPS). The
-    ECS agent and image pulls use the node's interface; the job's own AWS calls leave from
-    its task interface.
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateVpcEndpoint.html
+    (SecurityGroupIds): "The IDs of the security groups to associate with the endpoint
+    network interfaces." Those groups decide who reaches the service: the ECS agent and image
+    pulls use the node's interface, the job's own AWS calls leave from its task interface.
     """
     missing = []
     for service, groups in sorted(d.interface_endpoints.items()):
@@ -97,13 +115,13 @@ def hosts_and_tasks_reach_the_interface_endpoints(d: Deployment) -> list[str]:
     return missing
 
 
-@rule(source=CE_API, covers=("AWS::Batch::ComputeEnvironment.ComputeResources.SecurityGroupIds",))
+@rule(CE_GROUPS, covers=("AWS::Batch::ComputeEnvironment.ComputeResources.SecurityGroupIds",))
 def compute_environment_names_no_groups_beside_interfaces(d: Deployment) -> list[str]:
     """Security groups live on the launch template's interfaces when it has any.
 
     https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeResource.html
     (securityGroupIds): "If security groups are specified using both securityGroupIds and
-    launchTemplate, the values in securityGroupIds are used"; Batch then passes them at the
+    launchTemplate, the values in securityGroupIds are used." Batch then passes them at the
     instance level, which EC2 refuses beside network interfaces that carry their own groups.
     """
     resources = d.compute_environment.props["ComputeResources"]

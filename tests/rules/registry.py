@@ -1,22 +1,95 @@
-"""A rule is a check with the AWS page that governs it; the registry keeps them in one list.
+"""A rule is a check plus the AWS text that governs it; the registry keeps them in one list.
 
-Each rule's docstring quotes its source; ``covers`` names the template properties (or job
-definition fields) whose runtime behaviour it pins down, so that a property the project sets
-without a rule is caught (``tests/test_aws_rules.py``).
+Evidence comes in two kinds. ``Model`` quotes the documentation that ships inside botocore's
+service model for a shape member: the same text as the AWS API reference page, and checkable
+offline, so a test proves every such quote is really there. ``Page`` quotes a user-guide page
+(URL and words), for what the API reference does not say.
+
+``covers`` names the template properties or job-definition fields whose runtime behaviour a
+rule pins down; ``tests/test_aws_rules.py`` fails when the project sets one that no rule
+covers.
 """
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
+
+API = "https://docs.aws.amazon.com/{guide}/latest/APIReference/API_{shape}.html"
+_GUIDES = {
+    "batch": "batch",
+    "ec2": "AWSEC2",
+    "ecr": "AmazonECR",
+    "ecs": "AmazonECS",
+    "efs": "efs",
+    "logs": "AmazonCloudWatchLogs",
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    """A quote from the API reference, as shipped in botocore's model of ``service``."""
+
+    service: str
+    shape: str
+    member: str
+    quote: str
+
+    @property
+    def url(self) -> str:
+        """The API reference page: the operation's page for an operation's input shape."""
+        return API.format(guide=_GUIDES[self.service], shape=_page_of(self.service, self.shape))
+
+    def found(self) -> bool:
+        return normalize(self.quote) in normalize(model_text(self.service, self.shape, self.member))
+
+
+@dataclass(frozen=True)
+class Page:
+    """A quote from a user-guide page."""
+
+    url: str
+    quote: str
+
+
+Evidence = Model | Page
+
+
+@cache
+def _page_of(service: str, shape: str) -> str:
+    model = _model(service)
+    for name in model.operation_names:
+        input_shape = model.operation_model(name).input_shape
+        if input_shape is not None and input_shape.name == shape:
+            return name
+    return shape
+
+
+@cache
+def _model(service: str):
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model(service)
+
+
+@cache
+def model_text(service: str, shape: str, member: str) -> str:
+    return _model(service).shape_for(shape).members[member].documentation
+
+
+def normalize(text: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", text))).strip().lower()
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
     check: Callable[[Any], list[str]]
-    source: str
+    evidence: tuple[Evidence, ...]
     covers: tuple[str, ...]
     kind: str  # "stack" (a Deployment) | "job" (a RegisterJobDefinition request + cluster)
 
@@ -26,13 +99,19 @@ class Rule:
 
 
 RULES: list[Rule] = []
+# Rules whose docstring does not name the page of a piece of their evidence (a test fails).
+UNCITED: list[str] = []
 
 
-def rule(*, source: str, covers: tuple[str, ...] = (), kind: str = "stack"):
+def rule(*evidence: Evidence, covers: tuple[str, ...] = (), kind: str = "stack"):
+    """Register a check; its docstring must name the page of every piece of evidence."""
+
     def register(check: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
-        if not check.__doc__ or source not in check.__doc__:
-            raise ValueError(f"rule {check.__name__}: its docstring must cite {source}")
-        RULES.append(Rule(check.__name__, check, source, covers, kind))
+        joined = re.sub(r"\s+", "", check.__doc__ or "")  # URLs may wrap across lines
+        UNCITED.extend(f"{check.__name__}: {e.url}" for e in evidence if e.url not in joined)
+        if not evidence:
+            UNCITED.append(f"{check.__name__}: no evidence")
+        RULES.append(Rule(check.__name__, check, evidence, covers, kind))
         return check
 
     return register

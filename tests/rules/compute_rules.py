@@ -1,0 +1,443 @@
+"""The compute environment, its launch template and the job queue, against Batch and EC2."""
+
+from __future__ import annotations
+
+from launcher import catalog
+from tests.rules.deployment import Deployment
+from tests.rules.registry import Model, Page, rule
+
+EC2_GUIDE_EFA_CARDS = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
+    "For each additional network interface, use the next unused network card index, device "
+    "index 0, for EFA-only network interface",
+)
+PRIMARY_NOT_EFA_ONLY = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
+    "You can't use an EFA-only network interface as the primary network interface.",
+)
+PRIMARY_ON_CARD_0 = Model(
+    "ec2",
+    "LaunchTemplateInstanceNetworkInterfaceSpecificationRequest",
+    "NetworkCardIndex",
+    "The primary network interface must be assigned to network card index 0.",
+)
+AWSVPC_TASK_ENI = Page(
+    "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking-awsvpc.html",
+    "the task is allocated its own elastic network interface",
+)
+IMAGE_TYPE = Model(
+    "batch",
+    "Ec2Configuration",
+    "imageType",
+    "ECS_AL2023_NVIDIA doesn't support p3 and g3 instance types.",
+)
+AL2_BLOCKED = Model(
+    "batch",
+    "Ec2Configuration",
+    "imageType",
+    "Effective June 30, 2026, Batch will block creation of new Amazon ECS compute environments "
+    "using Batch-provided Amazon Linux 2 AMIs.",
+)
+BEST_FIT_NO_UPDATES = Model(
+    "batch",
+    "ComputeResource",
+    "allocationStrategy",
+    "Compute resources that use a BEST_FIT allocation strategy don't support infrastructure "
+    "updates and can't update some parameters.",
+)
+UPDATE_TO_LATEST = Model(
+    "batch",
+    "ComputeResourceUpdate",
+    "updateToLatestImageVersion",
+    "Specifies whether the AMI ID is updated to the latest one that's supported by Batch when "
+    "the compute environment has an infrastructure update.",
+)
+UPDATE_TIMEOUT = Model(
+    "batch",
+    "UpdatePolicy",
+    "jobExecutionTimeoutMinutes",
+    "The maximum value is 7200.",
+)
+REPLACE_CE = Page(
+    "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
+    "aws-resource-batch-computeenvironment.html",
+    "When changing the value of this property to false, do not change any other properties at "
+    "the same time.",
+)
+SERVICE_LINKED_ROLE = Model(
+    "batch",
+    "CreateComputeEnvironmentRequest",
+    "serviceRole",
+    "If your account already created the Batch service-linked role, that role is used by "
+    "default for your compute environment unless you specify a different role here.",
+)
+MNP_NO_SPOT = Model(
+    "batch",
+    "ComputeResource",
+    "type",
+    "Multi-node parallel jobs aren't supported on Spot Instances or Amazon ECS Managed Instances.",
+)
+PLACEMENT_GROUP = Model(
+    "batch",
+    "ComputeResource",
+    "placementGroup",
+    "If you intend to submit multi-node parallel jobs to your compute environment, you should "
+    "consider creating a cluster placement group and associate it with your compute resources.",
+)
+MAXVCPUS = Model(
+    "batch",
+    "ComputeResource",
+    "maxvCpus",
+    "Batch never exceeds maxvCpus by more than a single instance.",
+)
+MINVCPUS = Model(
+    "batch",
+    "ComputeResource",
+    "minvCpus",
+    "The minimum number of vCPUs that a compute environment should maintain (even if the "
+    "compute environment is DISABLED).",
+)
+INSTANCE_ROLE = Model(
+    "batch",
+    "ComputeResource",
+    "instanceRole",
+    "The Amazon ECS instance profile applied to Amazon EC2 instances in a compute environment.",
+)
+IMDS_HOP_LIMIT = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-IMDS-existing-instances.html",
+    "In a container environment, we recommend setting the hop limit to 2",
+)
+IMDS_TOKENS = Model(
+    "ec2",
+    "LaunchTemplateInstanceMetadataOptionsRequest",
+    "HttpTokens",
+    "required - IMDSv2 is required.",
+)
+EBS_ENCRYPTED = Model(
+    "ec2",
+    "LaunchTemplateEbsBlockDeviceRequest",
+    "Encrypted",
+    "Indicates whether the EBS volume is encrypted.",
+)
+ECS_AMI_ROOT = Page(
+    "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs-optimized_AMI.html",
+    "/dev/xvda",
+)
+QUEUE_STATE = Model(
+    "batch",
+    "JobQueueDetail",
+    "state",
+    "If the job queue state is ENABLED, it can accept jobs.",
+)
+FAIR_SHARE = Model(
+    "batch",
+    "CreateJobQueueRequest",
+    "schedulingPolicyArn",
+    "After a job queue has a fair-share scheduling policy, it can be replaced but can't be "
+    "removed.",
+)
+SHARE_DECAY = Model(
+    "batch",
+    "FairsharePolicy",
+    "shareDecaySeconds",
+    "The maximum supported value is 604800 (1 week).",
+)
+COMPUTE_RESERVATION = Model(
+    "batch",
+    "FairsharePolicy",
+    "computeReservation",
+    "The minimum value is 0 and the maximum value is 99.",
+)
+
+
+def _type(d: Deployment) -> catalog.InstanceType:
+    return d.config.instance
+
+
+@rule(
+    EC2_GUIDE_EFA_CARDS,
+    PRIMARY_NOT_EFA_ONLY,
+    PRIMARY_ON_CARD_0,
+    AWSVPC_TASK_ENI,
+    covers=(
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.NetworkInterfaces.DeviceIndex",
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.NetworkInterfaces.InterfaceType",
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.NetworkInterfaces.NetworkCardIndex",
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.NetworkInterfaces.DeleteOnTermination",
+    ),
+)
+def launch_template_has_one_efa_device_per_card_and_room_for_the_task(d: Deployment) -> list[str]:
+    """One EFA device on every network card, one IP address per node, a free slot on card 0.
+
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html: "You can't
+    use an EFA-only network interface as the primary network interface", and "For each
+    additional network interface, use the next unused network card index, device index 0,
+    for EFA-only network interface". The primary interface "must be assigned to network card
+    index 0" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.html).
+
+    A multi-node job's container gets its own interface in awsvpc mode ("the task is
+    allocated its own elastic network interface",
+    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking-awsvpc.html),
+    attached next to the primary on card 0; p5 allows two interfaces per card, so the
+    template may use only one slot there: the primary is "EFA with ENA" rather than ENA plus
+    an EFA-only interface at device 1. Interfaces are deleted with the instance, or every
+    replaced node would leak one per card.
+    """
+    expected = d.config.efa_interfaces
+    if not expected:
+        return ["no EFA interfaces"] if d.interfaces else []
+    problems = []
+    cards = [i["NetworkCardIndex"] for i in d.interfaces]
+    if sorted(cards) != list(range(expected)):
+        problems.append(
+            f"network cards {cards}; expected one interface on each of 0-{expected - 1}"
+        )
+    for i in d.interfaces:
+        card, device, kind = i["NetworkCardIndex"], i["DeviceIndex"], i.get("InterfaceType")
+        want = "efa" if card == 0 else "efa-only"
+        if (device, kind) != (0, want):
+            problems.append(f"card {card}: device {device} {kind}; expected device 0 {want}")
+        if i.get("DeleteOnTermination") is not True:
+            problems.append(f"card {card}: the interface outlives its instance")
+    if sum(1 for c in cards if c == 0) > 1:
+        problems.append("card 0 carries more than the primary: no slot left for the task interface")
+    return problems
+
+
+@rule(
+    IMAGE_TYPE,
+    AL2_BLOCKED,
+    covers=(
+        "AWS::Batch::ComputeEnvironment.ComputeResources.Ec2Configuration.ImageType",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.InstanceTypes",
+    ),
+)
+def compute_environment_ami_serves_the_instance_type(d: Deployment) -> list[str]:
+    """Batch's AMI for the image type can run the instance type (GPU driver, AL2023).
+
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_Ec2Configuration.html
+    (imageType): "ECS_AL2023_NVIDIA doesn't support p3 and g3 instance types", and
+    "Effective June 30, 2026, Batch will block creation of new Amazon ECS compute environments
+    using Batch-provided Amazon Linux 2 AMIs." GPU types need the NVIDIA variant for the
+    driver; the launch template names no AMI, so the image type decides.
+    """
+    ce = d.compute_environment.props["ComputeResources"]
+    image_types = [c["ImageType"] for c in ce.get("Ec2Configuration", [])]
+    problems = []
+    if ce.get("InstanceTypes") != [d.config.instance_type]:
+        problems.append(f"instance types {ce.get('InstanceTypes')}; expected exactly one")
+    if image_types != [_type(d).image_type]:
+        problems.append(
+            f"image types {image_types}; {d.config.instance_type} needs {_type(d).image_type}"
+        )
+    if any("AL2_" in t or t.endswith("AL2") or t == "ECS_AL1" for t in image_types):
+        problems.append("an Amazon Linux 2 image type: Batch no longer creates those")
+    family = d.config.instance_type.split(".")[0]
+    if family.startswith(("p3", "g3")):
+        problems.append(f"{family} is not served by ECS_AL2023_NVIDIA")
+    if "ImageId" in d.launch_template.props["LaunchTemplateData"]:
+        problems.append("the launch template names an AMI: updates would never refresh it")
+    return problems
+
+
+@rule(
+    BEST_FIT_NO_UPDATES,
+    UPDATE_TO_LATEST,
+    UPDATE_TIMEOUT,
+    REPLACE_CE,
+    SERVICE_LINKED_ROLE,
+    covers=(
+        "AWS::Batch::ComputeEnvironment.ReplaceComputeEnvironment",
+        "AWS::Batch::ComputeEnvironment.UpdatePolicy",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.UpdateToLatestImageVersion",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.AllocationStrategy",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.LaunchTemplate",
+        "AWS::Batch::ComputeEnvironment.ServiceRole",
+    ),
+)
+def compute_environment_updates_in_place(d: Deployment) -> list[str]:
+    """A change to the stack updates the nodes as their jobs finish; it never kills running jobs.
+
+    With ReplaceComputeEnvironment true, CloudFormation replaces the compute environment for
+    any change that needs new instances, and every running job dies with it. Infrastructure
+    updates instead replace nodes in place; "Compute resources that use a BEST_FIT allocation
+    strategy don't support infrastructure updates"
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeResource.html).
+    updateToLatestImageVersion "Specifies whether the AMI ID is updated to the latest one
+    that's supported by Batch when the compute environment has an infrastructure update"
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeResourceUpdate.html),
+    and jobExecutionTimeoutMinutes bounds how long running jobs may go on: "The maximum value
+    is 7200" (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdatePolicy.html).
+    Batch uses its service-linked role when none is named ("that role is used by default",
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateComputeEnvironment.html).
+    Moving an existing stack from true to false is a deploy of its own: "When changing the
+    value of this property to false, do not change any other properties at the same time"
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/
+    aws-resource-batch-computeenvironment.html).
+    """
+    ce = d.compute_environment.props
+    resources = ce["ComputeResources"]
+    problems = []
+    if ce.get("ReplaceComputeEnvironment", True) is not False:
+        problems.append("ReplaceComputeEnvironment is not false: an update kills running jobs")
+    policy = ce.get("UpdatePolicy", {})
+    if policy.get("TerminateJobsOnUpdate") is not False:
+        problems.append("UpdatePolicy.TerminateJobsOnUpdate is not false")
+    if not 1 <= policy.get("JobExecutionTimeoutMinutes", 30) <= 7200:
+        problems.append("UpdatePolicy.JobExecutionTimeoutMinutes outside 1-7200")
+    if resources.get("AllocationStrategy", "BEST_FIT") == "BEST_FIT":
+        problems.append("BEST_FIT allocation: no infrastructure updates")
+    if resources.get("UpdateToLatestImageVersion") is not True:
+        problems.append("UpdateToLatestImageVersion is not true: the AMI never refreshes")
+    if "ServiceRole" in ce:
+        problems.append(
+            "a ServiceRole is named: infrastructure updates need the service-linked role"
+        )
+    version = resources["LaunchTemplate"].get("Version")
+    if version in (None, "$Default"):
+        problems.append("launch template version $Default: template changes would not reach nodes")
+    return problems
+
+
+@rule(
+    MNP_NO_SPOT,
+    PLACEMENT_GROUP,
+    MAXVCPUS,
+    MINVCPUS,
+    INSTANCE_ROLE,
+    covers=(
+        "AWS::Batch::ComputeEnvironment.Type",
+        "AWS::Batch::ComputeEnvironment.State",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.Type",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.MaxvCpus",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.MinvCpus",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.PlacementGroup",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.Subnets",
+        "AWS::Batch::ComputeEnvironment.ComputeResources.InstanceRole",
+        "AWS::EC2::PlacementGroup.Strategy",
+        "AWS::IAM::InstanceProfile.Roles",
+    ),
+)
+def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deployment) -> list[str]:
+    """On-Demand EC2, a cluster placement group, one subnet, capacity for max_nodes nodes.
+
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeResource.html:
+    "Multi-node parallel jobs aren't supported on Spot Instances or Amazon ECS Managed
+    Instances"; "If you intend to submit multi-node parallel jobs to your compute
+    environment, you should consider creating a cluster placement group"; maxvCpus: "Batch
+    never exceeds maxvCpus by more than a single instance", so it is nodes x vCPUs; minvCpus
+    is what "a compute environment should maintain (even if the compute environment is
+    DISABLED)", paid for while idle; instanceRole is "The Amazon ECS instance profile applied
+    to Amazon EC2 instances in a compute environment".
+    """
+    ce = d.compute_environment
+    props, resources = ce.props, ce.props["ComputeResources"]
+    problems = []
+    if (props.get("Type"), resources.get("Type"), props.get("State")) != (
+        "MANAGED",
+        "EC2",
+        "ENABLED",
+    ):
+        problems.append("not a MANAGED, ENABLED, On-Demand EC2 compute environment")
+    group = d.ref_target(ce.stack, resources.get("PlacementGroup"))
+    if group is None or group.props.get("Strategy") != "cluster":
+        problems.append("no cluster placement group")
+    if len(resources.get("Subnets", [])) != 1:
+        problems.append("more than one subnet: a placement group and EFA live in one zone")
+    vcpus = d.config.instance.vcpus
+    if resources.get("MaxvCpus") != d.config.max_nodes * vcpus:
+        problems.append(f"MaxvCpus {resources.get('MaxvCpus')} != max_nodes x {vcpus}")
+    if resources.get("MinvCpus", 0) % vcpus:
+        problems.append("MinvCpus is not a whole number of nodes")
+    profile = d.ref_target(ce.stack, resources.get("InstanceRole"))
+    if profile is None or profile.type != "AWS::IAM::InstanceProfile":
+        problems.append("InstanceRole is not an instance profile of the stack")
+    return problems
+
+
+@rule(
+    IMDS_HOP_LIMIT,
+    IMDS_TOKENS,
+    EBS_ENCRYPTED,
+    ECS_AMI_ROOT,
+    covers=(
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.MetadataOptions",
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.BlockDeviceMappings",
+    ),
+)
+def nodes_require_imdsv2_and_encrypt_their_root_volume(d: Deployment) -> list[str]:
+    """IMDSv2 only, reachable from containers; an encrypted gp3 root volume on the AMI's device.
+
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_LaunchTemplateInstanceMetadataOptionsRequest.html (HttpTokens): "required - IMDSv2 is
+    required." https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    configuring-IMDS-existing-instances.html: "In a container environment, we recommend
+    setting the hop limit to 2". The ECS-optimized AMIs' root device is /dev/xvda
+    (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs-optimized_AMI.html): a
+    mapping under another name adds a second volume and leaves the root at its default size;
+    Encrypted "Indicates whether the EBS volume is encrypted"
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_LaunchTemplateEbsBlockDeviceRequest.html).
+    """
+    data = d.launch_template.props["LaunchTemplateData"]
+    problems = []
+    meta = data.get("MetadataOptions", {})
+    if meta.get("HttpTokens") != "required":
+        problems.append("IMDSv1 allowed")
+    if meta.get("HttpEndpoint", "enabled") != "enabled" or meta.get("HttpPutResponseHopLimit") != 2:
+        problems.append("IMDS not reachable from containers (endpoint enabled, hop limit 2)")
+    (root,) = data.get("BlockDeviceMappings", [{}])
+    ebs = root.get("Ebs", {})
+    if root.get("DeviceName") != "/dev/xvda":
+        problems.append(f"root volume mapped at {root.get('DeviceName')}, not /dev/xvda")
+    if ebs.get("Encrypted") is not True or ebs.get("VolumeType") != "gp3":
+        problems.append("root volume not encrypted gp3")
+    if ebs.get("DeleteOnTermination") is not True:
+        problems.append("root volume outlives its instance")
+    return problems
+
+
+@rule(
+    QUEUE_STATE,
+    FAIR_SHARE,
+    SHARE_DECAY,
+    COMPUTE_RESERVATION,
+    covers=(
+        "AWS::Batch::JobQueue",
+        "AWS::Batch::SchedulingPolicy.FairsharePolicy",
+    ),
+)
+def job_queue_feeds_the_compute_environment(d: Deployment) -> list[str]:
+    """An enabled queue on this compute environment; fair share only when configured.
+
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_JobQueueDetail.html: "If the job
+    queue state is ENABLED, it can accept jobs." A fair-share policy "can be replaced but
+    can't be removed" (https://docs.aws.amazon.com/batch/latest/APIReference/
+    API_CreateJobQueue.html), so it is there only when asked for; its decay "maximum
+    supported value is 604800 (1 week)" and its compute reservation "The minimum value is 0 and
+    the maximum value is 99" (https://docs.aws.amazon.com/batch/latest/APIReference/
+    API_FairsharePolicy.html).
+    """
+    queue = d.one("AWS::Batch::JobQueue")
+    props = queue.props
+    problems = []
+    if props.get("State") != "ENABLED":
+        problems.append("queue not ENABLED")
+    order = props.get("ComputeEnvironmentOrder", [])
+    targets = [d.ref_target(queue.stack, o["ComputeEnvironment"]) for o in order]
+    if [t.logical_id if t else None for t in targets] != [d.compute_environment.logical_id]:
+        problems.append("the queue does not feed exactly the cluster's compute environment")
+    policies = d.of_type("AWS::Batch::SchedulingPolicy")
+    if (
+        bool(policies) != d.config.fair_share
+        or bool(props.get("SchedulingPolicyArn")) != d.config.fair_share
+    ):
+        problems.append("fair-share policy present without fair_share, or missing with it")
+    for policy in policies:
+        fair = policy.props.get("FairsharePolicy", {})
+        if not 0 <= fair.get("ShareDecaySeconds", 0) <= 604800:
+            problems.append("ShareDecaySeconds outside 0-604800")
+        if not 0 <= fair.get("ComputeReservation", 0) <= 99:
+            problems.append("ComputeReservation outside 0-99")
+    return problems
