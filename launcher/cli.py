@@ -93,7 +93,13 @@ class Run(Command):
             help="type=efs,dst=P | type=bind,src=P,dst=P[,readonly] | "
             "type=device,src=P[,dst=P][,perm=rwm]",
         )
-        parser.add_argument("--efa", default="auto", choices=["auto", "off"])
+        parser.add_argument(
+            "--efa",
+            default="auto",
+            choices=["auto", "require", "off"],
+            help="auto: EFA devices, warn if the image lacks libfabric/aws-ofi-nccl; "
+            "require: fail the job instead; off: no EFA",
+        )
         parser.add_argument("--shm-size", help="/dev/shm size, e.g. 64g (default: 1/4 of memory)")
         parser.add_argument("--timeout", help="per-attempt limit, e.g. 90m (at least 60s)")
         parser.add_argument(

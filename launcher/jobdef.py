@@ -11,6 +11,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from launcher import prelude
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
 from launcher.jobspec import DEFAULT_EFS_PATH, JobSpec
@@ -21,23 +22,6 @@ ULIMITS = (
     {"name": "memlock", "softLimit": -1, "hardLimit": -1},
     {"name": "stack", "softLimit": 67108864, "hardLimit": 67108864},
     {"name": "nofile", "softLimit": 1048576, "hardLimit": 1048576},
-)
-# Rendezvous: Batch tells workers the main node's address but not the main node itself. This
-# prelude gives every node LAUNCHER_MAIN_ADDR (and PyTorch's MASTER_ADDR / torchrun's PET_*
-# defaults), so `torchrun train.py` and `--rdzv-endpoint=$LAUNCHER_MAIN_ADDR:PORT` work. The
-# main node finds its own address (or takes a preset LAUNCHER_MAIN_ADDR, as local runs do).
-RENDEZVOUS_PRELUDE = (
-    'main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-${LAUNCHER_MAIN_ADDR:-}}"; '
-    'if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d" " -f1)"; fi; '
-    'export LAUNCHER_MAIN_ADDR="${main:-127.0.0.1}"; '
-    'export LAUNCHER_NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"; '
-    'export MASTER_ADDR="${MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" '
-    'MASTER_PORT="${MASTER_PORT:-$LAUNCHER_MAIN_PORT}"; '
-    'export PET_NNODES="${PET_NNODES:-$LAUNCHER_NNODES}" '
-    'PET_NODE_RANK="${PET_NODE_RANK:-$LAUNCHER_NODE_RANK}" '
-    'PET_MASTER_ADDR="${PET_MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" '
-    'PET_MASTER_PORT="${PET_MASTER_PORT:-$LAUNCHER_MAIN_PORT}"; '
-    'exec "$@"'
 )
 RETRY_ON_HOST_LOSS = (
     # Instance loss (reclaimed, failed status checks) is worth another attempt...
@@ -57,17 +41,28 @@ class Requests:
         return {"registerJobDefinition": self.register, "submitJob": self.submit}
 
 
-def efa_environment(cluster: ClusterInfo, efa: bool) -> dict[str, str]:
+def efa_on(spec: JobSpec) -> bool:
+    return spec.efa in ("auto", "require")
+
+
+def efa_environment(spec: JobSpec, cluster: ClusterInfo) -> dict[str, str]:
     """EFA/NCCL defaults for the node type; each can be overridden with ``--env``."""
-    if not efa:
+    if not efa_on(spec):
         return {}
     env = {
+        # Read by the prelude's userspace check (launcher.prelude).
+        "LAUNCHER_EFA": spec.efa,
+        "LAUNCHER_EFA_DEVICES": str(cluster.efa_interfaces),
         "FI_PROVIDER": "efa",
         # NCCL's bootstrap must use the task's own interface (eth0): not loopback, Docker's
         # bridges or veths, nor ECS's link-local ecs-eth0 (169.254.172.0/22) that awsvpc tasks
         # get beside it, which other nodes cannot reach (ECS guide, task-networking-awsvpc).
         "NCCL_SOCKET_IFNAME": "^lo,docker,veth,ecs",
-        "NCCL_DEBUG": "WARN",
+        # INFO for init and the network goes to files the prelude watches: the job log gets
+        # NCCL's warnings and one line naming the transport, not every rank's INFO lines.
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,NET",
+        "NCCL_DEBUG_FILE": f"{prelude.NCCL_LOG_DIR}/%h.%p.log",
     }
     instance = cluster.instance
     if instance is not None and instance.gpudirect_rdma:
@@ -85,7 +80,7 @@ def container_command(spec: JobSpec, gpus: int) -> list[str]:
             f"--nproc-per-node={max(gpus, 1)}",
             *command,
         ]
-    return ["/bin/sh", "-c", RENDEZVOUS_PRELUDE, "launcher", *command]
+    return prelude.command(command)
 
 
 def resolve_gpus(spec: JobSpec, cluster: ClusterInfo) -> int:
@@ -106,10 +101,10 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
             f"--nodes {spec.nodes}: the compute environment of {cluster.stack_name} runs at most "
             f"{cluster.max_nodes} {cluster.instance_type} nodes"
         )
-    if spec.efa == "auto" and cluster.efa_interfaces == 0:
+    if efa_on(spec) and cluster.efa_interfaces == 0:
         raise UsageError(
-            f"--efa auto: {cluster.stack_name} has no EFA interfaces ({cluster.instance_type}); "
-            "use --efa off"
+            f"--efa {spec.efa}: {cluster.stack_name} has no EFA interfaces "
+            f"({cluster.instance_type}); use --efa off"
         )
     if spec.shm_mib is not None and spec.shm_mib >= cluster.memory_mib_per_node:
         raise UsageError(
@@ -170,7 +165,7 @@ def _volumes(spec: JobSpec, cluster: ClusterInfo) -> tuple[list, list, list]:
 
 
 def environment(spec: JobSpec, cluster: ClusterInfo, gpus: int) -> dict[str, str]:
-    env = efa_environment(cluster, spec.efa == "auto")
+    env = efa_environment(spec, cluster)
     env.update(
         {
             "LAUNCHER_NNODES": str(spec.nodes),
@@ -186,7 +181,7 @@ def environment(spec: JobSpec, cluster: ClusterInfo, gpus: int) -> dict[str, str
 def container_properties(spec: JobSpec, cluster: ClusterInfo) -> dict:
     gpus = resolve_gpus(spec, cluster)
     volumes, mount_points, devices = _volumes(spec, cluster)
-    if spec.efa == "auto":
+    if efa_on(spec):
         devices = [
             {
                 "hostPath": EFA_DEVICE.format(i),
@@ -277,4 +272,4 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
 def describe_command(requests: Requests) -> str:
     """The user's command as the main container will run it, for messages."""
     container = requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]
-    return shlex.join(container["command"][4:])
+    return shlex.join(prelude.user_command(container["command"]))

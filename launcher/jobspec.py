@@ -13,6 +13,7 @@ from launcher.errors import UsageError
 DEFAULT_EFS_PATH = "/mnt/efs"
 DEFAULT_RENDEZVOUS_PORT = 29500
 DEFAULT_ATTEMPTS = 3
+EFA_MODES = ("auto", "require", "off")
 MIN_TIMEOUT_SECONDS = 60  # AWS Batch refuses attemptDurationSeconds below 60
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -42,7 +43,7 @@ class JobSpec:
     gpus_per_node: int | None = None  # None: every GPU of the instance
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[Mount, ...] = ()
-    efa: str = "auto"  # auto | off
+    efa: str = "auto"  # auto | require | off
     shm_mib: int | None = None  # None: the instance's default
     timeout_seconds: int | None = None
     attempts: int = DEFAULT_ATTEMPTS
@@ -66,8 +67,8 @@ class JobSpec:
             raise UsageError(f"--nodes {self.nodes}: a job needs at least 1 node")
         if not 1 <= self.attempts <= 10:
             raise UsageError(f"--retries {self.attempts}: allowed 1-10 (AWS Batch attempts)")
-        if self.efa not in ("auto", "off"):
-            raise UsageError(f"--efa {self.efa!r}: allowed auto, off")
+        if self.efa not in EFA_MODES:
+            raise UsageError(f"--efa {self.efa!r}: allowed {', '.join(EFA_MODES)}")
         if self.gpus_per_node is not None and self.gpus_per_node < 0:
             raise UsageError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
         if self.priority is not None and not 0 <= self.priority <= 9999:

@@ -79,6 +79,9 @@ def node_container(
     )
     if node != 0:  # as on Batch: only the workers are told where the main node is
         env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = "127.0.0.1"
+    if not infiniband and "LAUNCHER_EFA_DEVICES" in env:
+        # The devices are dropped here (warned about once): the prelude expects none.
+        env["LAUNCHER_EFA_DEVICES"] = "0"
     volumes: dict[str, dict] = {}
     sources = {v["name"]: v for v in container.get("volumes", [])}
     for mount in container.get("mountPoints", []):

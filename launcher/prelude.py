@@ -1,0 +1,148 @@
+"""The POSIX shell that runs in front of the user's command on every node.
+
+``/bin/sh -c PRELUDE launcher CMD...``: it does what Batch leaves to the job, then runs CMD.
+
+- Rendezvous: Batch tells the workers the main node's address but not the main node itself.
+  Every node gets ``LAUNCHER_MAIN_ADDR`` (and PyTorch's ``MASTER_*``, torchrun's ``PET_*``).
+- EFA userspace (when the job has EFA on): without libfabric's EFA provider and the
+  aws-ofi-nccl plugin, NCCL quietly falls back to TCP sockets on one interface. The check
+  looks for both, puts the plugin's directory on the loader path and names the plugin to NCCL
+  when the image left that out, and prints one line: ``launcher: EFA ready ...`` or
+  ``launcher: EFA WARNING ...``. With ``--efa require`` a missing piece fails the node with
+  exit code 78 before the command starts.
+- NCCL's transport: NCCL's INFO output goes to files under ``/tmp/launcher-nccl`` (set by the
+  job definition unless the user sets NCCL_DEBUG_FILE); a watcher forwards every NCCL WARN line
+  and one ``launcher: NCCL network ...`` line per node, so the transport NCCL chose is in the
+  job log without thousands of INFO lines around the user's own output.
+
+Written for dash and busybox ash (no arrays, no ``local``), tested on busybox in Docker.
+"""
+
+from __future__ import annotations
+
+EFA_REQUIRED_EXIT = 78  # EX_CONFIG: the image cannot do what the job asked
+NCCL_LOG_DIR = "/tmp/launcher-nccl"
+# Where the EFA installer, AWS's DLAMIs/DLCs and NGC builds put aws-ofi-nccl (newest first).
+PLUGIN_DIRS = (
+    "/opt/amazon/ofi-nccl/lib",
+    "/opt/amazon/aws-ofi-nccl/lib",
+    "/opt/aws-ofi-nccl/lib",
+    "/opt/aws-ofi-nccl/install/lib",
+)
+# libnccl-net-ofi.so since aws-ofi-nccl 1.14 (loaded with NCCL_NET_PLUGIN=ofi); the older
+# libnccl-net.so is what NCCL loads when NCCL_NET_PLUGIN is unset.
+PLUGIN_NAMES = ("libnccl-net-ofi.so", "libnccl-net-aws-ofi.so", "libnccl-net.so")
+LIBFABRIC_DIRS = ("/opt/amazon/efa/lib", "/opt/amazon/efa/lib64")
+SYSTEM_LIB_DIRS = (
+    "/usr/local/lib",
+    "/usr/lib",
+    "/usr/lib64",
+    "/lib",
+    "/lib64",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+)
+
+RENDEZVOUS = """\
+main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-${LAUNCHER_MAIN_ADDR:-}}"
+if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d' ' -f1)"; fi
+export LAUNCHER_MAIN_ADDR="${main:-127.0.0.1}"
+export LAUNCHER_NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"
+export MASTER_ADDR="${MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" MASTER_PORT="${MASTER_PORT:-$LAUNCHER_MAIN_PORT}"
+export PET_NNODES="${PET_NNODES:-$LAUNCHER_NNODES}" PET_NODE_RANK="${PET_NODE_RANK:-$LAUNCHER_NODE_RANK}"
+export PET_MASTER_ADDR="${PET_MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" PET_MASTER_PORT="${PET_MASTER_PORT:-$LAUNCHER_MAIN_PORT}"
+"""
+
+EFA_CHECK = f"""\
+if [ -n "${{LAUNCHER_EFA:-}}" ]; then
+  _find() {{ for _d in $1; do for _n in $2; do
+    if [ -e "$_d/$_n" ]; then echo "$_d/$_n"; return 0; fi; done; done; return 1; }}
+  _onpath() {{ case ":${{LD_LIBRARY_PATH:-}}:{":".join(SYSTEM_LIB_DIRS)}:" in *":$1:"*) return 0;; esac; return 1; }}
+  _path="$(echo "${{LD_LIBRARY_PATH:-}}" | tr ':' ' ')"
+  _missing=""; _notes=""
+  _fabric="$(_find "$_path {" ".join(LIBFABRIC_DIRS)} {" ".join(SYSTEM_LIB_DIRS)}" "libfabric.so.1 libfabric.so")"
+  if [ -z "$_fabric" ]; then _missing="$_missing; no libfabric (libfabric.so.1)"
+  elif ! _onpath "${{_fabric%/*}}"; then
+    export LD_LIBRARY_PATH="${{_fabric%/*}}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+    _notes="$_notes, ${{_fabric%/*}} put on LD_LIBRARY_PATH"; fi
+  _plugin="$(_find "$_path {" ".join(PLUGIN_DIRS)} {" ".join(SYSTEM_LIB_DIRS)}" "{" ".join(PLUGIN_NAMES)}")"
+  if [ -z "$_plugin" ]; then _missing="$_missing; no aws-ofi-nccl plugin (libnccl-net-ofi.so or libnccl-net.so)"
+  else
+    if ! _onpath "${{_plugin%/*}}"; then
+      export LD_LIBRARY_PATH="${{_plugin%/*}}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+      _notes="$_notes, ${{_plugin%/*}} put on LD_LIBRARY_PATH"; fi
+    case "${{_plugin##*/}}" in
+      libnccl-net-ofi.so) [ -n "${{NCCL_NET_PLUGIN:-}}" ] || {{ export NCCL_NET_PLUGIN=ofi; _notes="$_notes, NCCL_NET_PLUGIN=ofi"; }};;
+      libnccl-net-aws-ofi.so) [ -n "${{NCCL_NET_PLUGIN:-}}" ] || {{ export NCCL_NET_PLUGIN=aws-ofi; _notes="$_notes, NCCL_NET_PLUGIN=aws-ofi"; }};;
+    esac; fi
+  _devices=$(ls /dev/infiniband/ 2>/dev/null | grep -c '^uverbs')
+  _want="${{LAUNCHER_EFA_DEVICES:-0}}"
+  if [ "$_devices" -lt "$_want" ]; then _missing="$_missing; $_devices of $_want EFA devices visible"; fi
+  _provider="not checked (no EFA device here)"
+  if [ "$_devices" -gt 0 ] && [ -n "$_fabric" ]; then
+    _fi="$(command -v fi_info || echo /opt/amazon/efa/bin/fi_info)"
+    if [ ! -x "$_fi" ]; then _provider="present, not verified (no fi_info)"
+    elif "$_fi" -p efa -t FI_EP_RDM >/dev/null 2>&1; then _provider="usable (fi_info -p efa)"
+    else _missing="$_missing; libfabric has no usable efa provider (fi_info -p efa failed)"; fi; fi
+  if [ -z "$_missing" ]; then
+    echo "launcher: EFA ready: $_devices/$_want devices, libfabric $_fabric (efa provider $_provider), aws-ofi-nccl $_plugin$_notes"
+  elif [ "$LAUNCHER_EFA" = require ]; then
+    echo "launcher: EFA ERROR:${{_missing#;}}: failing the job (--efa require); see the README's base image contract" >&2
+    exit {EFA_REQUIRED_EXIT}
+  else
+    echo "launcher: EFA WARNING:${{_missing#;}}: NCCL will fall back to TCP sockets, not EFA; see the README's base image contract" >&2
+  fi
+fi
+"""
+
+# Forward NCCL's WARN lines and one transport line per node from the per-process debug files.
+NCCL_WATCH = f"""\
+_watch=""
+case "${{NCCL_DEBUG_FILE:-}}" in {NCCL_LOG_DIR}/*)
+  mkdir -p {NCCL_LOG_DIR}/.seen
+  _nccl_scan() {{
+    for _f in {NCCL_LOG_DIR}/*.log; do
+      [ -f "$_f" ] || continue
+      _s="{NCCL_LOG_DIR}/.seen/${{_f##*/}}"; _old=$(cat "$_s" 2>/dev/null || echo 0)
+      _new=$(wc -l < "$_f"); [ "$_new" -gt "$_old" ] || continue
+      tail -n "+$((_old + 1))" "$_f" | head -n "$((_new - _old))" > "$_s.chunk"
+      echo "$_new" > "$_s"
+      grep ' NCCL WARN ' "$_s.chunk"
+      if [ ! -e {NCCL_LOG_DIR}/.seen/network ]; then
+        _net="$(grep -o 'Using network .*' "$_s.chunk" | head -n 1)"
+        if [ -n "$_net" ]; then
+          : > {NCCL_LOG_DIR}/.seen/network
+          case "$_net" in *Socket*) echo "launcher: NCCL ${{_net#Using }} (TCP sockets: EFA is NOT in use)";;
+            *) echo "launcher: NCCL ${{_net#Using }}";; esac
+        fi
+      fi
+    done
+  }}
+  ( while :; do _nccl_scan; sleep 2; done ) &
+  _watch=$!;;
+esac
+"""
+
+# Run the command as a child (not exec) only while the watcher runs, so its last lines are
+# flushed after the command ends; signals from Batch (via the init process) are passed on.
+RUN = """\
+if [ -z "$_watch" ]; then exec "$@"; fi
+"$@" & _child=$!
+trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
+wait "$_child"; _code=$?
+while kill -0 "$_child" 2>/dev/null; do wait "$_child"; _code=$?; done
+kill "$_watch" 2>/dev/null; _nccl_scan
+exit "$_code"
+"""
+
+SCRIPT = RENDEZVOUS + EFA_CHECK + NCCL_WATCH + RUN
+
+
+def command(user_command: list[str] | tuple[str, ...]) -> list[str]:
+    """The container command: the prelude, then the user's command as its arguments."""
+    return ["/bin/sh", "-c", SCRIPT, "launcher", *user_command]
+
+
+def user_command(container_command: list[str]) -> list[str]:
+    """The user's command back out of a container command made by ``command``."""
+    return list(container_command[4:])
