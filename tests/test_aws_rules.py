@@ -16,7 +16,7 @@ from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
 from tests.rules import compute_rules, job_rules, network_rules, storage_rules
 from tests.rules.deployment import Deployment
-from tests.rules.registry import RULES, UNCITED, Model
+from tests.rules.registry import RULES, UNCITED, CloudFormation, Model
 
 VARIANTS = {
     # demo: p4d, new VPC without NAT
@@ -76,11 +76,16 @@ def test_every_rule_cites_the_page_of_its_evidence():
 
 @pytest.mark.parametrize(
     "evidence",
-    sorted({e for r in RULES for e in r.evidence if isinstance(e, Model)}, key=repr),
-    ids=lambda e: f"{e.service}.{e.shape}.{e.member}",
+    sorted(
+        {e for r in RULES for e in r.evidence if isinstance(e, Model | CloudFormation)}, key=repr
+    ),
+    ids=lambda e: (
+        e.url.rsplit("/", 1)[-1] + (f"#{getattr(e, 'member', '') or getattr(e, 'prop', '')}")
+    ),
 )
-def test_quotes_from_the_api_reference_are_verbatim(evidence):
-    """A quote that is not in the service model's documentation is a misquote."""
+def test_quotes_from_the_references_are_verbatim(evidence):
+    """A quote not in botocore's model (API reference) or aws-cdk-lib's L1 docstrings
+    (CloudFormation reference) is a misquote."""
     assert evidence.found(), evidence
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from launcher import catalog
 from tests.rules.deployment import Deployment
-from tests.rules.registry import Model, Page, rule
+from tests.rules.registry import CloudFormation, Model, Page, rule
 
 EC2_GUIDE_EFA_CARDS = Page(
     "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
@@ -22,8 +22,9 @@ PRIMARY_ON_CARD_0 = Model(
     "The primary network interface must be assigned to network card index 0.",
 )
 AWSVPC_TASK_ENI = Page(
-    "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking-awsvpc.html",
-    "the task is allocated its own elastic network interface",
+    "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking.html",
+    "The task is allocated its own elastic network interface (ENI) and a primary private IPv4 "
+    "address.",
 )
 IMAGE_TYPE = Model(
     "batch",
@@ -58,10 +59,11 @@ UPDATE_TIMEOUT = Model(
     "jobExecutionTimeoutMinutes",
     "The maximum value is 7200.",
 )
-REPLACE_CE = Page(
-    "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
-    "aws-resource-batch-computeenvironment.html",
-    "When changing the value of this property to false, do not change any other properties at "
+REPLACE_CE = CloudFormation(
+    "aws_batch",
+    "ComputeEnvironment",
+    "replace_compute_environment",
+    "When changing the value of this property to false , do not change any other properties at "
     "the same time.",
 )
 SERVICE_LINKED_ROLE = Model(
@@ -103,9 +105,11 @@ INSTANCE_ROLE = Model(
     "instanceRole",
     "The Amazon ECS instance profile applied to Amazon EC2 instances in a compute environment.",
 )
-IMDS_HOP_LIMIT = Page(
-    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-IMDS-existing-instances.html",
-    "In a container environment, we recommend setting the hop limit to 2",
+IMDS_HOP_LIMIT = Model(
+    "ec2",
+    "LaunchTemplateInstanceMetadataOptionsRequest",
+    "HttpPutResponseHopLimit",
+    "The larger the number, the further instance metadata requests can travel.",
 )
 IMDS_TOKENS = Model(
     "ec2",
@@ -118,10 +122,6 @@ EBS_ENCRYPTED = Model(
     "LaunchTemplateEbsBlockDeviceRequest",
     "Encrypted",
     "Indicates whether the EBS volume is encrypted.",
-)
-ECS_AMI_ROOT = Page(
-    "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs-optimized_AMI.html",
-    "/dev/xvda",
 )
 QUEUE_STATE = Model(
     "batch",
@@ -176,9 +176,9 @@ def launch_template_has_one_efa_device_per_card_and_room_for_the_task(d: Deploym
     index 0" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
     API_LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.html).
 
-    A multi-node job's container gets its own interface in awsvpc mode ("the task is
-    allocated its own elastic network interface",
-    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking-awsvpc.html),
+    A multi-node job's container gets its own interface in awsvpc mode ("The task is
+    allocated its own elastic network interface (ENI) and a primary private IPv4 address",
+    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking.html),
     attached next to the primary on card 0; p5 allows two interfaces per card, so the
     template may use only one slot there: the primary is "EFA with ENA" rather than ENA plus
     an EFA-only interface at device 1. Interfaces are deleted with the instance, or every
@@ -272,7 +272,7 @@ def compute_environment_updates_in_place(d: Deployment) -> list[str]:
     Batch uses its service-linked role when none is named ("that role is used by default",
     https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateComputeEnvironment.html).
     Moving an existing stack from true to false is a deploy of its own: "When changing the
-    value of this property to false, do not change any other properties at the same time"
+    value of this property to false , do not change any other properties at the same time"
     (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/
     aws-resource-batch-computeenvironment.html).
     """
@@ -360,7 +360,6 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
     IMDS_HOP_LIMIT,
     IMDS_TOKENS,
     EBS_ENCRYPTED,
-    ECS_AMI_ROOT,
     covers=(
         "AWS::EC2::LaunchTemplate.LaunchTemplateData.MetadataOptions",
         "AWS::EC2::LaunchTemplate.LaunchTemplateData.BlockDeviceMappings",
@@ -370,14 +369,12 @@ def nodes_require_imdsv2_and_encrypt_their_root_volume(d: Deployment) -> list[st
     """IMDSv2 only, reachable from containers; an encrypted gp3 root volume on the AMI's device.
 
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
-    API_LaunchTemplateInstanceMetadataOptionsRequest.html (HttpTokens): "required - IMDSv2 is
-    required." https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-    configuring-IMDS-existing-instances.html: "In a container environment, we recommend
-    setting the hop limit to 2". The ECS-optimized AMIs' root device is /dev/xvda
-    (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs-optimized_AMI.html): a
-    mapping under another name adds a second volume and leaves the root at its default size;
-    Encrypted "Indicates whether the EBS volume is encrypted"
-    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_LaunchTemplateInstanceMetadataOptionsRequest.html: HttpTokens "required - IMDSv2 is
+    required."; for the hop limit "The larger the number, the further instance metadata
+    requests can travel": a container is one hop further than the host, so 2. The
+    ECS-optimized AL2023 AMIs' root device is /dev/xvda: a mapping under another name adds a
+    second volume and leaves the root at its default size; Encrypted "Indicates whether the
+    EBS volume is encrypted" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
     API_LaunchTemplateEbsBlockDeviceRequest.html).
     """
     data = d.launch_template.props["LaunchTemplateData"]

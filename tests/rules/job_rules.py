@@ -68,7 +68,7 @@ GPU_VALUE = Model(
 )
 MEMORY_MANAGEMENT = Page(
     "https://docs.aws.amazon.com/batch/latest/userguide/memory-management.html",
-    "If you specify 8 GiB for a job",
+    "Then, the job can't be placed in your compute environment.",
 )
 MAIN_NODE = Model(
     "batch",
@@ -307,9 +307,10 @@ def every_node_fits_one_instance_of_the_cluster(job: Job) -> list[str]:
     https://docs.aws.amazon.com/batch/latest/APIReference/API_ResourceRequirement.html: "Make
     sure that the number of GPUs reserved for all containers in a job doesn't exceed the
     number of available GPUs on the compute resource that the job is launched on." Memory
-    must leave what the ECS agent keeps (https://docs.aws.amazon.com/batch/latest/userguide/
-    memory-management.html: "If you specify 8 GiB for a job" on an instance that registers
-    less, it never runs). The main node "must be fewer than the number of nodes"
+    must leave what the OS and the ECS agent keep: asked for more than a node registers,
+    "Then, the job can't be placed in your compute environment"
+    (https://docs.aws.amazon.com/batch/latest/userguide/memory-management.html).
+    The main node "must be fewer than the number of nodes"
     (https://docs.aws.amazon.com/batch/latest/APIReference/API_NodeProperties.html); /dev/shm
     ("The value for the size (in MiB) of the /dev/shm volume",
     https://docs.aws.amazon.com/batch/latest/APIReference/API_LinuxParameters.html) comes out

@@ -14,9 +14,12 @@ MNP_DEFAULT_GROUP = Page(
     "https://docs.aws.amazon.com/batch/latest/userguide/mnp-ce.html",
     "If you don't specify a security group, the default security group for the VPC is used",
 )
-EFS_MOUNT_TARGET = Page(
-    "https://docs.aws.amazon.com/efs/latest/ug/network-access.html",
-    "must allow inbound access for the TCP protocol on the NFS port from the security group",
+EFS_MOUNT_TARGET = Model(
+    "efs",
+    "CreateMountTargetRequest",
+    "",
+    "If the request provides SecurityGroups, this network interface is associated with those "
+    "security groups.",
 )
 ENDPOINT_GROUPS = Model(
     "ec2",
@@ -78,10 +81,11 @@ def task_interfaces_admit_each_other(d: Deployment) -> list[str]:
 def task_interfaces_reach_the_file_system(d: Deployment) -> list[str]:
     """NFS (TCP 2049) from the job's task interfaces to every EFS mount target.
 
-    https://docs.aws.amazon.com/efs/latest/ug/network-access.html: the mount target's groups
-    "must allow inbound access for the TCP protocol on the NFS port from the security group"
-    of every client. With awsvpc (https://docs.aws.amazon.com/batch/latest/userguide/
-    mnp-ce.html) the client is the task's own interface, in the task group, not the node.
+    https://docs.aws.amazon.com/efs/latest/APIReference/API_CreateMountTarget.html: "If the
+    request provides SecurityGroups, this network interface is associated with those security
+    groups", so those groups must admit NFS (2049) from every client. With awsvpc
+    (https://docs.aws.amazon.com/batch/latest/userguide/mnp-ce.html) the client is the task's
+    own interface, in the task group, not the node.
     """
     flow = Flow("task interface to EFS", "tcp", 2049)
     return [m for fs in d.file_system_groups for m in d.network.admits(d.task_groups, fs, flow)]
@@ -91,8 +95,8 @@ def task_interfaces_reach_the_file_system(d: Deployment) -> list[str]:
 def hosts_reach_the_file_system(d: Deployment) -> list[str]:
     """NFS (TCP 2049) from the nodes' primary interfaces to every EFS mount target.
 
-    https://docs.aws.amazon.com/efs/latest/ug/network-access.html: the same rule for a node
-    mounting the file system itself (an operator on Session Manager, or a host volume).
+    https://docs.aws.amazon.com/efs/latest/APIReference/API_CreateMountTarget.html: the same
+    groups, for a node mounting the file system itself (an operator on Session Manager).
     """
     flow = Flow("node to EFS", "tcp", 2049)
     return [m for fs in d.file_system_groups for m in d.network.admits(d.host_groups, fs, flow)]

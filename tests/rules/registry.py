@@ -56,7 +56,35 @@ class Page:
     quote: str
 
 
-Evidence = Model | Page
+@dataclass(frozen=True)
+class CloudFormation:
+    """A quote from the CloudFormation template reference, as aws-cdk-lib carries it in the
+    docstrings of its L1 classes (``aws_batch.CfnComputeEnvironmentProps`` ...)."""
+
+    module: str  # aws_batch
+    resource: str  # ComputeEnvironment
+    prop: str  # replace_compute_environment
+    quote: str
+
+    @property
+    def url(self) -> str:
+        service = self.module.removeprefix("aws_")
+        return (
+            "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
+            f"aws-resource-{service}-{self.resource.lower()}.html"
+        )
+
+    def found(self) -> bool:
+        import importlib
+
+        props = getattr(
+            importlib.import_module(f"aws_cdk.{self.module}"), f"Cfn{self.resource}Props"
+        )
+        text = (props.__init__.__doc__ or "").replace("``", "")
+        return normalize(self.quote) in normalize(text)
+
+
+Evidence = Model | Page | CloudFormation
 
 
 @cache
@@ -78,6 +106,9 @@ def _model(service: str):
 
 @cache
 def model_text(service: str, shape: str, member: str) -> str:
+    """A member's documentation, or the operation's own for ``member=""``."""
+    if not member:
+        return _model(service).operation_model(_page_of(service, shape)).documentation
     return _model(service).shape_for(shape).members[member].documentation
 
 

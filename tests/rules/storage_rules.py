@@ -9,7 +9,7 @@ from tests.rules.registry import Model, Page, rule
 
 EFS_DEFAULT_POLICY = Page(
     "https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html",
-    "it grants full access to any anonymous client that can connect to the file system using a "
+    "grants full access to any anonymous client that can connect to the file system using a "
     "mount target",
 )
 EFS_ALLOW_EITHER = Page(
@@ -125,7 +125,7 @@ def file_system_policy_closes_anonymous_access(d: Deployment) -> list[str]:
     """A file system policy exists, denies plain NFS, mounts that bypass an access point, root.
 
     https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html: without a
-    policy, the default one applies and "it grants full access to any anonymous client that
+    policy, the default one applies, which "grants full access to any anonymous client that
     can connect to the file system using a mount target". With a policy, 'An "allow"
     permission on an action in either an IAM identity policy or a file system resource policy
     allows access for that action', so the policy holds denials only and the job role's own
