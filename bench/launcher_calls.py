@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 from bench.stats import median_seconds, table
-from launcher import jobdef, jobs
+from launcher import jobdef
+from launcher.api import Cluster, Job
 from launcher.aws import Aws
+from launcher.batch import BatchBackend
 from launcher.jobspec import JobSpec
 from tests.infra_synth import synthesize
 from tests.support import moto_gaps
@@ -50,7 +52,7 @@ def run() -> str:
             synth = synthesize(_context(), Path(out))
             server.deploy(synth.outdir, synth.stack_names)
         aws = Aws()
-        cluster = jobs.discover(aws, "EfaBatch")
+        cluster = Cluster.from_stack("EfaBatch", aws=aws).info
         rows = []
 
         raw = aws.session.client("batch")
@@ -66,12 +68,12 @@ def run() -> str:
                 image=IMAGE,
                 nodes=2,
             )
-            return jobs.submit(aws, jobdef.build(spec, jobs.discover(aws, "EfaBatch"))).job_id
+            return Cluster.from_stack("EfaBatch", aws=aws).run(spec=spec).job_id
 
         fixed = JobSpec(name="train", command=("python", "train.py"), image=IMAGE, nodes=2)
 
         def repeated_run() -> str:
-            return jobs.submit(aws, jobdef.build(fixed, jobs.discover(aws, "EfaBatch"))).job_id
+            return Cluster.from_stack("EfaBatch", aws=aws).run(spec=fixed).job_id
 
         repeated_run()  # registers once; every later run reuses it
         job_id = repeated_run()
@@ -81,9 +83,9 @@ def run() -> str:
         measured = {
             "run, new job definition": lambda: _measure(aws, new_run),
             "run, identical job (definition reused)": lambda: _measure(aws, repeated_run),
-            "status": lambda: _measure(aws, lambda: jobs.describe(aws, job_id)),
+            "status": lambda: _measure(aws, lambda: Job(job_id, BatchBackend(aws)).status()),
             "logs, 2 nodes x 50 lines": lambda: _measure(
-                aws, lambda: list(jobs.iter_logs(aws, cluster, job_id, None, None, False))
+                aws, lambda: list(Job(job_id, BatchBackend(aws)).logs())
             ),
         }
         for label, fn in measured.items():
@@ -92,14 +94,14 @@ def run() -> str:
 
         batch = aws.session.client("batch")
         definition = jobdef.build(fixed, cluster).register["jobDefinitionName"]
-        existing = len(jobs.list_jobs(aws, cluster, include_finished=True))
+        existing = len(BatchBackend(aws, cluster.job_queue_arn).list(include_finished=True))
         for i in range(LIST_JOBS - existing):
             batch.submit_job(
                 jobName=f"bulk{i}", jobQueue=cluster.job_queue_arn, jobDefinition=definition
             )
 
         def list_all() -> int:
-            listed = jobs.list_jobs(aws, jobs.discover(aws, "EfaBatch"), include_finished=True)
+            listed = Cluster.from_stack("EfaBatch", aws=aws).list(all=True)
             assert len(listed) == LIST_JOBS, len(listed)
             return len(listed)
 

@@ -1,0 +1,60 @@
+"""efa-batch launcher: multi-node EFA jobs on AWS Batch, or on the local Docker engine.
+
+    from launcher import Cluster
+    cluster = Cluster.from_stack()              # $LAUNCHER_STACK, else EfaBatch
+    job = cluster.run(["python", "train.py"], nodes=2, image=BASE, workspace=".")
+    job.wait()
+
+Names are imported lazily so that ``import launcher`` (and ``launcher --help``) stays light:
+boto3, docker and requests load when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+_EXPORTS = {
+    "Cluster": "launcher.api",
+    "Job": "launcher.api",
+    "JobSpec": "launcher.jobspec",
+    "NodeGroup": "launcher.jobspec",
+    "Mount": "launcher.jobspec",
+    "JobInfo": "launcher.job",
+    "JobState": "launcher.job",
+    "NodeStatus": "launcher.job",
+    "LogLine": "launcher.job",
+    "Event": "launcher.progress",
+    "LauncherError": "launcher.errors",
+    "UsageError": "launcher.errors",
+    "RemoteError": "launcher.errors",
+}
+
+__all__ = [
+    "Cluster",
+    "Event",
+    "Job",
+    "JobInfo",
+    "JobSpec",
+    "JobState",
+    "LauncherError",
+    "LogLine",
+    "Mount",
+    "NodeGroup",
+    "NodeStatus",
+    "RemoteError",
+    "UsageError",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from launcher.api import Cluster, Job
+    from launcher.errors import LauncherError, RemoteError, UsageError
+    from launcher.job import JobInfo, JobState, LogLine, NodeStatus
+    from launcher.jobspec import JobSpec, Mount, NodeGroup
+    from launcher.progress import Event
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'launcher' has no attribute {name!r}")

@@ -7,6 +7,7 @@ mode). Every AWS failure leaves as ``RemoteError`` with one line saying which ca
 
 from __future__ import annotations
 
+import base64
 import functools
 from typing import Any
 
@@ -54,12 +55,13 @@ class Aws:
         self.calls = 0
         self._clients: dict[str, Any] = {}
 
-    def client(self, service: str):
-        if service not in self._clients:
-            client = self.session.client(service, config=RETRY_CONFIG)
+    def client(self, service: str, region: str | None = None):
+        key = f"{service}@{region or ''}"
+        if key not in self._clients:
+            client = self.session.client(service, region_name=region, config=RETRY_CONFIG)
             client.meta.events.register("before-call", self._count)
-            self._clients[service] = client
-        return self._clients[service]
+            self._clients[key] = client
+        return self._clients[key]
 
     def _count(self, **_: Any) -> None:
         self.calls += 1
@@ -118,6 +120,16 @@ class Aws:
             )
         )
         return [job for page in pages for job in page["jobSummaryList"]]
+
+    # --- ECR --------------------------------------------------------------------------------
+
+    @_remote
+    def ecr_authorization(self, registry_id: str, region: str) -> tuple[str, str]:
+        """Basic credentials for an ECR registry (what `docker login` would have stored)."""
+        data = self.client("ecr", region).get_authorization_token(registryIds=[registry_id])
+        token = data["authorizationData"][0]["authorizationToken"]
+        user, _, password = base64.b64decode(token).decode().partition(":")
+        return user, password
 
     # --- CloudWatch Logs --------------------------------------------------------------------
 

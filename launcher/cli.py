@@ -6,7 +6,6 @@ Imports of boto3 and friends happen inside the commands so that ``launcher --hel
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -33,16 +32,29 @@ class Command:
         raise NotImplementedError
 
 
-def _aws(args: argparse.Namespace):
-    from launcher.aws import Aws
+def _console():
+    from launcher.console import Console
 
-    return Aws(profile=args.profile, region=args.region)
+    return Console()
 
 
-def _cluster(args: argparse.Namespace, aws):
-    from launcher.jobs import discover
+def _cluster(args: argparse.Namespace):
+    from launcher.api import Cluster
 
-    return discover(aws, args.stack)
+    return Cluster.from_stack(args.stack, profile=args.profile, region=args.region)
+
+
+def _job(args: argparse.Namespace, job_id: str):
+    from launcher.api import Job
+
+    return Job.attach(job_id, profile=args.profile, region=args.region)
+
+
+def _base_image(args: argparse.Namespace) -> str:
+    base = args.image or os.environ.get("LAUNCHER_IMAGE")
+    if not base:
+        raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
+    return base
 
 
 class Outputs(Command):
@@ -53,8 +65,7 @@ class Outputs(Command):
         parser.add_argument("--json", action="store_true", help="print JSON")
 
     def run(self, args):
-        cluster = _cluster(args, _aws(args))
-        data = cluster.as_dict()
+        data = _cluster(args).info.as_dict()
         if args.json:
             print(json.dumps(data, indent=2))
         else:
@@ -134,107 +145,54 @@ class Run(Command):
         )
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
-    def spec(self, args, image: str):
+    @staticmethod
+    def options(args, base: str) -> dict:
+        """The flags as JobSpec fields, parsed (one line on any bad value) before any I/O."""
         from launcher import jobspec
 
-        command = args.command[1:] if args.command[:1] == ["--"] else args.command
-        return jobspec.JobSpec(
-            name=args.name or jobspec.default_name(command),
-            command=tuple(command),
-            image=image,
-            nodes=args.nodes,
-            gpus_per_node=args.gpus_per_node,
-            env=tuple(jobspec.parse_env(e) for e in args.env),
-            mounts=tuple(jobspec.parse_mount(m) for m in args.mount),
-            efa=args.efa,
-            shm_mib=jobspec.parse_size_mib(args.shm_size) if args.shm_size else None,
-            timeout_seconds=jobspec.parse_duration(args.timeout) if args.timeout else None,
-            attempts=args.retries,
-            share_id=args.share_id,
-            priority=args.priority,
-            tags=tuple(jobspec.parse_tag(t) for t in args.tag),
-            torchrun=args.torchrun,
-            rendezvous_port=args.port,
-        )
+        return {
+            "image": base,
+            "nodes": args.nodes,
+            "gpus_per_node": args.gpus_per_node,
+            "env": tuple(jobspec.parse_env(e) for e in args.env),
+            "mounts": tuple(jobspec.parse_mount(m) for m in args.mount),
+            "efa": args.efa,
+            "shm_mib": jobspec.parse_size_mib(args.shm_size) if args.shm_size else None,
+            "timeout_seconds": jobspec.parse_duration(args.timeout) if args.timeout else None,
+            "attempts": args.retries,
+            "share_id": args.share_id,
+            "priority": args.priority,
+            "tags": tuple(jobspec.parse_tag(t) for t in args.tag),
+            "torchrun": args.torchrun,
+            "rendezvous_port": args.port,
+            **({"name": args.name} if args.name else {}),
+        }
 
     def run(self, args):
-        from launcher import jobdef, jobs
+        from launcher.api import make_spec
 
-        base = args.image or os.environ.get("LAUNCHER_IMAGE")
-        if not base:
-            raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
-        # Parse and validate everything before any AWS call or upload.
-        spec = self.spec(args, base)
-        aws = _aws(args)
-        cluster = _cluster(args, aws)
-        if not args.no_workspace:
-            from launcher.image.build import workspace_image
-
-            built = workspace_image(
-                base,
-                args.workspace,
-                cluster.repository_uri,
-                aws=aws,
-                builder=args.builder,
-                platform=args.platform or _platform(cluster),
-                dryrun=args.dryrun,
-            )
-            _err(
-                f"workspace image {built.reference}"
-                + (" (unchanged, reused)" if built.reused else "")
-            )
-            spec = dataclasses.replace(spec, image=built.reference)
-        requests = jobdef.build(spec, cluster)
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        spec = make_spec(command, **self.options(args, _base_image(args)))  # before any call
+        cluster = _cluster(args)
+        workspace = None if args.no_workspace else args.workspace
+        image_options = {"builder": args.builder, "platform": args.platform}
         if args.dryrun:
-            print(json.dumps(requests.as_dict(), indent=2))
+            requests = cluster.dryrun(
+                spec=spec, workspace=workspace, progress=_console(), **image_options
+            )
+            print(json.dumps(requests, indent=2))
             return 0
-        if args.local:
-            return self.run_local(args, requests, cluster)
-        submitted = jobs.submit(aws, requests)
-        _err(
-            f"{'registered' if submitted.registered else 'reusing'} job definition "
-            f"{submitted.job_definition_arn}"
+        job = cluster.run(
+            spec=spec,
+            workspace=workspace,
+            local=args.local,
+            local_efs=args.local_efs,
+            progress=_console(),
+            **image_options,
         )
-        _err(
-            f"submitted {requests.submit['jobName']} to {cluster.job_queue_name}: "
-            f"{args.nodes} x {cluster.instance_type}"
-        )
-        code = 0
-        if args.follow:
-            lines = jobs.iter_logs(aws, cluster, submitted.job_id, None, None, follow=True)
-            code = _follow(lines, lambda: jobs.describe(aws, submitted.job_id))
-        print(submitted.job_id)
+        code = _follow(job) if args.follow else 0
+        print(job.job_id)
         return code
-
-    def run_local(self, args, requests, cluster) -> int:
-        from launcher import local
-
-        efs = (
-            args.local_efs
-            or os.environ.get("LAUNCHER_LOCAL_EFS")
-            or os.path.expanduser(f"~/.local/share/efa-batch/efs/{cluster.stack_name}")
-        )
-        job_id = local.start(requests, cluster.job_queue_name, efs, warn=_err)
-        _err(f"started {requests.submit['jobName']} locally: {args.nodes} node(s), EFS at {efs}")
-        code = 0
-        if args.follow:
-            code = _follow(local.iter_logs(job_id, None, follow=True), lambda: local.load(job_id))
-        print(job_id)
-        return code
-
-
-def _status_line(job: dict) -> str:
-    from launcher.jobs import status_line
-
-    return status_line(job)
-
-
-def _describe(args, handle: str) -> dict:
-    from launcher import jobs, local
-
-    if local.is_local(handle):
-        return local.load(handle)
-    return jobs.describe(_aws(args), handle)
 
 
 def _image_arguments(parser: argparse.ArgumentParser) -> None:
@@ -246,11 +204,6 @@ def _image_arguments(parser: argparse.ArgumentParser) -> None:
         "(auto: docker when the workspace has Dockerfile.launcher)",
     )
     parser.add_argument("--platform", help="image platform (default: the cluster's, linux/amd64)")
-
-
-def _platform(cluster) -> str:
-    instance = cluster.instance
-    return f"linux/{instance.architecture if instance else 'amd64'}"
 
 
 class Build(Command):
@@ -267,42 +220,41 @@ class Build(Command):
         )
 
     def run(self, args):
-        from launcher.image.build import workspace_image
+        base = _base_image(args)
+        options = {
+            "builder": args.builder,
+            "dryrun": args.dryrun,
+            "progress": _console(),
+        }
+        if args.repo is None:  # the stack's repository, and the platform of its instances
+            built = _cluster(args).build(base, args.workspace, platform=args.platform, **options)
+        else:
+            from launcher.api import aws_session
+            from launcher.image.auth import is_ecr
+            from launcher.image.build import target_repository, workspace_image
 
-        base = args.image or os.environ.get("LAUNCHER_IMAGE")
-        if not base:
-            raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
-        aws = None
-        repo, platform = args.repo, args.platform
-        if repo is None:  # the stack's repository, and the platform of its instances
-            aws = _aws(args)
-            cluster = _cluster(args, aws)
-            repo, platform = cluster.repository_uri, platform or _platform(cluster)
-        elif ".dkr.ecr." in repo:
-            aws = _aws(args)  # ECR credentials come from AWS
-        platform = platform or "linux/amd64"
-        built = workspace_image(
-            base,
-            args.workspace,
-            repo,
-            aws=aws,
-            builder=args.builder,
-            platform=platform,
-            dryrun=args.dryrun,
-        )
+            needs_aws = is_ecr(target_repository(args.repo).registry)  # ECR credentials
+            built = workspace_image(
+                base,
+                args.workspace,
+                args.repo,
+                aws=aws_session(args.profile, args.region) if needs_aws else None,
+                platform=args.platform or "linux/amd64",
+                **options,
+            )
         if built.reused:
             _err("workspace unchanged: image already in the registry")
         print(built.reference)
         return 0
 
 
-def _follow(lines, final_job) -> int:
+def _follow(job) -> int:
     """Stream every node's log lines to stderr, then the job's end; exit code from its state."""
-    for node, message in lines:
-        _err(f"[node {node}] {message}")
-    job = final_job()
-    _err(_status_line(job))
-    return 0 if job["status"] == "SUCCEEDED" else 1
+    for line in job.logs(follow=True):
+        _err(f"[node {line.node}] {line.message}")
+    info = job.status()
+    _err(info.status_line())
+    return 0 if info.state == "SUCCEEDED" else 1
 
 
 class Status(Command):
@@ -313,38 +265,35 @@ class Status(Command):
         parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
 
     def run(self, args):
-        print(_status_line(_describe(args, args.job)))
+        print(_job(args, args.job).status().status_line())
         return 0
 
 
 class Describe(Command):
     name = "describe"
-    help = "show a job's details"
+    help = "show a job's details and each node's state"
 
     def add_arguments(self, parser):
         parser.add_argument("job")
         parser.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from launcher import jobs
-
-        job = _describe(args, args.job)
+        info = _job(args, args.job).describe()
         if args.json:
-            print(json.dumps(job, indent=2, default=str))
+            print(json.dumps(info.as_dict(), indent=2))
             return 0
-        container = (
-            job.get("nodeProperties", {}).get("nodeRangeProperties", [{}])[0].get("container", {})
-        )
         rows = {
-            "job": f"{job['jobId']} ({job['jobName']})",
-            "status": job["status"]
-            + (f": {job['statusReason']}" if job.get("statusReason") else ""),
-            "queue": job.get("jobQueue", "-"),
-            "definition": job.get("jobDefinition", "-"),
-            "nodes": jobs.node_count(job),
-            "image": container.get("image", "-"),
-            "attempts": len(job.get("attempts", [])),
+            "job": f"{info.job_id} ({info.name})",
+            "status": f"{info.state}" + (f": {info.reason}" if info.reason else ""),
+            "queue": info.queue or "-",
+            "definition": info.definition or "-",
+            "nodes": info.nodes,
+            "image": info.image or "-",
+            "attempts": info.attempts,
         }
+        for node in info.node_status:
+            code = "" if node.exit_code is None else f", exit {node.exit_code}"
+            rows[f"node {node.index}"] = f"{node.state}{code}"
         _print_fields(rows)
         return 0
 
@@ -360,18 +309,15 @@ class Logs(Command):
         parser.add_argument("--since", help="only the last DURATION, e.g. 10m")
 
     def run(self, args):
-        from launcher import jobs, jobspec, local
+        import time
 
-        since = jobspec.parse_since(args.since) if args.since else None
-        if local.is_local(args.job):
-            lines = local.iter_logs(args.job, args.node, args.follow)
-        else:
-            aws = _aws(args)
-            lines = jobs.iter_logs(
-                aws, _cluster(args, aws), args.job, args.node, since, args.follow
-            )
-        for node, message in lines:
-            print(message if args.node is not None else f"[node {node}] {message}", flush=True)
+        from launcher import jobspec
+
+        since = time.time() - jobspec.parse_since(args.since) if args.since else None
+        lines = _job(args, args.job).logs(node=args.node, since=since, follow=args.follow)
+        for line in lines:
+            text = line.message if args.node is not None else f"[node {line.node}] {line.message}"
+            print(text, flush=True)
         return 0
 
 
@@ -383,13 +329,8 @@ class Cancel(Command):
         parser.add_argument("job")
 
     def run(self, args):
-        from launcher import jobs, local
-
-        if local.is_local(args.job):
-            job = local.cancel(args.job)
-        else:
-            job = jobs.cancel(_aws(args), args.job)
-        _err(f"cancelled {job['jobId']} ({job['jobName']}, was {job['status']})")
+        info = _job(args, args.job).cancel()
+        _err(f"cancelled {info.job_id} ({info.name}, was {info.state})")
         return 0
 
 
@@ -403,18 +344,17 @@ class List(Command):
         parser.add_argument("--local", action="store_true", help="jobs run with run --local")
 
     def run(self, args):
-        from launcher import jobs, local
+        if args.local:  # local jobs need no stack
+            from launcher.local import LocalBackend
 
-        if args.local:
-            listed = local.list_jobs(include_finished=args.all)
+            listed = LocalBackend().list(include_finished=args.all)
         else:
-            aws = _aws(args)
-            listed = jobs.list_jobs(aws, _cluster(args, aws), include_finished=args.all)
+            listed = _cluster(args).list(all=args.all)
         if args.json:
-            print(json.dumps(listed, indent=2, default=str))
+            print(json.dumps([j.as_dict() for j in listed], indent=2))
             return 0
         for job in listed:
-            print(f"{job['jobId']}  {job['status']:<9}  {job['jobName']}")
+            print(f"{job.job_id}  {job.state.value:<9}  {job.name}")
         return 0
 
 

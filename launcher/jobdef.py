@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from launcher import prelude
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
-from launcher.jobspec import DEFAULT_EFS_PATH, JobSpec
+from launcher.jobspec import DEFAULT_EFS_PATH, JobSpec, NodeGroup
 
 EFA_DEVICE = "/dev/infiniband/uverbs{}"
 ULIMITS = (
@@ -70,8 +70,8 @@ def efa_environment(spec: JobSpec, cluster: ClusterInfo) -> dict[str, str]:
     return env
 
 
-def container_command(spec: JobSpec, gpus: int) -> list[str]:
-    command = list(spec.command)
+def container_command(spec: JobSpec, gpus: int, group: NodeGroup | None = None) -> list[str]:
+    command = list(group.command if group and group.command else spec.command)
     if spec.torchrun:
         # Master address, port and node rank come from the PET_* variables of the prelude.
         command = [
@@ -83,15 +83,16 @@ def container_command(spec: JobSpec, gpus: int) -> list[str]:
     return prelude.command(command)
 
 
-def resolve_gpus(spec: JobSpec, cluster: ClusterInfo) -> int:
-    if spec.gpus_per_node is None:
+def resolve_gpus(spec: JobSpec, cluster: ClusterInfo, group: NodeGroup | None = None) -> int:
+    wanted = group.gpus_per_node if group and group.gpus_per_node is not None else None
+    wanted = spec.gpus_per_node if wanted is None else wanted
+    if wanted is None:
         return cluster.gpus_per_node
-    if spec.gpus_per_node > cluster.gpus_per_node:
+    if wanted > cluster.gpus_per_node:
         raise UsageError(
-            f"--gpus-per-node {spec.gpus_per_node}: {cluster.instance_type} has "
-            f"{cluster.gpus_per_node} GPUs"
+            f"--gpus-per-node {wanted}: {cluster.instance_type} has {cluster.gpus_per_node} GPUs"
         )
-    return spec.gpus_per_node
+    return wanted
 
 
 def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
@@ -164,7 +165,9 @@ def _volumes(spec: JobSpec, cluster: ClusterInfo) -> tuple[list, list, list]:
     return volumes, mount_points, devices
 
 
-def environment(spec: JobSpec, cluster: ClusterInfo, gpus: int) -> dict[str, str]:
+def environment(
+    spec: JobSpec, cluster: ClusterInfo, gpus: int, group: NodeGroup | None = None
+) -> dict[str, str]:
     env = efa_environment(spec, cluster)
     env.update(
         {
@@ -174,12 +177,20 @@ def environment(spec: JobSpec, cluster: ClusterInfo, gpus: int) -> dict[str, str
             "LAUNCHER_EFS": next((m.dst for m in spec.mounts if m.kind == "efs"), DEFAULT_EFS_PATH),
         }
     )
+    if spec.groups and group is not None:
+        env["LAUNCHER_GROUP_FIRST_NODE"] = str(group.first)  # the prelude's replica id
+        if group.name:
+            env["LAUNCHER_GROUP"] = group.name
     env.update(dict(spec.env))  # the user's --env wins over every default
+    if group is not None:
+        env.update(dict(group.env))
     return env
 
 
-def container_properties(spec: JobSpec, cluster: ClusterInfo) -> dict:
-    gpus = resolve_gpus(spec, cluster)
+def container_properties(
+    spec: JobSpec, cluster: ClusterInfo, group: NodeGroup | None = None
+) -> dict:
+    gpus = resolve_gpus(spec, cluster, group)
     volumes, mount_points, devices = _volumes(spec, cluster)
     if efa_on(spec):
         devices = [
@@ -200,13 +211,13 @@ def container_properties(spec: JobSpec, cluster: ClusterInfo) -> dict:
     ]
     if gpus:
         resources.append({"type": "GPU", "value": str(gpus)})
-    env = environment(spec, cluster, gpus)
+    env = environment(spec, cluster, gpus, group)
     linux = {"sharedMemorySize": shm, "initProcessEnabled": True}
     if devices:
         linux["devices"] = devices
     return {
-        "image": spec.image,
-        "command": container_command(spec, gpus),
+        "image": group.image if group and group.image else spec.image,
+        "command": container_command(spec, gpus, group),
         "jobRoleArn": cluster.job_role_arn,
         "executionRoleArn": cluster.execution_role_arn,
         "instanceType": cluster.instance_type,
@@ -242,6 +253,14 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
             "mainNode": 0,
             "nodeRangeProperties": [
                 {"targetNodes": "0:", "container": container_properties(spec, cluster)}
+            ]
+            if not spec.groups
+            else [
+                {
+                    "targetNodes": f"{g.first}:{g.last}",
+                    "container": container_properties(spec, cluster, g),
+                }
+                for g in sorted(spec.groups, key=lambda g: g.first)
             ],
         },
         "retryStrategy": {
@@ -267,6 +286,18 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
         if spec.priority is not None:
             submit["schedulingPriorityOverride"] = spec.priority
     return Requests(register, submit)
+
+
+def node_ranges(definition: dict) -> list[tuple[tuple[int, int], dict]]:
+    """((first, last), container) for each node range of a job definition (or a job)."""
+    props = definition["nodeProperties"]
+    last_node = props["numNodes"] - 1
+    ranges = []
+    for node_range in props["nodeRangeProperties"]:
+        first, _, last = node_range["targetNodes"].partition(":")
+        bounds = (int(first or 0), int(last) if last else last_node)
+        ranges.append((bounds, node_range["container"]))
+    return ranges
 
 
 def describe_command(requests: Requests) -> str:

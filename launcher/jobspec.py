@@ -16,6 +16,11 @@ DEFAULT_ATTEMPTS = 3
 EFA_MODES = ("auto", "require", "off")
 MIN_TIMEOUT_SECONDS = 60  # AWS Batch refuses attemptDurationSeconds below 60
 
+# AWS Batch limits checked before anything is created (Batch API reference: SubmitJob,
+# RegisterJobDefinition, NodeRangeProperty; multi-node parallel jobs, node groups).
+MAX_TAGS = 50  # job + job definition tags together; over 50 Batch fails the job
+MAX_NODE_GROUPS = 5
+_SHARE_ID = re.compile(r"^[A-Za-z0-9]{1,255}\*?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
@@ -32,6 +37,24 @@ class Mount:
     src: str | None = None
     readonly: bool = False
     permissions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes ``first``..``last`` of the job with their own image, command, GPUs or env
+    (a Batch node range). Unset fields take the job's."""
+
+    first: int
+    last: int
+    image: str | None = None
+    command: tuple[str, ...] | None = None
+    gpus_per_node: int | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    name: str | None = None  # the TorchX role, for describe and logs
+
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
 
 
 @dataclass(frozen=True)
@@ -52,6 +75,7 @@ class JobSpec:
     tags: tuple[tuple[str, str], ...] = ()
     torchrun: bool = False
     rendezvous_port: int = DEFAULT_RENDEZVOUS_PORT
+    groups: tuple[NodeGroup, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -75,6 +99,53 @@ class JobSpec:
             raise UsageError(f"--priority {self.priority}: allowed 0-9999")
         if not 1024 <= self.rendezvous_port <= 65535:
             raise UsageError(f"--port {self.rendezvous_port}: allowed 1024-65535")
+        if self.share_id is not None and not _SHARE_ID.match(self.share_id):
+            raise UsageError(
+                f"--share-id {self.share_id!r}: use 1-255 letters and digits (AWS Batch)"
+            )
+        # One tag is the launcher's own (efa-batch:stack).
+        if len(dict(self.tags)) + 1 > MAX_TAGS:
+            raise UsageError(
+                f"--tag: {len(dict(self.tags))} tags and the stack's own exceed AWS Batch's "
+                f"{MAX_TAGS} per job; allowed: at most {MAX_TAGS - 1}"
+            )
+        for key, _ in self.env:
+            parse_env(f"{key}=")
+        self._check_groups()
+
+    def _check_groups(self) -> None:
+        if not self.groups:
+            return
+        if len(self.groups) > MAX_NODE_GROUPS:
+            raise UsageError(
+                f"node groups: {len(self.groups)}; AWS Batch allows {MAX_NODE_GROUPS} node "
+                "ranges per multi-node job"
+            )
+        covered = sorted((g.first, g.last) for g in self.groups)
+        expected = 0
+        for first, last in covered:
+            if first != expected or last < first:
+                raise UsageError(
+                    f"node groups {covered}: must cover nodes 0-{self.nodes - 1} in order, "
+                    "each node once"
+                )
+            expected = last + 1
+        if expected != self.nodes:
+            raise UsageError(
+                f"node groups {covered}: must cover nodes 0-{self.nodes - 1}, each node once"
+            )
+        for group in self.groups:
+            if group.gpus_per_node is not None and group.gpus_per_node < 0:
+                raise UsageError(f"node group {group.first}-{group.last}: GPUs must be 0 or more")
+            for key, _ in group.env:
+                parse_env(f"{key}=")
+
+    def group_of(self, node: int) -> NodeGroup:
+        """The node's group (the whole job as one group when none are given)."""
+        for group in self.groups:
+            if group.first <= node <= group.last:
+                return group
+        return NodeGroup(0, self.nodes - 1)
 
 
 def default_name(command: list[str] | tuple[str, ...]) -> str:

@@ -1,13 +1,16 @@
-"""Run a multi-node job on the local Docker engine, the way AWS Batch runs it on a cluster.
+"""The local backend: a multi-node job on the local Docker engine, run as AWS Batch runs it.
 
-The job definition is the one ``jobdef.build`` made for AWS; ``node_container`` turns it into
-one container per node (host networking, so all traffic stays on 127.0.0.1) with Batch's
-multi-node environment. The main node starts first. A detached supervisor process enforces
-the timeout, follows Batch's rules (the job ends with the main node: its exit code decides,
-the other nodes are stopped), saves every node's log and removes the containers.
+The job definition is the one ``jobdef.build`` made for AWS; ``node_container`` turns each
+node's range of it into one container (host networking, so all traffic stays on 127.0.0.1)
+with Batch's multi-node environment. The main node starts first. A detached supervisor
+process enforces the timeout, follows Batch's rules (the job ends with the main node: its exit
+code decides, the other nodes are stopped), saves every node's log with timestamps and
+removes the containers.
 
-State lives in ``$LAUNCHER_LOCAL_STATE`` (default ``~/.local/state/efa-batch``): one JSON
-file per job and one log file per node.
+State lives in ``$LAUNCHER_LOCAL_STATE`` (default ``~/.local/state/efa-batch``): one JSON file
+per job and one log file per node. The state file has one writer at a time: ``schedule`` until
+it hands the job to the supervisor, the supervisor from then on. ``cancel`` asks the
+supervisor (SIGTERM) and never writes the file while the supervisor lives.
 """
 
 from __future__ import annotations
@@ -15,24 +18,29 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
-from launcher.errors import UsageError
-from launcher.jobdef import Requests
+from launcher.backend import Say
+from launcher.errors import RemoteError, UsageError
+from launcher.job import JobInfo, JobState, LogLine, NodeStatus
+from launcher.jobdef import Requests, node_ranges
 
 PREFIX = "local-"
 LABEL = "efa-batch.job"
-TERMINAL = ("SUCCEEDED", "FAILED")
 _PERMS = {"READ": "r", "WRITE": "w", "MKNOD": "m"}
 TIMEOUT_REASON = "Job attempt duration exceeded timeout"
 EXIT_REASON = "Essential container in task exited"
+CANCEL_REASON = "cancelled with launcher cancel"
+LOST_REASON = "the local supervisor is gone; cancelled with launcher cancel"
 
 
 def state_dir() -> Path:
@@ -60,6 +68,7 @@ def node_container(
     efs_dir: str,
     infiniband: bool,
     gpus: bool,
+    attempt: int = 1,
     ulimit_caps: dict[str, int] | None = None,
 ) -> dict:
     """Keyword arguments for ``docker.containers.run`` for one node of the job."""
@@ -67,7 +76,7 @@ def node_container(
     env.update(
         {
             "AWS_BATCH_JOB_ID": f"{job_id}#{node}",
-            "AWS_BATCH_JOB_ATTEMPT": "1",
+            "AWS_BATCH_JOB_ATTEMPT": str(attempt),
             "AWS_BATCH_JOB_NUM_NODES": str(nodes),
             "AWS_BATCH_JOB_NODE_INDEX": str(node),
             "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
@@ -104,7 +113,7 @@ def node_container(
         "command": container["command"],
         "environment": env,
         "network_mode": "host",
-        "name": f"efa-batch-{job_id.removeprefix(PREFIX)[:12]}-{node}",
+        "name": f"efa-batch-{job_id.removeprefix(PREFIX)[:12]}-{attempt}-{node}",
         "labels": {LABEL: job_id, f"{LABEL}.node": str(node), f"{LABEL}.name": job_name},
         "ulimits": [_ulimit(u, (ulimit_caps or {}).get(u["name"])) for u in container["ulimits"]],
         "shm_size": f"{linux.get('sharedMemorySize', 64)}m",
@@ -152,7 +161,21 @@ def host_ulimit_caps() -> dict[str, int]:
     return caps
 
 
-# --- state -----------------------------------------------------------------------------------
+def parse_log_line(raw: bytes) -> tuple[float | None, str]:
+    """Docker's ``--timestamps`` line (RFC 3339, nanoseconds) -> (epoch seconds, message)."""
+    text = raw.decode(errors="replace")
+    stamp, sep, message = text.partition(" ")
+    if not sep or not stamp.endswith("Z") or "T" not in stamp:
+        return None, text
+    whole, _, fraction = stamp[:-1].partition(".")
+    try:
+        seconds = datetime.fromisoformat(whole + "+00:00").timestamp()
+    except ValueError:
+        return None, text
+    return seconds + float(f"0.{fraction or 0}"), message
+
+
+# --- state (one writer at a time, see the module docstring) -----------------------------------
 
 
 def _path(job_id: str) -> Path:
@@ -168,7 +191,7 @@ def load(handle: str) -> dict:
 
 
 def _save(job: dict) -> None:
-    tmp = _path(job["jobId"]).with_suffix(".tmp")
+    tmp = _path(job["jobId"]).with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(job, indent=2))
     tmp.replace(_path(job["jobId"]))
 
@@ -177,14 +200,59 @@ def log_path(job_id: str, node: int) -> Path:
     return state_dir() / job_id / f"node-{node}.log"
 
 
-def list_jobs(include_finished: bool) -> list[dict]:
-    jobs = [json.loads(p.read_text()) for p in state_dir().glob(f"{PREFIX}*.json")]
-    if not include_finished:
-        jobs = [j for j in jobs if j["status"] not in TERMINAL]
-    return sorted(jobs, key=lambda j: j["createdAt"], reverse=True)
+def _supervisor_pid(job_id: str) -> int | None:
+    try:
+        return int((state_dir() / job_id / "supervisor.pid").read_text())
+    except (OSError, ValueError):
+        return None
 
 
-# --- starting, supervising, cancelling --------------------------------------------------------
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) counts as gone.
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    return True
+
+
+def job_info(job: dict) -> JobInfo:
+    codes = job.get("exitCodes") or []
+    state = JobState(job["status"])
+    nodes = job["nodeProperties"]["numNodes"]
+    return JobInfo(
+        job_id=job["jobId"],
+        name=job["jobName"],
+        state=state,
+        reason=job.get("statusReason"),
+        nodes=nodes,
+        queue="local",
+        definition=job.get("jobDefinition"),
+        image=job["nodeProperties"]["nodeRangeProperties"][0]["container"]["image"],
+        attempts=job.get("attempt", 1) if state != JobState.STARTING else 0,
+        created_at=job["createdAt"] / 1000,
+        started_at=job["startedAt"] / 1000 if job.get("startedAt") else None,
+        stopped_at=job["stoppedAt"] / 1000 if job.get("stoppedAt") else None,
+        node_status=tuple(
+            NodeStatus(
+                index=n,
+                state=state,
+                reason=job.get("statusReason") if state.terminal else None,
+                exit_code=codes[n] if n < len(codes) else None,
+            )
+            for n in range(nodes)
+        ),
+        backend="local",
+    )
+
+
+# --- starting ---------------------------------------------------------------------------------
 
 
 def _check_port(port: int) -> None:
@@ -201,94 +269,214 @@ def _check_port(port: int) -> None:
             ) from None
 
 
-def start(
-    requests: Requests, queue: str, efs_dir: str, warn: Callable[[str], None] = lambda m: None
-) -> str:
-    from launcher.docker_client import docker_client
+def _docker_failure(what: str, exc: Exception) -> RemoteError:
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return RemoteError(f"Docker: {what}: {detail}")
 
-    register, submit = requests.register, requests.submit
-    container = register["nodeProperties"]["nodeRangeProperties"][0]["container"]
-    env = {e["name"]: e["value"] for e in container["environment"]}
-    _check_port(int(env["LAUNCHER_MAIN_PORT"]))
-    client = docker_client()
-    nodes = register["nodeProperties"]["numNodes"]
-    infiniband = Path("/dev/infiniband").is_dir()
-    if not infiniband and any(
-        d["hostPath"].startswith("/dev/infiniband/")
-        for d in container["linuxParameters"].get("devices", [])
-    ):
-        warn("no /dev/infiniband on this machine: EFA devices dropped (NCCL falls back to TCP)")
-    gpus = Path("/dev/nvidia0").exists()
-    if not gpus and any(r["type"] == "GPU" for r in container["resourceRequirements"]):
-        warn("no NVIDIA GPU on this machine: the job runs without GPUs")
-    Path(efs_dir).mkdir(parents=True, exist_ok=True)
-    job_id = f"{PREFIX}{uuid.uuid4()}"
-    timeout = register.get("timeout", {}).get("attemptDurationSeconds")
-    job = {
-        "jobId": job_id,
-        "jobName": submit["jobName"],
-        "jobQueue": "local",
-        "jobDefinition": register["jobDefinitionName"],
-        "status": "STARTING",
-        "createdAt": int(time.time() * 1000),
-        "nodeProperties": register["nodeProperties"],
-        "timeout": timeout,
-        "efsDir": efs_dir,
-        "containers": [],
-    }
-    _save(job)
-    (state_dir() / job_id).mkdir(exist_ok=True)
-    caps = None
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, queue: str = "local", efs_dir: str | None = None) -> None:
+        self.queue = queue
+        self.efs_dir = efs_dir
+
+    def schedule(self, requests: Requests, say: Say = lambda _: None) -> str:
+        from launcher.docker_client import docker_client
+
+        register, submit = requests.register, requests.submit
+        ranges = node_ranges(register)
+        env = {e["name"]: e["value"] for e in ranges[0][1]["environment"]}
+        _check_port(int(env["LAUNCHER_MAIN_PORT"]))
+        if self.efs_dir is None:
+            raise UsageError("a local run needs a directory standing in for EFS (--local-efs)")
+        client = docker_client()
+        containers = [c for _, c in ranges]
+        infiniband = Path("/dev/infiniband").is_dir()
+        if not infiniband and any(
+            d["hostPath"].startswith("/dev/infiniband/")
+            for c in containers
+            for d in c["linuxParameters"].get("devices", [])
+        ):
+            say("no /dev/infiniband on this machine: EFA devices dropped (NCCL falls back to TCP)")
+        gpus = Path("/dev/nvidia0").exists()
+        if not gpus and any(
+            r["type"] == "GPU" for c in containers for r in c["resourceRequirements"]
+        ):
+            say("no NVIDIA GPU on this machine: the job runs without GPUs")
+        Path(self.efs_dir).mkdir(parents=True, exist_ok=True)
+        job_id = f"{PREFIX}{uuid.uuid4()}"
+        job = {
+            "jobId": job_id,
+            "jobName": submit["jobName"],
+            "jobQueue": "local",
+            "jobDefinition": register["jobDefinitionName"],
+            "status": "STARTING",
+            "createdAt": int(time.time() * 1000),
+            "nodeProperties": register["nodeProperties"],
+            "timeout": register.get("timeout", {}).get("attemptDurationSeconds"),
+            "efsDir": self.efs_dir,
+            "queueName": self.queue,
+            "infiniband": infiniband,
+            "gpus": gpus,
+            "attempt": 1,
+            "containers": [],
+        }
+        _save(job)
+        (state_dir() / job_id).mkdir(exist_ok=True)
+        try:
+            for image in sorted({c["image"] for c in containers}):
+                _pull(client, image)
+            job["containers"], caps = _start_nodes(client, job, say)
+        except RemoteError:
+            job.update(status="FAILED", statusReason="could not start", stoppedAt=_now_ms())
+            _save(job)
+            raise
+        job.update(status="RUNNING", startedAt=_now_ms(), ulimitCaps=caps)
+        _save(job)  # the last write before the supervisor owns the file
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "launcher.local", job_id],
+            start_new_session=True,
+            # SIGTERM (a cancel) stays pending until the supervisor's handler is installed.
+            preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}),
+            stdin=subprocess.DEVNULL,
+            stdout=open(state_dir() / job_id / "supervisor.log", "ab"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        (state_dir() / job_id / "supervisor.pid").write_text(str(supervisor.pid))
+        return job_id
+
+    def describe(self, job_id: str, nodes: bool = False) -> JobInfo:
+        return job_info(load(job_id))
+
+    def cancel(self, job_id: str) -> JobInfo:
+        job = load(job_id)
+        if JobState(job["status"]).terminal:
+            raise UsageError(f"job {job['jobId']} already {job['status']}; nothing to cancel")
+        info = job_info(job)
+        pid = _supervisor_pid(job["jobId"])
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)  # the supervisor stops the nodes and records it
+            deadline = time.monotonic() + 60
+            while _alive(pid):
+                if JobState(load(job_id)["status"]).terminal:
+                    return info
+                if time.monotonic() > deadline:
+                    raise RemoteError(f"local job {job['jobId']}: the supervisor did not stop it")
+                time.sleep(0.1)
+            job = load(job_id)
+            if JobState(job["status"]).terminal:
+                return info
+        # No supervisor (it died, or never started): nobody else writes the state now.
+        from launcher.docker_client import docker_client
+
+        client = docker_client()
+        for cid in job["containers"]:
+            _remove(client, cid)
+        job.update(status="FAILED", statusReason=LOST_REASON, stoppedAt=_now_ms())
+        _save(job)
+        return info
+
+    def list(self, include_finished: bool = False) -> list[JobInfo]:
+        jobs = [job_info(json.loads(p.read_text())) for p in state_dir().glob(f"{PREFIX}*.json")]
+        if not include_finished:
+            jobs = [j for j in jobs if not j.state.terminal]
+        return sorted(jobs, key=lambda j: j.created_at or 0, reverse=True)
+
+    def log_iter(
+        self,
+        job_id: str,
+        node: int | None = None,
+        since: float | None = None,
+        follow: bool = False,
+        poll: float = 0.2,
+    ) -> Iterator[LogLine]:
+        job = load(job_id)
+        count = job["nodeProperties"]["numNodes"]
+        if node is not None and not 0 <= node < count:
+            raise UsageError(f"--node {node}: job {job['jobId']} has nodes 0-{count - 1}")
+        nodes = [node] if node is not None else list(range(count))
+        offsets = dict.fromkeys(nodes, 0)
+        partial = dict.fromkeys(nodes, b"")
+
+        def lines(n: int, data: bytes) -> Iterator[LogLine]:
+            stamp, message = parse_log_line(data)
+            if since is None or stamp is None or stamp >= since:
+                yield LogLine(n, message, stamp)
+
+        while True:
+            done = JobState(load(job_id)["status"]).terminal
+            for n in nodes:
+                path = log_path(job["jobId"], n)
+                if not path.exists():
+                    continue
+                with open(path, "rb") as f:
+                    f.seek(offsets[n])
+                    data = partial[n] + f.read()
+                    offsets[n] = f.tell()
+                *complete, partial[n] = data.split(b"\n")
+                for raw in complete:
+                    yield from lines(n, raw)
+            if not follow or done:
+                for n in nodes:
+                    if partial[n]:
+                        yield from lines(n, partial[n])
+                return
+            time.sleep(poll)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _container_for(job: dict, node: int) -> dict:
+    for (first, last), container in node_ranges(job):
+        if first <= node <= last:
+            return container
+    raise UsageError(f"node {node} is in no node range of job {job['jobId']}")
+
+
+def _start_nodes(client, job: dict, say: Say) -> tuple[list[str], dict | None]:
+    """Start every node, the main node first; return container ids and the ulimit caps used."""
+    caps = job.get("ulimitCaps")
+    started: list[str] = []
+    nodes = job["nodeProperties"]["numNodes"]
     try:
-        _pull(client, container["image"])
-        for node in range(nodes):  # the main node first, as Batch does
+        for node in range(nodes):
             while True:
                 run = node_container(
-                    container,
-                    job_id=job_id,
-                    job_name=submit["jobName"],
-                    queue=queue,
+                    _container_for(job, node),
+                    job_id=job["jobId"],
+                    job_name=job["jobName"],
+                    queue=job["queueName"],
                     node=node,
                     nodes=nodes,
-                    efs_dir=efs_dir,
-                    infiniband=infiniband,
-                    gpus=gpus,
+                    efs_dir=job["efsDir"],
+                    infiniband=job["infiniband"],
+                    gpus=job["gpus"],
+                    attempt=job["attempt"],
                     ulimit_caps=caps,
                 )
                 try:
-                    job["containers"].append(client.containers.run(**run).id)
+                    started.append(client.containers.run(**run).id)
                     break
                 except Exception as exc:
                     if caps is not None or "rlimit" not in str(exc):
                         raise
                     _remove(client, run["name"])
                     caps = host_ulimit_caps()
-                    warn(
+                    say(
                         "the Docker daemon may not raise ulimits here: memlock/stack/nofile "
                         f"capped at this machine's hard limits {caps}"
                     )
-            _save(job)
     except Exception as exc:
-        for cid in job["containers"]:
+        for cid in started:
             _remove(client, cid)
-        job.update(
-            status="FAILED",
-            statusReason=f"could not start: {exc}".splitlines()[0],
-            stoppedAt=int(time.time() * 1000),
-        )
-        _save(job)
-        raise UsageError(f"local job could not start: {str(exc).splitlines()[0]}") from None
-    job.update(status="RUNNING", startedAt=int(time.time() * 1000))
-    _save(job)
-    subprocess.Popen(
-        [sys.executable, "-m", "launcher.local", job_id],
-        start_new_session=True,
-        stdin=subprocess.DEVNULL,
-        stdout=open(state_dir() / job_id / "supervisor.log", "ab"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    return job_id
+        if isinstance(exc, UsageError):
+            raise
+        raise _docker_failure("could not start the job's containers", exc) from exc
+    return started, caps
 
 
 def _pull(client, image: str) -> None:
@@ -297,7 +485,10 @@ def _pull(client, image: str) -> None:
     try:
         client.images.get(image)
     except docker.errors.ImageNotFound:
-        client.images.pull(image)
+        try:
+            client.images.pull(image)
+        except docker.errors.APIError as exc:
+            raise _docker_failure(f"could not pull {image}", exc) from exc
 
 
 def _remove(client, container_id: str) -> None:
@@ -319,10 +510,16 @@ def _exit_code(client, container_id: str) -> int | None:
     )
 
 
+# --- the supervisor (python -m launcher.local JOB_ID) ---------------------------------------
+
+
 def supervise(job_id: str, poll: float = 0.2) -> None:
-    """Follow a started job to its end; run detached from the CLI by ``start``."""
+    """Follow a started job to its end; the state file's only writer from here on."""
     from launcher.docker_client import docker_client
 
+    cancelled = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: cancelled.set())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked by schedule()
     client = docker_client()
     job = load(job_id)
     containers = job["containers"]
@@ -330,7 +527,8 @@ def supervise(job_id: str, poll: float = 0.2) -> None:
     def copy_logs(node: int, cid: str) -> None:
         with open(log_path(job_id, node), "ab") as out:
             try:
-                for chunk in client.containers.get(cid).logs(stream=True, follow=True):
+                stream = client.containers.get(cid).logs(stream=True, follow=True, timestamps=True)
+                for chunk in stream:
                     out.write(chunk)
                     out.flush()
             except Exception:
@@ -345,6 +543,9 @@ def supervise(job_id: str, poll: float = 0.2) -> None:
     deadline = job["startedAt"] / 1000 + job["timeout"] if job.get("timeout") else None
     reason = None
     while (main_exit := _exit_code(client, containers[0])) is None:
+        if cancelled.is_set():
+            reason = CANCEL_REASON
+            break
         if deadline and time.time() > deadline:
             reason = TIMEOUT_REASON
             break
@@ -357,71 +558,26 @@ def supervise(job_id: str, poll: float = 0.2) -> None:
     codes = [_exit_code(client, cid) for cid in containers]
     for cid in containers:
         _remove(client, cid)
-    job = load(job_id)  # a cancel may have recorded its reason meanwhile
-    reason = job.get("cancelReason") or reason
+    if cancelled.is_set() and reason is None:
+        reason = CANCEL_REASON  # the cancel arrived as the main node ended
     success = reason is None and main_exit == 0
     job.update(
         status="SUCCEEDED" if success else "FAILED",
         statusReason=reason or (None if success else EXIT_REASON),
         exitCodes=codes,
-        stoppedAt=int(time.time() * 1000),
+        stoppedAt=_now_ms(),
     )
     _save(job)
 
 
-def cancel(handle: str) -> dict:
-    from launcher.docker_client import docker_client
-
-    job = load(handle)
-    if job["status"] in TERMINAL:
-        raise UsageError(f"job {job['jobId']} already {job['status']}; nothing to cancel")
-    job["cancelReason"] = "cancelled with launcher cancel"
-    _save(job)
-    client = docker_client()
-    for cid in job["containers"]:
-        with contextlib.suppress(Exception):
-            client.containers.get(cid).kill()
-    return job
-
-
-def wait(handle: str, timeout: float | None = None, poll: float = 0.2) -> dict:
-    end = time.time() + timeout if timeout else None
-    while (job := load(handle))["status"] not in TERMINAL:
-        if end and time.time() > end:
-            return job
+def wait(job_id: str, timeout: float | None = None, poll: float = 0.2) -> JobInfo:
+    """Until the job ends (or ``timeout`` seconds pass); for tests and the demo."""
+    end = time.monotonic() + timeout if timeout else None
+    while not (info := job_info(load(job_id))).state.terminal:
+        if end and time.monotonic() > end:
+            return info
         time.sleep(poll)
-    return job
-
-
-def iter_logs(
-    handle: str, node: int | None, follow: bool, poll: float = 0.2
-) -> Iterator[tuple[int, str]]:
-    job = load(handle)
-    count = job["nodeProperties"]["numNodes"]
-    if node is not None and not 0 <= node < count:
-        raise UsageError(f"--node {node}: job {job['jobId']} has nodes 0-{count - 1}")
-    nodes = [node] if node is not None else list(range(count))
-    offsets = dict.fromkeys(nodes, 0)
-    partial = dict.fromkeys(nodes, b"")
-    while True:
-        done = load(handle)["status"] in TERMINAL
-        for n in nodes:
-            path = log_path(job["jobId"], n)
-            if not path.exists():
-                continue
-            with open(path, "rb") as f:
-                f.seek(offsets[n])
-                data = partial[n] + f.read()
-                offsets[n] = f.tell()
-            *lines, partial[n] = data.split(b"\n")
-            for line in lines:
-                yield n, line.decode(errors="replace")
-        if not follow or done:
-            for n in nodes:
-                if partial[n]:
-                    yield n, partial[n].decode(errors="replace")
-            return
-        time.sleep(poll)
+    return info
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def state(docker_engine, tmp_path, monkeypatch):
     return tmp_path
 
 
-def run(image: str, command: str, tmp_path, **spec) -> tuple[dict, list[tuple[int, str]]]:
+def run(image: str, command: str, tmp_path, **spec):
     values = {
         "name": "efa",
         "command": ("sh", "-c", command),
@@ -61,9 +61,10 @@ def run(image: str, command: str, tmp_path, **spec) -> tuple[dict, list[tuple[in
         "rendezvous_port": free_port(),
     }
     requests = jobdef.build(JobSpec(**(values | spec)), cluster_info())
-    job_id = local.start(requests, "q", str(tmp_path / "efs"))
+    backend = local.LocalBackend("q", str(tmp_path / "efs"))
+    job_id = backend.schedule(requests)
     job = local.wait(job_id, timeout=120)
-    return job, list(local.iter_logs(job_id, None, follow=False))
+    return job, [(line.node, line.message) for line in backend.log_iter(job_id)]
 
 
 def lines(logs, node: int = 0) -> list[str]:
@@ -72,7 +73,7 @@ def lines(logs, node: int = 0) -> list[str]:
 
 def test_an_image_without_the_userspace_gets_one_unmistakable_line(state, busybox_base):
     job, logs = run(busybox_base, "echo training", state)
-    assert job["status"] == "SUCCEEDED"
+    assert job.state == "SUCCEEDED"
     for node in (0, 1):
         (warning,) = [line for line in lines(logs, node) if line.startswith("launcher: EFA")]
         assert warning.startswith("launcher: EFA WARNING: no libfabric (libfabric.so.1); no ")
@@ -82,8 +83,8 @@ def test_an_image_without_the_userspace_gets_one_unmistakable_line(state, busybo
 
 def test_efa_require_fails_the_job_before_the_command_runs(state, busybox_base):
     job, logs = run(busybox_base, "echo training", state, efa="require")
-    assert job["status"] == "FAILED"
-    assert job["exitCodes"][0] == prelude.EFA_REQUIRED_EXIT
+    assert job.state == "FAILED"
+    assert job.exit_code == prelude.EFA_REQUIRED_EXIT
     (error,) = [line for line in lines(logs) if line.startswith("launcher: EFA")]
     assert error.startswith("launcher: EFA ERROR: no libfabric") and "--efa require" in error
     assert "training" not in lines(logs)
@@ -92,7 +93,7 @@ def test_efa_require_fails_the_job_before_the_command_runs(state, busybox_base):
 def test_an_image_with_the_userspace_is_ready_and_nccl_can_find_the_plugin(state, efa_image):
     probe = 'echo "LD=$LD_LIBRARY_PATH PLUGIN=$NCCL_NET_PLUGIN"'
     job, logs = run(efa_image, probe, state, efa="require")
-    assert job["status"] == "SUCCEEDED"
+    assert job.state == "SUCCEEDED"
     main = lines(logs)
     (ready,) = [line for line in main if line.startswith("launcher: EFA")]
     assert ready == (
@@ -134,7 +135,7 @@ def test_the_transport_nccl_chose_is_one_line_per_node(state, efa_image, fixture
         state,
         mounts=(Mount("bind", "/fixtures", str(FIXTURES), readonly=True),),
     )
-    assert job["status"] == "SUCCEEDED"
+    assert job.state == "SUCCEEDED"
     for node in (0, 1):
         node_lines = lines(logs, node)
         assert node_lines.count(network_line) == 1
@@ -147,5 +148,5 @@ def test_the_transport_nccl_chose_is_one_line_per_node(state, efa_image, fixture
 
 def test_without_efa_the_prelude_only_does_the_rendezvous(state, busybox_base):
     job, logs = run(busybox_base, "echo $LAUNCHER_MAIN_ADDR", state, efa="off")
-    assert job["status"] == "SUCCEEDED"
+    assert job.state == "SUCCEEDED"
     assert lines(logs) == ["127.0.0.1"]

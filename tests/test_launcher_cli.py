@@ -95,8 +95,10 @@ def test_run_status_describe_logs_then_resubmit_registers_nothing(cluster):
 
     assert ok(launcher(cluster, "status", job_id)).stdout.split()[2] == "RUNNABLE"
     described = json.loads(ok(launcher(cluster, "describe", job_id, "--json")).stdout)
-    assert described["nodeProperties"]["numNodes"] == 2
-    assert "RUNNABLE" in ok(launcher(cluster, "describe", job_id)).stdout
+    assert (described["nodes"], described["state"]) == (2, "RUNNABLE")
+    assert [n["index"] for n in described["node_status"]] == [0, 1]
+    text = ok(launcher(cluster, "describe", job_id)).stdout
+    assert "RUNNABLE" in text and "node 1" in text
 
     moto_gaps.run_job(
         ACCOUNT,
@@ -132,7 +134,7 @@ def test_list_shows_active_jobs_and_all_with_all(cluster):
     everything = json.loads(ok(launcher(cluster, "list", "--all", "--json")).stdout)
     assert active_id in active
     assert "SUCCEEDED" not in active and "FAILED" not in active
-    statuses = {j["status"] for j in everything}
+    statuses = {j["state"] for j in everything}
     assert {"RUNNABLE", "SUCCEEDED", "FAILED"} <= statuses
 
 
@@ -147,6 +149,10 @@ def test_list_shows_active_jobs_and_all_with_all(cluster):
         (["--priority", "5"], "has no fair-share scheduling policy"),
         (["--gpus-per-node", "9"], "p4d.24xlarge has 8 GPUs"),
         (["--nodes", "0"], "--nodes 0: a job needs at least 1 node"),
+        # Batch fails a job with more than 50 tags, its stack tag included (SubmitJob).
+        ([a for i in range(50) for a in ("--tag", f"k{i}=v")], "exceed AWS Batch's 50 per job"),
+        (["--share-id", "a b"], "--share-id 'a b': use 1-255 letters and digits"),
+        (["--efa", "require", "--gpus-per-node", "9"], "p4d.24xlarge has 8 GPUs"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_submits_nothing(cluster, args, fragment):
@@ -189,7 +195,7 @@ def test_aws_failure_exits_1_with_the_failed_call(cluster):
 
 
 def test_run_follow_streams_every_node_and_exits_with_the_job(cluster):
-    before = {j["jobId"] for j in json.loads(ok(launcher(cluster, "list", "--json")).stdout)}
+    before = {j["job_id"] for j in json.loads(ok(launcher(cluster, "list", "--json")).stdout)}
     env = {k: v for k, v in os.environ.items() if k != "LAUNCHER_STACK"} | cluster.env
     args = ["run", "--no-workspace", "--image", IMAGE, "--nodes", "2", "--follow", "--", "x"]
     follower = subprocess.Popen(
@@ -198,7 +204,7 @@ def test_run_follow_streams_every_node_and_exits_with_the_job(cluster):
     try:
         for _ in range(100):
             listed = json.loads(ok(launcher(cluster, "list", "--json")).stdout)
-            new = [j["jobId"] for j in listed if j["jobId"] not in before]
+            new = [j["job_id"] for j in listed if j["job_id"] not in before]
             if new:
                 break
             time.sleep(0.2)
@@ -217,3 +223,9 @@ def test_run_follow_streams_every_node_and_exits_with_the_job(cluster):
     assert out.strip().splitlines()[-1] == job_id
     assert "[node 0] main says hi" in err and "[node 1] worker says hi" in err
     assert f"{job_id} x FAILED" in err
+
+
+def test_forty_nine_tags_are_accepted(cluster):
+    tags = [a for i in range(49) for a in ("--tag", f"k{i}=v")]
+    requests = json.loads(ok(submit(cluster, "--dryrun", *tags)).stdout)
+    assert len(requests["submitJob"]["tags"]) == 50  # with the stack's own

@@ -78,7 +78,7 @@ def stack(moto_server, synth_default):
 
 @pytest.fixture
 def env(moto_server, docker_engine, registry, tmp_path, monkeypatch):
-    # The library calls below (local.start, local.wait) read these from the environment.
+    # The library calls below (LocalBackend, local.wait) read these from the environment.
     monkeypatch.setenv("DOCKER_HOST", docker_engine.host)
     monkeypatch.setenv("LAUNCHER_LOCAL_STATE", str(tmp_path / "state"))
     return {
@@ -149,7 +149,7 @@ def test_two_nodes_rendezvous_over_tcp_with_the_launcher_variables(
     assert "SUCCEEDED" in launcher(env, "status", job_id).stdout
     assert "rank 1 of 2: main at" in launcher(env, "logs", job_id, "--node", "1").stdout
     listed = json.loads(launcher(env, "list", "--local", "--all", "--json").stdout)
-    assert [j["jobId"] for j in listed] == [job_id]
+    assert [j["job_id"] for j in listed] == [job_id]
     assert no_job_containers(docker_engine)
 
 
@@ -164,7 +164,7 @@ def _start(env, command: str, busybox_base, **spec_kwargs) -> str:
         ),
         cluster_info(),
     )
-    return local.start(requests, "q", env["LAUNCHER_LOCAL_EFS"])
+    return local.LocalBackend("q", env["LAUNCHER_LOCAL_EFS"]).schedule(requests)
 
 
 def test_main_node_failure_fails_the_job_and_stops_the_workers(env, busybox_base, docker_engine):
@@ -172,8 +172,8 @@ def test_main_node_failure_fails_the_job_and_stops_the_workers(env, busybox_base
         env, 'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 0 ]; then exit 3; fi; sleep 600', busybox_base
     )
     job = local.wait(job_id, timeout=60)
-    assert (job["status"], job["statusReason"]) == ("FAILED", local.EXIT_REASON)
-    assert job["exitCodes"][0] == 3
+    assert (job.state, job.reason) == ("FAILED", local.EXIT_REASON)
+    assert job.exit_code == 3
     assert no_job_containers(docker_engine)
 
 
@@ -183,7 +183,7 @@ def test_killed_main_node_fails_the_job(env, busybox_base, docker_engine):
     main = client.containers.get(local.load(job_id)["containers"][0])
     main.kill()
     job = local.wait(job_id, timeout=60)
-    assert job["status"] == "FAILED" and job["exitCodes"][0] == 137
+    assert job.state == "FAILED" and job.exit_code == 137
     assert no_job_containers(docker_engine)
 
 
@@ -194,9 +194,9 @@ def test_timeout_stops_every_node(env, busybox_base, docker_engine):
     )
     requests.register["timeout"] = {"attemptDurationSeconds": 2}  # the CLI's floor is 60 s
     start = time.time()
-    job_id = local.start(requests, "q", env["LAUNCHER_LOCAL_EFS"])
+    job_id = local.LocalBackend("q", env["LAUNCHER_LOCAL_EFS"]).schedule(requests)
     job = local.wait(job_id, timeout=60)
-    assert (job["status"], job["statusReason"]) == ("FAILED", local.TIMEOUT_REASON)
+    assert (job.state, job.reason) == ("FAILED", local.TIMEOUT_REASON)
     assert time.time() - start < 30
     assert no_job_containers(docker_engine)
 
@@ -207,7 +207,7 @@ def test_cancel_during_the_run(env, busybox_base, docker_engine):
     result = launcher(env, "cancel", job_id)
     assert result.returncode == 0, result.stderr
     job = local.wait(job_id, timeout=60)
-    assert (job["status"], job["statusReason"]) == ("FAILED", "cancelled with launcher cancel")
+    assert (job.state, job.reason) == ("FAILED", "cancelled with launcher cancel")
     assert "started" in launcher(env, "logs", job_id).stdout
     assert launcher(env, "cancel", job_id).returncode == 2
     assert no_job_containers(docker_engine)
@@ -237,3 +237,44 @@ def test_no_docker_daemon_says_how_to_start_one(stack, env, busybox_base, tmp_pa
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert "no Docker daemon at unix://" in line and "start one" in line
+
+
+def test_cancel_asks_the_supervisor_and_only_it_writes_the_outcome(env, busybox_base):
+    """One writer: cancel signals the supervisor (bug: both wrote the state file)."""
+    job_id = _start(env, "sleep 600", busybox_base)
+    backend = local.LocalBackend()
+    before = backend.cancel(job_id)
+    assert before.state == "RUNNING"
+    job = local.wait(job_id, timeout=30)
+    assert (job.state, job.reason) == ("FAILED", local.CANCEL_REASON)
+
+
+def test_cancel_after_the_supervisor_died_ends_the_job(env, busybox_base, docker_engine):
+    job_id = _start(env, "sleep 600", busybox_base)
+    pid = int((local.state_dir() / job_id / "supervisor.pid").read_text())
+    os.kill(pid, 9)
+    time.sleep(0.5)
+    local.LocalBackend().cancel(job_id)
+    job = local.wait(job_id, timeout=5)
+    assert (job.state, job.reason) == ("FAILED", local.LOST_REASON)
+    assert no_job_containers(docker_engine)
+
+
+def test_a_docker_failure_is_a_system_failure_exit_1(stack, env, docker_engine):
+    """An image nobody can pull is Docker failing, not bad input (bug: exit 2)."""
+    image = f"127.0.0.1:{free_port()}/absent/image:1"
+    result = run_true_locally(env, image, str(free_port()))
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert line.startswith("launcher: error: Docker: could not pull 127.0.0.1:")
+    assert no_job_containers(docker_engine)
+
+
+def test_logs_since_applies_to_local_jobs(env, busybox_base):
+    """--since reads the containers' timestamps (bug: ignored for local jobs)."""
+    job_id = _start(env, "echo early; sleep 3; echo late", busybox_base)
+    local.wait(job_id, timeout=60)
+    recent = launcher(env, "logs", job_id, "--node", "0", "--since", "2s").stdout
+    everything = launcher(env, "logs", job_id, "--node", "0").stdout
+    assert "late" in recent and "early" not in recent
+    assert "early" in everything and "late" in everything

@@ -1,10 +1,11 @@
-"""Progress is drawn on a terminal and silent otherwise."""
+"""Progress: the library emits events; the CLI draws transfers on a terminal only."""
 
 from __future__ import annotations
 
 import io
 
-from launcher.image.progress import Progress
+from launcher.console import Console
+from launcher.progress import Event, Transfer
 
 
 class Terminal(io.StringIO):
@@ -12,21 +13,30 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_progress_draws_on_a_terminal():
+def test_transfers_are_drawn_on_a_terminal_and_messages_always_printed():
     out = Terminal()
-    progress = Progress("upload", total=4 * 2**20, stream=out)
-    progress.update(2**20)
-    progress.line("step 1/2")
-    progress.close()
+    transfer = Transfer("upload", Console(out), total=4 * 2**20)
+    transfer.update(2**20)
+    transfer.message("step 1/2")
+    transfer.close()
     text = out.getvalue()
-    assert "upload:" in text and "4.0 MiB" in text and "step 1/2" in text
+    assert "upload: 1.0 MiB / 4.0 MiB" in text and "step 1/2\n" in text
     assert text.endswith("\n")
 
 
-def test_progress_is_silent_when_not_a_terminal():
+def test_only_messages_reach_a_pipe():
     out = io.StringIO()
-    progress = Progress("upload", stream=out)
-    progress.update(10)
-    progress.line("step")
-    progress.close()
-    assert out.getvalue() == ""
+    console = Console(out)
+    transfer = Transfer("upload", console)
+    transfer.update(10)
+    transfer.close()
+    console(Event("submitted"))
+    assert out.getvalue() == "submitted\n"
+
+
+def test_the_library_is_silent_without_a_callback(capsys):
+    transfer = Transfer("upload", None)
+    transfer.update(10)
+    transfer.message("nothing printed")
+    transfer.close()
+    assert capsys.readouterr() == ("", "")

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from launcher.errors import RemoteError
-from launcher.image import auth, manifest
+from launcher.image import auth, manifest, reference
 from launcher.image.registry import Registry
 
 MANIFEST = json.dumps(
@@ -103,3 +103,50 @@ def test_ecr_credentials_come_from_get_authorization_token(moto_server, monkeypa
     user, password = auth.credentials("123456789012.dkr.ecr.us-east-1.amazonaws.com", Aws())
     assert user == "AWS" and password
     assert auth.credentials("registry.example.com", Aws()) is None
+
+
+def _docker_config(tmp_path, monkeypatch, config: dict) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+
+
+def _basic(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_docker_hub_logins_are_found_under_the_index_url(tmp_path, monkeypatch):
+    """`docker login` keeps Docker Hub under https://index.docker.io/v1/ (bug: missed)."""
+    _docker_config(
+        tmp_path,
+        monkeypatch,
+        {"auths": {"https://index.docker.io/v1/": {"auth": _basic("hub", "pw")}}},
+    )
+    assert auth.credentials(reference.DOCKER_HUB) == ("hub", "pw")
+
+
+def test_url_keyed_entries_match_their_host(tmp_path, monkeypatch):
+    _docker_config(
+        tmp_path,
+        monkeypatch,
+        {"auths": {"https://registry.example.com/v2/": {"auth": _basic("u", "p")}}},
+    )
+    assert auth.credentials("registry.example.com") == ("u", "p")
+    assert auth.credentials("other.example.com") is None
+
+
+def test_fips_and_china_ecr_hosts_are_ecr():
+    assert auth.is_ecr("123456789012.dkr.ecr-fips.us-east-1.amazonaws.com")
+    assert auth.is_ecr("123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn")
+    assert not auth.is_ecr("registry.example.com")
+
+
+def test_the_ecr_token_call_goes_through_the_aws_module(moto_server, monkeypatch, tmp_path):
+    """One module talks to AWS: the token call is counted there (bug: it bypassed it)."""
+    for key, value in moto_server.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    from launcher.aws import Aws
+
+    aws = Aws()
+    auth.credentials("123456789012.dkr.ecr-fips.us-east-1.amazonaws.com", aws)
+    assert aws.calls == 1

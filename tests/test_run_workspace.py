@@ -67,3 +67,26 @@ def test_dryrun_computes_the_exact_image_and_pushes_nothing_then_run_pushes_it(
     digest = image.split("@")[1]
     head = requests.head(f"http://{registry.host}/v2/{repo}/manifests/{digest}", timeout=10)
     assert head.status_code == 200
+
+
+def test_a_job_the_cluster_cannot_run_uploads_nothing(
+    moto_server, stack, registry, busybox_base, tmp_path
+):
+    """Validation against the cluster comes before the workspace image (bug: it came after)."""
+    ws = workspace(tmp_path / "ws", "too big")
+    registry.requests()
+    result = run(
+        moto_server,
+        registry,
+        "--image",
+        busybox_base,
+        "--workspace",
+        str(ws),
+        "--nodes",
+        "999",
+        "--",
+        "/workspace/run.sh",
+    )
+    assert result.returncode == 2
+    assert "--nodes 999: the compute environment of EfaBatch runs at most 2" in result.stderr
+    assert registry.requests() == []  # not even a HEAD: nothing was looked up or pushed

@@ -1,15 +1,16 @@
-"""Registry credentials: ECR through boto3 (no `docker login`), else the Docker config file."""
+"""Registry credentials: ECR through boto3 (no `docker login`), else Docker's own config.
+
+The Docker config file (``$DOCKER_CONFIG/config.json``: ``auths``, ``credHelpers``,
+``credsStore``) is read by the Docker SDK's resolver, which knows Docker's rules: Docker Hub
+logins kept under ``https://index.docker.io/v1/``, URL-keyed legacy entries, credential
+helpers and stores.
+"""
 
 from __future__ import annotations
 
-import base64
-import json
-import os
 import re
-import subprocess
-from pathlib import Path
 
-from launcher.errors import RemoteError
+from launcher.image.reference import DOCKER_HUB
 
 ECR_HOST = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$"
@@ -17,45 +18,31 @@ ECR_HOST = re.compile(
 Credentials = tuple[str, str]
 
 
+def is_ecr(host: str) -> bool:
+    return ECR_HOST.match(host) is not None
+
+
 def ecr_credentials(host: str, aws) -> Credentials | None:
     match = ECR_HOST.match(host)
     if not match or aws is None:
         return None
-    ecr = aws.session.client("ecr", region_name=match["region"])
-    try:
-        data = ecr.get_authorization_token(registryIds=[match["account"]])["authorizationData"]
-    except Exception as exc:  # botocore errors: the one line says which call failed
-        raise RemoteError(f"AWS GetAuthorizationToken for {host} failed: {exc}") from exc
-    user, _, password = base64.b64decode(data[0]["authorizationToken"]).decode().partition(":")
-    return user, password
+    return aws.ecr_authorization(match["account"], match["region"])
 
 
 def docker_config_credentials(host: str) -> Credentials | None:
-    path = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
+    import docker.auth
+
     try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError):
+        config = docker.auth.load_config()
+        # The SDK names Docker Hub by its index (docker.io); we speak to registry-1.docker.io.
+        entry = config.resolve_authconfig(None if host == DOCKER_HUB else host)
+    except Exception:  # an unreadable config or a failing helper: no credentials, as docker
         return None
-    helper = (config.get("credHelpers") or {}).get(host) or config.get("credsStore")
-    if helper:
-        try:
-            out = subprocess.run(
-                [f"docker-credential-{helper}", "get"],
-                input=host,
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=True,
-            ).stdout
-            found = json.loads(out)
-            return found["Username"], found["Secret"]
-        except (OSError, subprocess.SubprocessError, ValueError, KeyError):
-            pass
-    entry = (config.get("auths") or {}).get(host) or {}
-    if entry.get("auth"):
-        user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-        return user, password
-    return None
+    if not entry:
+        return None
+    user = entry.get("username") or entry.get("Username")
+    secret = entry.get("password") or entry.get("Password")
+    return (user, secret) if user and secret else None
 
 
 def credentials(host: str, aws=None) -> Credentials | None:

@@ -9,6 +9,7 @@ from launcher.errors import UsageError
 from launcher.image import auth, manifest, reference
 from launcher.image.patch import Patched, patch
 from launcher.image.registry import Registry
+from launcher.progress import ProgressFn
 
 DOCKERFILE_ENV = "LAUNCHER_DOCKERFILE"
 DEFAULT_DOCKERFILE = "Dockerfile.launcher"
@@ -45,6 +46,7 @@ def workspace_image(
     builder: str = "auto",
     platform: str = "linux/amd64",
     dryrun: bool = False,
+    progress: ProgressFn | None = None,
 ) -> Patched:
     if not Path(workspace).is_dir():
         raise UsageError(f"--workspace {os.fspath(workspace)!r}: no such directory")
@@ -79,5 +81,14 @@ def workspace_image(
             registry_for,
             auth.credentials(repo_ref.registry, aws),
             dryrun=dryrun,
+            progress=progress,
         )
-    return patch(base_ref, repo_ref, workspace, target_platform, registry_for, dryrun=dryrun)
+    return patch(
+        base_ref,
+        repo_ref,
+        workspace,
+        target_platform,
+        registry_for,
+        dryrun=dryrun,
+        progress=progress,
+    )

@@ -16,8 +16,8 @@ from launcher.docker_client import docker_client
 from launcher.errors import RemoteError, UsageError
 from launcher.image import layer, manifest
 from launcher.image.patch import Patched, RegistryFor, lookup
-from launcher.image.progress import Progress
 from launcher.image.reference import Reference
+from launcher.progress import ProgressFn, Transfer
 
 BUILD_ARG = "BASE_IMAGE"
 # Used with --builder docker when the workspace has no Dockerfile of its own.
@@ -53,6 +53,7 @@ def docker_build(
     credentials: tuple[str, str] | None,
     *,
     dryrun: bool = False,
+    progress: ProgressFn | None = None,
 ) -> Patched:
     recipe = (Path(workspace) / dockerfile).read_text() if dockerfile else GENERATED_DOCKERFILE
     found = lookup(base, repo, workspace, platform, registry_for, "docker\n" + recipe)
@@ -63,7 +64,7 @@ def docker_build(
         return Patched(f"{repo.name}@<digest of the docker build, known after push>", tag, False)
 
     client = docker_client()
-    progress = Progress("docker build")
+    steps = Transfer("docker build", progress)
     kwargs = {
         "buildargs": {BUILD_ARG: str(base.with_digest(base_digest))},
         "tag": f"{repo.name}:{tag}",
@@ -82,14 +83,14 @@ def docker_build(
         if "error" in event:
             raise UsageError(f"docker build failed: {event['error'].strip()}")
         if event.get("stream", "").strip():
-            progress.line(event["stream"].rstrip())
+            steps.message(event["stream"].rstrip())
     digest = None
     for event in client.api.push(repo.name, tag=tag, auth_config=auth, stream=True, decode=True):
         if "error" in event:
             raise RemoteError(f"docker push to {repo.name} failed: {event['error']}")
         digest = (event.get("aux") or {}).get("Digest", digest)
         if event.get("status") and event.get("id"):
-            progress.line(f"{event['id']}: {event['status']}")
+            steps.message(f"{event['id']}: {event['status']}")
     if not digest:
         raise RemoteError(f"docker push to {repo.name} reported no digest")
     return Patched(str(repo.with_digest(digest)), tag, False)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from launcher.errors import UsageError
 from launcher.image import layer, manifest
-from launcher.image.progress import Progress
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
+from launcher.progress import ProgressFn, Transfer
 
 WORKDIR = "/workspace"
 ENV = {"LAUNCHER_WORKSPACE": WORKDIR}
@@ -126,7 +126,7 @@ def patch(
     registry_for: RegistryFor,
     *,
     dryrun: bool = False,
-    progress: Progress | None = None,
+    progress: ProgressFn | None = None,
 ) -> Patched:
     found = lookup(base, repo, workspace, platform, registry_for, json.dumps(ENV) + WORKDIR)
     if found.existing:
@@ -135,18 +135,18 @@ def patch(
     source, target = registry_for(base), registry_for(repo)
     base_manifest, kind, base_config = base_image(source, base, found.base_digest, platform)
     digests = layer.LayerDigests()
-    progress = progress or Progress("workspace layer")
+    transfer = Transfer("workspace layer", progress)
     if dryrun:
         for chunk in layer.gzip_layer(workspace, entries, digests):
-            progress.update(len(chunk))
+            transfer.update(len(chunk))
     else:
         target.upload(
             target.start_upload(repo.repository),
             layer.gzip_layer(workspace, entries, digests),
             lambda: digests.digest,
-            progress.update,
+            transfer.update,
         )
-    progress.close()
+    transfer.close()
     if digests.diff_id != diff_id:
         raise UsageError(f"--workspace {workspace}: files changed while the layer was built")
     config = manifest.patched_config(

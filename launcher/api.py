@@ -1,0 +1,310 @@
+"""The Python API: a cluster found by its stack, and the jobs run on it.
+
+    from launcher import Cluster
+    cluster = Cluster.from_stack("EfaBatch")
+    job = cluster.run(["python", "train.py"], nodes=2, image=BASE, workspace=".")
+    job.wait(timeout=3600)
+    for line in job.logs(follow=True): ...
+
+Every run goes validate (spec and cluster) -> workspace image -> register and submit, so bad
+input raises ``UsageError`` before anything is uploaded or submitted. Nothing here prints:
+steps and transfers go to the optional ``progress`` callback (``launcher.progress``). The CLI
+and the TorchX scheduler are front doors to this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher import jobdef, jobspec
+from launcher.backend import Backend
+from launcher.cluster import ClusterInfo
+from launcher.errors import UsageError
+from launcher.job import JobInfo, LogLine
+from launcher.jobspec import JobSpec
+from launcher.outputs import DEFAULT_STACK_NAME
+from launcher.progress import ProgressFn, say
+
+STACK_ENV = "LAUNCHER_STACK"
+LOCAL_EFS_ENV = "LAUNCHER_LOCAL_EFS"
+
+
+def default_stack() -> str:
+    return os.environ.get(STACK_ENV, DEFAULT_STACK_NAME)
+
+
+def aws_session(profile: str | None = None, region: str | None = None):
+    from launcher.aws import Aws
+
+    return Aws(profile=profile, region=region)
+
+
+def make_spec(command: Sequence[str], **options) -> JobSpec:
+    """A job spec from a command and keyword options, validated on its own (no cluster):
+    ``nodes``, ``image``, ``env`` (mapping or pairs), ``mounts``, ``gpus_per_node``, ``efa``,
+    ``shm_mib``, ``timeout_seconds``, ``attempts``, ``share_id``, ``priority``, ``tags``,
+    ``torchrun``, ``rendezvous_port``, ``groups`` and ``name`` (default: from the command)."""
+    command = tuple(command)
+    options.setdefault("name", jobspec.default_name(command))
+    for key in ("env", "tags"):
+        if isinstance(options.get(key), dict):
+            options[key] = tuple(options[key].items())
+    if not options.get("image"):
+        raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
+    return JobSpec(command=command, **options)
+
+
+def backend_for(job_id: str, aws=None) -> Backend:
+    """The backend that owns a job id: ``local-...`` ids are the local engine's."""
+    from launcher import local
+
+    if local.is_local(job_id):
+        return local.LocalBackend()
+    from launcher.batch import BatchBackend
+
+    return BatchBackend(aws or aws_session())
+
+
+@dataclass
+class Job:
+    """A job on one backend; every method is one round of calls to it."""
+
+    job_id: str
+    backend: Backend
+
+    @classmethod
+    def attach(cls, job_id: str, *, profile: str | None = None, region: str | None = None) -> Job:
+        """A job by its id, without reading any stack (``status`` costs one call)."""
+        from launcher import local
+
+        aws = None if local.is_local(job_id) else aws_session(profile, region)
+        return cls(job_id, backend_for(job_id, aws))
+
+    def status(self) -> JobInfo:
+        return self.backend.describe(self.job_id)
+
+    def describe(self) -> JobInfo:
+        """The job and each node's state (one more call on AWS)."""
+        return self.backend.describe(self.job_id, nodes=True)
+
+    def logs(
+        self, *, node: int | None = None, since: float | None = None, follow: bool = False
+    ) -> Iterator[LogLine]:
+        """Each node's lines; ``since`` in seconds since the epoch; ``follow`` until the end."""
+        return self.backend.log_iter(self.job_id, node=node, since=since, follow=follow)
+
+    def cancel(self) -> JobInfo:
+        return self.backend.cancel(self.job_id)
+
+    def wait(self, timeout: float | None = None, poll: float = 5.0) -> JobInfo:
+        """Until the job ends, or ``timeout`` seconds pass (then its state at that moment)."""
+        end = time.monotonic() + timeout if timeout is not None else None
+        while not (info := self.status()).state.terminal:
+            if end is not None and time.monotonic() >= end:
+                return info
+            time.sleep(poll if end is None else max(0.0, min(poll, end - time.monotonic())))
+        return info
+
+
+class Cluster:
+    """The cluster of one efa-batch stack, discovered from its outputs."""
+
+    def __init__(self, info: ClusterInfo, aws=None) -> None:
+        self.info = info
+        self._aws = aws
+
+    @classmethod
+    def from_stack(
+        cls,
+        name: str | None = None,
+        *,
+        profile: str | None = None,
+        region: str | None = None,
+        aws=None,
+    ) -> Cluster:
+        """The stack named ``name`` (default: ``$LAUNCHER_STACK``, then ``EfaBatch``); one
+        DescribeStacks call. ``aws``: a ``launcher.aws.Aws`` to share (it counts calls)."""
+        from launcher.cluster import from_stack
+
+        aws = aws or aws_session(profile, region)
+        return cls(from_stack(aws.describe_stack(name or default_stack())), aws)
+
+    @property
+    def aws(self):
+        if self._aws is None:
+            self._aws = aws_session(region=self.info.region)
+        return self._aws
+
+    @property
+    def platform(self) -> str:
+        instance = self.info.instance
+        return f"linux/{instance.architecture if instance else 'amd64'}"
+
+    # --- building requests (no side effects) --------------------------------------------
+
+    def spec(
+        self, command: Sequence[str] | None = None, *, spec: JobSpec | None = None, **options
+    ) -> JobSpec:
+        """A spec (``make_spec``'s options, or one made already) checked against this cluster:
+        node count, GPUs, EFA, shared memory, fair share. Raises UsageError; no I/O."""
+        if spec is None:
+            if command is None:
+                raise UsageError(
+                    "no command given; put it after --, e.g. launcher run -- python train.py"
+                )
+            spec = make_spec(command, **options)
+        jobdef.validate(spec, self.info)
+        return spec
+
+    def requests(self, spec: JobSpec) -> jobdef.Requests:
+        return jobdef.build(spec, self.info)
+
+    # --- workspace images ---------------------------------------------------------------
+
+    def build(
+        self,
+        image: str,
+        workspace: str | os.PathLike = ".",
+        *,
+        builder: str = "auto",
+        platform: str | None = None,
+        dryrun: bool = False,
+        progress: ProgressFn | None = None,
+    ):
+        """Patch ``workspace`` into ``image`` in the cluster's registry; ``.reference`` is
+        ``REPO@sha256:...``. With ``dryrun`` the digest is computed and nothing is pushed."""
+        from launcher.image.build import workspace_image
+
+        return workspace_image(
+            image,
+            workspace,
+            self.info.repository_uri,
+            aws=self.aws,
+            builder=builder,
+            platform=platform or self.platform,
+            dryrun=dryrun,
+            progress=progress,
+        )
+
+    def with_workspace(
+        self,
+        spec: JobSpec,
+        workspace: str | os.PathLike | None,
+        *,
+        builder: str = "auto",
+        platform: str | None = None,
+        dryrun: bool = False,
+        progress: ProgressFn | None = None,
+    ) -> JobSpec:
+        """The spec with every image it names replaced by that image plus the workspace."""
+        if workspace is None:
+            return spec
+        if not Path(workspace).is_dir():
+            raise UsageError(f"--workspace {os.fspath(workspace)!r}: no such directory")
+        images = {spec.image} | {g.image for g in spec.groups if g.image}
+        built = {}
+        for image in sorted(images):
+            result = self.build(
+                image,
+                workspace,
+                builder=builder,
+                platform=platform,
+                dryrun=dryrun,
+                progress=progress,
+            )
+            reused = " (unchanged, reused)" if result.reused else ""
+            say(progress)(f"workspace image {result.reference}{reused}")
+            built[image] = result.reference
+        groups = tuple(
+            dataclasses.replace(g, image=built[g.image]) if g.image else g for g in spec.groups
+        )
+        return dataclasses.replace(spec, image=built[spec.image], groups=groups)
+
+    # --- running ------------------------------------------------------------------------
+
+    def dryrun(
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        spec: JobSpec | None = None,
+        workspace: str | os.PathLike | None = None,
+        builder: str = "auto",
+        platform: str | None = None,
+        progress: ProgressFn | None = None,
+        **options,
+    ) -> dict:
+        """The exact RegisterJobDefinition and SubmitJob requests (what ``--dryrun`` prints);
+        the workspace image's digest is computed from registry reads, nothing is pushed."""
+        spec = self.spec(command, spec=spec, **options)
+        spec = self.with_workspace(
+            spec, workspace, builder=builder, platform=platform, dryrun=True, progress=progress
+        )
+        return self.requests(spec).as_dict()
+
+    def run(
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        spec: JobSpec | None = None,
+        workspace: str | os.PathLike | None = None,
+        builder: str = "auto",
+        platform: str | None = None,
+        local: bool = False,
+        local_efs: str | os.PathLike | None = None,
+        progress: ProgressFn | None = None,
+        **options,
+    ) -> Job:
+        """Validate, build the workspace image, then submit (``local=True``: run on Docker)."""
+        spec = self.spec(command, spec=spec, **options)  # all checks before any side effect
+        backend = self.local_backend(local_efs) if local else self.backend()
+        spec = self.with_workspace(
+            spec, workspace, builder=builder, platform=platform, progress=progress
+        )
+        requests = self.requests(spec)
+        job_id = backend.schedule(requests, say(progress))
+        if local:
+            say(progress)(
+                f"started {spec.name} locally: {spec.nodes} node(s), EFS at {backend.efs_dir}"
+            )
+        else:
+            say(progress)(
+                f"submitted {spec.name} to {self.info.job_queue_name}: "
+                f"{spec.nodes} x {self.info.instance_type}"
+            )
+        return Job(job_id, backend)
+
+    def submit(self, requests: jobdef.Requests, *, local: bool = False, progress=None) -> Job:
+        """Send requests built earlier (``requests``/``dryrun``) as they are."""
+        backend = self.local_backend() if local else self.backend()
+        return Job(backend.schedule(requests, say(progress)), backend)
+
+    # --- backends and lookups -----------------------------------------------------------
+
+    def backend(self) -> Backend:
+        from launcher.batch import BatchBackend
+
+        return BatchBackend(self.aws, self.info.job_queue_arn)
+
+    def local_backend(self, efs_dir: str | os.PathLike | None = None) -> Backend:
+        from launcher.local import LocalBackend
+
+        efs = (
+            efs_dir
+            or os.environ.get(LOCAL_EFS_ENV)
+            or Path.home() / ".local" / "share" / "efa-batch" / "efs" / self.info.stack_name
+        )
+        return LocalBackend(queue=self.info.job_queue_name, efs_dir=os.fspath(efs))
+
+    def job(self, job_id: str) -> Job:
+        from launcher import local
+
+        return Job(job_id, self.local_backend() if local.is_local(job_id) else self.backend())
+
+    def list(self, *, all: bool = False, local: bool = False) -> list[JobInfo]:  # noqa: A002
+        backend = self.local_backend() if local else self.backend()
+        return backend.list(include_finished=all)

@@ -1,0 +1,43 @@
+"""The one interface every place a job can run implements (after TorchX's ``Scheduler``).
+
+The request itself is built without I/O by ``jobdef.build`` (the dry run); a backend only
+sends it and reports on what it started. Two implementations: ``batch.BatchBackend`` (AWS
+Batch) and ``local.LocalBackend`` (the local Docker engine). Callers (``api``, the CLI, the
+TorchX scheduler) never see a backend's own shapes, only the values of ``launcher.job``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from launcher.job import JobInfo, LogLine
+from launcher.jobdef import Requests
+
+Say = Callable[[str], None]  # progress messages, one line each (the CLI prints them)
+
+
+class Backend(Protocol):
+    name: str
+
+    def schedule(self, requests: Requests, say: Say) -> str:
+        """Start the job the requests describe; return its id."""
+
+    def describe(self, job_id: str) -> JobInfo:
+        """The job's state and its nodes'; UsageError for an unknown id."""
+
+    def log_iter(
+        self,
+        job_id: str,
+        node: int | None = None,
+        since: float | None = None,
+        follow: bool = False,
+    ) -> Iterator[LogLine]:
+        """Each node's lines in order; with ``follow``, until the job ends and all are read.
+        ``since`` is seconds since the epoch."""
+
+    def cancel(self, job_id: str) -> JobInfo:
+        """Stop the job in any state; return what it was."""
+
+    def list(self, include_finished: bool = False) -> list[JobInfo]:
+        """Every job of this backend's queue, newest first (complete, not one page)."""

@@ -1,0 +1,174 @@
+"""The AWS Batch backend: registers and submits the requests, reads jobs back as ``JobInfo``.
+
+All AWS calls go through ``launcher.aws``; this module turns Batch's dicts into the typed
+values of ``launcher.job`` and keeps each operation to the fewest calls it can.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from launcher.aws import Aws
+from launcher.backend import Say
+from launcher.errors import UsageError
+from launcher.job import JobInfo, JobState, LogLine, NodeStatus
+from launcher.jobdef import Requests
+
+
+def job_id_of(handle: str) -> str:
+    """A handle is a job id, optionally prefixed with its queue (``QUEUE:JOB_ID``)."""
+    job_id = handle.rsplit(":", 1)[-1].strip()
+    if not job_id:
+        raise UsageError(f"job {handle!r}: expected a Batch job id (or QUEUE:JOB_ID)")
+    return job_id
+
+
+def _seconds(ms: int | None) -> float | None:
+    return ms / 1000 if ms else None
+
+
+def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
+    """A DescribeJobs (or ListJobs) entry, and optionally its node-level entries."""
+    props = job.get("nodeProperties", {})
+    ranges = props.get("nodeRangeProperties", [])
+    image = ranges[0].get("container", {}).get("image") if ranges else None
+    node_status = tuple(
+        sorted(
+            (
+                NodeStatus(
+                    index=int(n.get("nodeDetails", {}).get("nodeIndex", n["jobId"].split("#")[-1])),
+                    state=JobState(n["status"]),
+                    reason=n.get("statusReason"),
+                    exit_code=n.get("container", {}).get("exitCode"),
+                )
+                for n in nodes or []
+            ),
+            key=lambda n: n.index,
+        )
+    )
+    return JobInfo(
+        job_id=job["jobId"],
+        name=job["jobName"],
+        state=JobState(job["status"]),
+        reason=job.get("statusReason"),
+        nodes=int(props.get("numNodes", 1)),
+        queue=job.get("jobQueue"),
+        definition=job.get("jobDefinition"),
+        image=image,
+        attempts=len(job.get("attempts", [])),
+        created_at=_seconds(job.get("createdAt")),
+        started_at=_seconds(job.get("startedAt")),
+        stopped_at=_seconds(job.get("stoppedAt")),
+        node_status=node_status,
+        backend="aws",
+    )
+
+
+class BatchBackend:
+    name = "aws"
+
+    def __init__(self, aws: Aws, queue_arn: str | None = None) -> None:
+        self.aws = aws
+        self.queue_arn = queue_arn  # only list() needs it
+
+    # --- scheduling ---------------------------------------------------------------------
+
+    def schedule(self, requests: Requests, say: Say = lambda _: None) -> str:
+        name = requests.register["jobDefinitionName"]
+        arn = self.aws.find_job_definition(name)
+        if arn is None:
+            arn = self.aws.register_job_definition(requests.register)
+            say(f"registered job definition {arn}")
+        else:
+            say(f"reusing job definition {arn}")
+        return self.aws.submit_job(requests.submit)
+
+    # --- reading back -------------------------------------------------------------------
+
+    def _describe_raw(self, job_id: str) -> dict:
+        found = self.aws.describe_jobs([job_id_of(job_id)])
+        if not found:
+            raise UsageError(f"job {job_id_of(job_id)}: no such job in this account and region")
+        return found[0]
+
+    def _nodes(self, job: dict) -> list[dict]:
+        count = int(job.get("nodeProperties", {}).get("numNodes", 0))
+        if not count:
+            return []
+        return self.aws.describe_jobs([f"{job['jobId']}#{n}" for n in range(count)])
+
+    def describe(self, job_id: str, nodes: bool = False) -> JobInfo:
+        """One DescribeJobs call; ``nodes=True`` adds one more for every node's state."""
+        job = self._describe_raw(job_id)
+        return job_info(job, self._nodes(job) if nodes else None)
+
+    def cancel(self, job_id: str) -> JobInfo:
+        """Terminate in any state (CancelJob only reaches jobs that have not started)."""
+        info = self.describe(job_id)
+        if info.state.terminal:
+            raise UsageError(f"job {info.job_id} already {info.state}; nothing to cancel")
+        self.aws.terminate_job(info.job_id, "cancelled with launcher cancel")
+        return info
+
+    def list(self, include_finished: bool = False) -> list[JobInfo]:
+        if self.queue_arn is None:
+            raise UsageError("listing jobs needs the cluster's queue (from its stack)")
+        jobs = [job_info(j) for j in self.aws.list_jobs(self.queue_arn)]
+        if not include_finished:
+            jobs = [j for j in jobs if not j.state.terminal]
+        return sorted(jobs, key=lambda j: j.created_at or 0, reverse=True)
+
+    # --- logs ---------------------------------------------------------------------------
+
+    def log_iter(
+        self,
+        job_id: str,
+        node: int | None = None,
+        since: float | None = None,
+        follow: bool = False,
+        poll_seconds: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[LogLine]:
+        job = self._describe_raw(job_id)
+        count = int(job.get("nodeProperties", {}).get("numNodes", 1))
+        if node is not None and not 0 <= node < count:
+            raise UsageError(f"--node {node}: job {job['jobId']} has nodes 0-{count - 1}")
+        group = _log_group(job)
+        nodes = [node] if node is not None else list(range(count))
+        start_ms = int(since * 1000) if since is not None else None
+        tokens: dict[int, str | None] = {}
+        streams: dict[int, str | None] = {}
+        while True:
+            missing = [n for n in nodes if not streams.get(n)]
+            if missing:
+                found = {
+                    d["jobId"]: d.get("container", {}).get("logStreamName")
+                    for d in self.aws.describe_jobs([f"{job['jobId']}#{n}" for n in missing])
+                }
+                streams.update({n: found.get(f"{job['jobId']}#{n}") for n in missing})
+            for index in nodes:
+                stream = streams.get(index)
+                if not stream:
+                    continue
+                while True:
+                    events, token = self.aws.log_events(group, stream, start_ms, tokens.get(index))
+                    for event in events:
+                        yield LogLine(index, event["message"], event["timestamp"] / 1000)
+                    more = token != tokens.get(index) and events
+                    tokens[index] = token
+                    if not more:
+                        break
+            if not follow or JobState(job["status"]).terminal:
+                return
+            sleep(poll_seconds)
+            job = self._describe_raw(job["jobId"])
+
+
+def _log_group(job: dict) -> str:
+    """The job's own awslogs group, from its node properties (no stack lookup needed)."""
+    for node_range in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
+        options = node_range.get("container", {}).get("logConfiguration", {}).get("options", {})
+        if "awslogs-group" in options:
+            return options["awslogs-group"]
+    raise UsageError(f"job {job['jobId']} does not log to CloudWatch Logs (no awslogs group)")

@@ -1,0 +1,30 @@
+"""The CLI's side of progress: messages as lines on stderr, transfers drawn on a terminal."""
+
+from __future__ import annotations
+
+import sys
+
+from launcher.progress import Event
+
+
+class Console:
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self._drawing = False
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "message":
+            self._end_line()
+            self.stream.write(event.text + "\n")
+        elif self.tty:
+            self.stream.write("\r" + event.text)
+            self._drawing = event.kind == "transfer"
+            if event.kind == "done":
+                self.stream.write("\n")
+        self.stream.flush()
+
+    def _end_line(self) -> None:
+        if self._drawing:
+            self.stream.write("\n")
+            self._drawing = False

@@ -1,0 +1,77 @@
+"""What every backend reports about a job, as typed values (Batch's shapes stay in ``batch``).
+
+The states are AWS Batch's, which the local executor follows too, so a job reads the same
+whether it ran on the cluster or on the local Docker engine.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+
+
+class JobState(str, enum.Enum):
+    SUBMITTED = "SUBMITTED"
+    PENDING = "PENDING"
+    RUNNABLE = "RUNNABLE"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node of a multi-node job (Batch's ``JOB_ID#N``, the local executor's container N)."""
+
+    index: int
+    state: JobState
+    reason: str | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: str
+    name: str
+    state: JobState
+    reason: str | None = None
+    nodes: int = 1
+    queue: str | None = None
+    definition: str | None = None
+    image: str | None = None
+    attempts: int = 0
+    created_at: float | None = None  # seconds since the epoch
+    started_at: float | None = None
+    stopped_at: float | None = None
+    node_status: tuple[NodeStatus, ...] = field(default_factory=tuple)
+    backend: str = "aws"  # aws | local
+
+    @property
+    def exit_code(self) -> int | None:
+        """The main node's exit code: what Batch's job status follows."""
+        return next((n.exit_code for n in self.node_status if n.index == 0), None)
+
+    def status_line(self) -> str:
+        line = f"{self.job_id} {self.name} {self.state}"
+        return line + (f" ({self.reason})" if self.reason else "")
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["state"] = self.state.value
+        data["node_status"] = [{**n, "state": n["state"].value} for n in data["node_status"]]
+        return data
+
+
+@dataclass(frozen=True)
+class LogLine:
+    node: int
+    message: str
+    timestamp: float | None = None  # seconds since the epoch, when the backend knows it
