@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+TORCHX_STAMPS := .venv-torchx/.installed .venv-torchx-nightly/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
@@ -28,6 +29,22 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install -q -r requirements-checkov.txt
 	touch $@
 
+# The efa_batch TorchX scheduler against both TorchX lines, each in its own venv (they are
+# one module, `torchx`, from two distributions); the launcher is installed editable in each.
+.venv-torchx/.installed: pyproject.toml requirements-torchx.txt
+	test -x .venv-torchx/bin/python || python3 -m venv .venv-torchx
+	.venv-torchx/bin/python -m pip install -q --upgrade pip
+	.venv-torchx/bin/python -m pip install -q -r requirements-torchx.txt
+	.venv-torchx/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+.venv-torchx-nightly/.installed: pyproject.toml requirements-torchx-nightly.txt
+	test -x .venv-torchx-nightly/bin/python || python3 -m venv .venv-torchx-nightly
+	.venv-torchx-nightly/bin/python -m pip install -q --upgrade pip
+	.venv-torchx-nightly/bin/python -m pip install -q -r requirements-torchx-nightly.txt
+	.venv-torchx-nightly/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
@@ -39,10 +56,10 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-deps: $(STAMP) $(CHECKOV_STAMP) node_modules/.package-lock.json system-deps
+deps: $(STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMPS) node_modules/.package-lock.json system-deps
 
 lint: deps
-	$(VENV)/bin/ruff check launcher infra tests bench demo
+	$(VENV)/bin/ruff check launcher infra tests bench demo torchx_plugins
 
 test: deps lint
 	$(VENV)/bin/pytest -q

@@ -13,7 +13,7 @@ from launcher.aws import Aws
 from launcher.backend import Say
 from launcher.errors import UsageError
 from launcher.job import JobInfo, JobState, LogLine, NodeStatus
-from launcher.jobdef import Requests
+from launcher.jobdef import Requests, groups_of
 
 
 def job_id_of(handle: str) -> str:
@@ -61,6 +61,7 @@ def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
         started_at=_seconds(job.get("startedAt")),
         stopped_at=_seconds(job.get("stoppedAt")),
         node_status=node_status,
+        groups=groups_of(job) if ranges else (),
         backend="aws",
     )
 

@@ -38,6 +38,16 @@ class NodeStatus:
 
 
 @dataclass(frozen=True)
+class GroupInfo:
+    """A node range of the job (a TorchX role): nodes ``first``..``last``."""
+
+    name: str
+    first: int
+    last: int
+    image: str | None = None
+
+
+@dataclass(frozen=True)
 class JobInfo:
     job_id: str
     name: str
@@ -52,6 +62,7 @@ class JobInfo:
     started_at: float | None = None
     stopped_at: float | None = None
     node_status: tuple[NodeStatus, ...] = field(default_factory=tuple)
+    groups: tuple[GroupInfo, ...] = field(default_factory=tuple)
     backend: str = "aws"  # aws | local
 
     @property

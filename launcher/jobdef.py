@@ -300,6 +300,22 @@ def node_ranges(definition: dict) -> list[tuple[tuple[int, int], dict]]:
     return ranges
 
 
+def groups_of(definition: dict):
+    """The node groups of a job definition (or a job), named after their ``LAUNCHER_GROUP``."""
+    from launcher.job import GroupInfo
+
+    groups = []
+    for (first, last), container in node_ranges(definition):
+        env = {e["name"]: e["value"] for e in container.get("environment", [])}
+        name = env.get("LAUNCHER_GROUP") or (
+            "main"
+            if len(definition["nodeProperties"]["nodeRangeProperties"]) == 1
+            else f"{first}-{last}"
+        )
+        groups.append(GroupInfo(name, first, last, container.get("image")))
+    return tuple(groups)
+
+
 def describe_command(requests: Requests) -> str:
     """The user's command as the main container will run it, for messages."""
     container = requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]

@@ -32,7 +32,7 @@ from pathlib import Path
 from launcher.backend import Say
 from launcher.errors import RemoteError, UsageError
 from launcher.job import JobInfo, JobState, LogLine, NodeStatus
-from launcher.jobdef import Requests, node_ranges
+from launcher.jobdef import Requests, groups_of, node_ranges
 
 PREFIX = "local-"
 LABEL = "efa-batch.job"
@@ -248,6 +248,7 @@ def job_info(job: dict) -> JobInfo:
             )
             for n in range(nodes)
         ),
+        groups=groups_of(job),
         backend="local",
     )
 

@@ -1,0 +1,391 @@
+"""A TorchX scheduler, ``efa_batch``: TorchX apps on an efa-batch cluster (or local Docker).
+
+``pip install ".[torchx]"`` registers it twice, for both TorchX lines:
+
+- the ``torchx.schedulers`` entry-point group (TorchX 0.7.0, the latest release). Once that
+  group has any entry, 0.7.0 offers only the entries (TorchX issue 1009), so the group also
+  carries 0.7.0's own schedulers (``launcher.torchx_builtins``) and none of them disappears;
+- ``torchx_plugins.schedulers.efa_batch`` with ``@register.scheduler()`` (TorchX main and
+  torchx-nightly), used where TorchX does not read entry points.
+
+It is a front door to ``launcher.api``, like the CLI: an ``AppDef`` becomes a ``JobSpec``
+(roles and replicas -> node groups), the dry run is the same request ``launcher run --dryrun``
+prints, and the job runs on the same two backends. Workspaces are patched into the role's
+image in the registry (no Docker build); the digest is computed at dry run and the layer is
+pushed at schedule time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from torchx.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    BindMount,
+    CfgVal,
+    DeviceMount,
+    ReplicaStatus,
+    Resource,
+    Role,
+    RoleStatus,
+    VolumeMount,
+    macros,
+    runopts,
+)
+from torchx.workspace.api import WorkspaceMixin
+
+from launcher import jobdef
+from launcher.api import Cluster, Job, backend_for, default_stack
+from launcher.errors import UsageError
+from launcher.job import GroupInfo, JobInfo, JobState
+from launcher.jobspec import MAX_NODE_GROUPS, JobSpec, Mount, NodeGroup, default_name
+from launcher.local import CANCEL_REASON
+
+NAME = "efa_batch"
+EFA_DEVICE = "vpc.amazonaws.com/efa"  # how TorchX's named AWS resources carry EFA
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"  # ... and their instance type
+TORCHX_MERGE_SUFFIX = "torchx_workspace_"  # torchx.workspace.api's temporary merges
+STATES = {
+    JobState.SUBMITTED: AppState.SUBMITTED,
+    JobState.PENDING: AppState.PENDING,
+    JobState.RUNNABLE: AppState.PENDING,
+    JobState.STARTING: AppState.PENDING,
+    JobState.RUNNING: AppState.RUNNING,
+    JobState.SUCCEEDED: AppState.SUCCEEDED,
+    JobState.FAILED: AppState.FAILED,
+}
+
+
+@dataclass
+class Request:
+    """What ``schedule`` sends: the Batch requests and the workspace layers still to push."""
+
+    requests: jobdef.Requests
+    cluster: tuple  # (stack, profile, region): where schedule() sends it
+    local: bool = False
+    pushes: list[tuple[str, str, str]] = field(default_factory=list)  # base, workspace, ref
+
+    def __str__(self) -> str:
+        return json.dumps(self.requests.as_dict(), indent=2)
+
+
+def _str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
+    value = cfg.get(key)
+    return None if value in (None, "") else str(value)
+
+
+# --- AppDef -> JobSpec (pure) -----------------------------------------------------------------
+
+
+def role_gpus(role: Role, cluster) -> int | None:
+    """GPUs per node for a role, or a UsageError if its resource does not fit one node.
+
+    A replica is one whole node (Batch runs one container per node of a multi-node job). A
+    named resource for the cluster's instance type (``aws_p4d.24xlarge``) means exactly that;
+    its memory is a little above what Batch can give a job, and is not held against it.
+    Anything else must fit the node; TorchX's default of 0 GPUs takes the node's GPUs, so a
+    GPU cluster's GPUs are never left idle by omission.
+    """
+    resource: Resource = role.resource
+    itype = (resource.capabilities or {}).get(INSTANCE_TYPE)
+    efa = int((resource.devices or {}).get(EFA_DEVICE, 0))
+    info = cluster
+    if itype is not None:
+        if itype != info.instance_type:
+            raise UsageError(
+                f"role {role.name}: resource is for {itype}; {info.stack_name} runs "
+                f"{info.instance_type} nodes (use -h aws_{info.instance_type} or plain numbers)"
+            )
+        return None
+    if efa > info.efa_interfaces:
+        raise UsageError(
+            f"role {role.name}: asks for {efa} EFA devices; a {info.instance_type} node has "
+            f"{info.efa_interfaces}"
+        )
+    too_big = []
+    if resource.cpu > info.vcpus_per_node:
+        too_big.append(f"{resource.cpu} vCPUs (node: {info.vcpus_per_node})")
+    if resource.gpu > info.gpus_per_node:
+        too_big.append(f"{resource.gpu} GPUs (node: {info.gpus_per_node})")
+    if resource.memMB > info.memory_mib_per_node:
+        too_big.append(f"{resource.memMB} MB (node: {info.memory_mib_per_node} MiB for jobs)")
+    if too_big:
+        raise UsageError(
+            f"role {role.name}: one replica is one {info.instance_type} node; it does not fit "
+            + ", ".join(too_big)
+        )
+    return resource.gpu or None
+
+
+def role_mounts(role: Role) -> tuple[Mount, ...]:
+    mounts = []
+    for m in role.mounts:
+        if isinstance(m, BindMount):
+            mounts.append(Mount("bind", m.dst_path, m.src_path, readonly=m.read_only))
+        elif isinstance(m, VolumeMount):
+            if m.src not in ("efs", "shared"):
+                raise UsageError(
+                    f"role {role.name}: volume {m.src!r}: the cluster's one volume is its EFS "
+                    "(type=volume,src=efs,dst=PATH)"
+                )
+            mounts.append(Mount("efs", m.dst_path, readonly=m.read_only))
+        elif isinstance(m, DeviceMount):
+            perms = {"r": "READ", "w": "WRITE", "m": "MKNOD"}
+            permissions = tuple(perms[c] for c in "rwm" if c in m.permissions)
+            mounts.append(Mount("device", m.dst_path, m.src_path, permissions=permissions))
+    return tuple(mounts)
+
+
+def app_to_spec(app: AppDef, cluster, cfg: Mapping[str, CfgVal]) -> JobSpec:
+    """An AppDef as a job spec: each role a node group of ``num_replicas`` nodes."""
+    if not app.roles:
+        raise UsageError(f"app {app.name}: no roles")
+    if len(app.roles) > MAX_NODE_GROUPS:
+        raise UsageError(
+            f"app {app.name}: {len(app.roles)} roles; AWS Batch allows {MAX_NODE_GROUPS} node "
+            "ranges per multi-node job"
+        )
+    name = default_name([re.sub(r"[^A-Za-z0-9_-]", "-", app.name)])
+    values = macros.Values(
+        img_root="",
+        app_id=name,
+        # Expanded by the shell that runs the role's command (dist.ddp's bash -c).
+        replica_id="$LAUNCHER_REPLICA_ID",
+        # Set on every node by the launcher's prelude, the main node included.
+        rank0_env="LAUNCHER_MAIN_ADDR",
+    )
+    groups, mounts, first = [], [], 0
+    for role in app.roles:
+        role = values.apply(role)
+        if role.num_replicas < 1:
+            raise UsageError(f"role {role.name}: num_replicas must be at least 1")
+        gpus = role_gpus(role, cluster)
+        command = (role.entrypoint, *role.args)
+        groups.append(
+            NodeGroup(
+                first,
+                first + role.num_replicas - 1,
+                image=role.image,
+                command=command,
+                gpus_per_node=gpus,
+                # TORCHX_ROLE_NAME as TorchX's own schedulers set it; LAUNCHER_GROUP names the
+                # node range so describe and log can find the role again.
+                env=tuple({**role.env, "TORCHX_ROLE_NAME": role.name}.items()),
+                name=role.name,
+            )
+        )
+        mounts.extend(role_mounts(role))
+        first += role.num_replicas
+    main = groups[0]
+    attempts = min(10, max(1, 1 + max(r.max_retries for r in app.roles)))
+    return JobSpec(
+        name=name,
+        command=main.command or ("true",),
+        image=main.image or "",
+        nodes=first,
+        mounts=tuple(dict.fromkeys(mounts)),
+        efa=_str(cfg, "efa") or "auto",
+        attempts=attempts,
+        share_id=_str(cfg, "share_id"),
+        priority=int(cfg["priority"]) if cfg.get("priority") is not None else None,
+        rendezvous_port=int(cfg.get("port") or 29500),
+        groups=tuple(groups) if len(groups) > 1 else (),
+        gpus_per_node=main.gpus_per_node if len(groups) == 1 else None,
+        env=(*main.env, ("LAUNCHER_GROUP", main.name)) if len(groups) == 1 else (),
+        tags=(("torchx:app", app.name[:256]),),
+    )
+
+
+# --- the scheduler ----------------------------------------------------------------------------
+
+
+class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
+    def __init__(self, session_name: str, **kwargs: Any) -> None:
+        super().__init__(NAME, session_name)
+        self._clusters: dict[tuple, Cluster] = {}
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add("stack", type_=str, default=default_stack(), help="efa-batch cluster stack")
+        opts.add("profile", type_=str, default=None, help="AWS profile")
+        opts.add("region", type_=str, default=None, help="AWS region")
+        opts.add("share_id", type_=str, default=None, help="fair-share identifier")
+        opts.add("priority", type_=int, default=None, help="fair-share scheduling priority")
+        opts.add(
+            "image_repo",
+            type_=str,
+            default=None,
+            help="registry HOST[:PORT] to push workspace images to instead of the stack's ECR "
+            "(same repository path; $LAUNCHER_REGISTRY)",
+        )
+        opts.add("efa", type_=str, default="auto", help="auto | require | off")
+        opts.add("port", type_=int, default=29500, help="rendezvous port")
+        opts.add("local", type_=bool, default=False, help="run on the local Docker engine")
+        return opts
+
+    def _cluster(self, cfg: Mapping[str, CfgVal]) -> Cluster:
+        return self._cluster_at(
+            (_str(cfg, "stack") or default_stack(), _str(cfg, "profile"), _str(cfg, "region"))
+        )
+
+    def _cluster_at(self, key: tuple) -> Cluster:
+        if key not in self._clusters:
+            self._clusters[key] = Cluster.from_stack(key[0], profile=key[1], region=key[2])
+        return self._clusters[key]
+
+    # --- workspace: a layer on the role's image, in the registry -------------------------
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        path = workspace.removeprefix("file://")
+        if "://" in path or not os.path.isdir(path):
+            raise UsageError(f"workspace {workspace!r}: efa_batch takes a local directory")
+        repo = _str(cfg, "image_repo")
+        if repo:
+            os.environ["LAUNCHER_REGISTRY"] = repo
+        cluster = self._cluster(cfg)
+        built = cluster.build(role.image, path, dryrun=True)  # the digest; nothing pushed yet
+        if built.reused:
+            role.image = built.reference
+            return
+        # TorchX (main) hands a merge of several directories over in a temporary directory
+        # that is gone by schedule time: push that now. A plain directory waits for schedule.
+        if os.path.basename(os.path.normpath(path)).endswith(TORCHX_MERGE_SUFFIX):
+            built = cluster.build(role.image, path)
+        else:
+            self._pending = getattr(self, "_pending", [])
+            self._pending.append((role.image, path, built.reference))
+        role.image = built.reference
+
+    # --- dry run and schedule -------------------------------------------------------------
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
+        cluster = self._cluster(cfg)
+        spec = cluster.spec(spec=app_to_spec(app, cluster.info, cfg))
+        request = Request(
+            cluster.requests(spec),
+            cluster=(cluster.info.stack_name, _str(cfg, "profile"), _str(cfg, "region")),
+            local=bool(cfg.get("local")),
+            pushes=list(getattr(self, "_pending", [])),
+        )
+        self._pending = []
+        return AppDryRunInfo(request, str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        request: Request = dryrun_info.request
+        cluster = self._cluster_at(request.cluster)
+        for base, path, expected in request.pushes:
+            built = cluster.build(base, path)
+            if built.reference != expected:
+                raise UsageError(f"workspace {path} changed since the dry run; run again")
+        job = cluster.submit(request.requests, local=request.local)
+        return job.job_id
+
+    # --- reading back ---------------------------------------------------------------------
+
+    def _job(self, app_id: str) -> Job:
+        return Job(app_id, backend_for(app_id))
+
+    def _info(self, app_id: str) -> JobInfo | None:
+        try:
+            return self._job(app_id).describe()
+        except UsageError:
+            return None
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        info = self._info(app_id)
+        if info is None:
+            return None
+        state = STATES[info.state]
+        if info.state == JobState.FAILED and info.reason == CANCEL_REASON:
+            state = AppState.CANCELLED
+        nodes = {n.index: n for n in info.node_status}
+        roles, statuses = [], []
+        for group in info.groups or (GroupInfo("main", 0, info.nodes - 1, info.image),):
+            replicas = [
+                ReplicaStatus(
+                    id=i,
+                    state=STATES[nodes[n].state] if n in nodes else state,
+                    role=group.name,
+                    hostname="",
+                    structured_error_msg=(nodes[n].reason if n in nodes else None) or "<NONE>",
+                )
+                for i, n in enumerate(range(group.first, group.last + 1))
+            ]
+            statuses.append(RoleStatus(group.name, replicas))
+            roles.append(
+                Role(
+                    name=group.name,
+                    image=group.image or "",
+                    num_replicas=group.last - group.first + 1,
+                )
+            )
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=state,
+            num_restarts=max(0, info.attempts - 1),
+            msg=info.reason or "",
+            roles_statuses=statuses,
+            roles=roles,
+        )
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        job = self._job(app_id)
+        info = job.describe()
+        groups = {g.name: g for g in info.groups} or {"main": GroupInfo("main", 0, info.nodes - 1)}
+        if role_name not in groups:
+            raise ValueError(f"app {app_id} has no role {role_name!r}; roles: {', '.join(groups)}")
+        group = groups[role_name]
+        if not 0 <= k <= group.last - group.first:
+            raise ValueError(f"role {role_name} has replicas 0-{group.last - group.first}")
+        pattern = re.compile(regex) if regex else None
+        end = until.timestamp() if until else None
+        for line in job.logs(
+            node=group.first + k,
+            since=since.timestamp() if since else None,
+            follow=should_tail,
+        ):
+            if end is not None and line.timestamp is not None and line.timestamp > end:
+                return
+            if pattern is None or pattern.search(line.message):
+                yield line.message + "\n"
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        cfg = cfg or {}
+        jobs = self._cluster(cfg).list(all=True, local=bool(cfg.get("local")))
+        return [ListAppResponse(app_id=j.job_id, state=STATES[j.state]) for j in jobs]
+
+    def _cancel_existing(self, app_id: str) -> None:
+        try:
+            self._job(app_id).cancel()
+        except UsageError as exc:
+            if "already" not in str(exc):  # cancel is idempotent in TorchX
+                raise
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Any = None) -> None:
+        """Checked in the dry run (one line each); TorchX's own check refuses roles without a
+        resource, but here a replica is a node whatever its resource says."""
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> EfaBatchScheduler:
+    return EfaBatchScheduler(session_name, **kwargs)

@@ -1,0 +1,286 @@
+"""The efa_batch TorchX scheduler, driven by the real ``torchx`` CLI and ``Runner``.
+
+Two venvs, one per TorchX line: TorchX 0.7.0 (entry points) and torchx-nightly (plugin
+registry); both against the moto stack, the local registry and (for ``local=True``) the Docker
+engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.support import moto_gaps
+from tests.support.emulator import ACCOUNT, REGION
+from tests.support.processes import required_or_skip
+from tests.support.service_model import assert_valid
+
+VENVS = {"torchx-0.7.0": ROOT / ".venv-torchx", "torchx-nightly": ROOT / ".venv-torchx-nightly"}
+BUILTINS_070 = {"local_docker", "local_cwd", "slurm", "kubernetes", "aws_batch", "ray", "lsf"}
+BUILTINS_NIGHTLY = {"local_docker", "local_cwd", "slurm", "kubernetes"}
+
+
+@pytest.fixture(params=sorted(VENVS))
+def venv(request):
+    path = VENVS[request.param]
+    if not (path / "bin" / "torchx").exists():
+        required_or_skip(f"{path.name} is not installed (make deps)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def stack(moto_server, synth_default):
+    moto_server.reset()
+    return moto_server.deploy(synth_default.outdir, synth_default.stack_names)["EfaBatch"]
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "train.py").write_text("print('training')\n")
+    return tmp_path
+
+
+def run(venv, *args, env=None, cwd=None, timeout=180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(venv / "bin" / args[0]), *args[1:]],
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def python(venv, code: str, env=None) -> str:
+    result = run(venv, "python", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+SCHEDULERS = "from torchx.schedulers import get_scheduler_factories as f; print(sorted(f()))"
+
+
+def test_installing_it_keeps_every_builtin_scheduler(venv):
+    """TorchX 0.7.0 shows only entry points once one exists (TorchX issue 1009)."""
+    names = set(eval(python(venv, SCHEDULERS)))  # noqa: S307 - our own print of a list
+    assert "efa_batch" in names
+    assert (BUILTINS_070 if venv.name == ".venv-torchx" else BUILTINS_NIGHTLY) <= names
+
+
+def test_the_plugin_registry_finds_it_without_entry_points():
+    """TorchX main's namespace channel alone (TORCHX_PLUGINS_SOURCE=1), with no errors."""
+    venv = VENVS["torchx-nightly"]
+    if not (venv / "bin" / "torchx").exists():
+        required_or_skip("torchx-nightly is not installed (make deps)")
+    env = {"TORCHX_PLUGINS_SOURCE": "1"}
+    names = set(eval(python(venv, SCHEDULERS, env)))  # noqa: S307
+    assert names == BUILTINS_NIGHTLY | {"efa_batch"}
+    errors = python(venv, "from torchx import plugins; print(plugins.registry().load_errors())")
+    assert errors.strip() == "[]"
+    both = python(venv, "from torchx import plugins; print(plugins.registry().load_errors())")
+    assert both.strip() == "[]"  # and no cross-channel collision with entry points on
+
+
+def _env(moto_server, registry) -> dict:
+    return {**moto_server.env, "LAUNCHER_REGISTRY": registry.host}
+
+
+DDP = ["dist.ddp", "-j", "2x8", "--script", "train.py"]
+
+
+def _request_json(stdout: str) -> dict:
+    start = stdout.index('{\n  "registerJobDefinition"')
+    return json.loads(stdout[start : stdout.rindex("}") + 1])
+
+
+def test_dryrun_is_the_launchers_document_for_a_2_node_efa_job(
+    venv, stack, moto_server, registry, busybox_base, workdir
+):
+    registry.requests()
+    result = run(
+        venv,
+        "torchx",
+        "run",
+        "--dryrun",
+        "-s",
+        "efa_batch",
+        *DDP,
+        "--image",
+        busybox_base,
+        env=_env(moto_server, registry),
+        cwd=workdir,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    requests = _request_json(result.stdout)
+    assert_valid("batch", "RegisterJobDefinition", requests["registerJobDefinition"])
+    assert_valid("batch", "SubmitJob", requests["submitJob"])
+    props = requests["registerJobDefinition"]["nodeProperties"]
+    assert props["numNodes"] == 2
+    (node_range,) = props["nodeRangeProperties"]
+    container = node_range["container"]
+    assert {"type": "GPU", "value": "8"} in container["resourceRequirements"]
+    assert len(container["linuxParameters"]["devices"]) == 4  # p4d: 4 EFA devices
+    env = {e["name"]: e["value"] for e in container["environment"]}
+    assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker,veth,ecs"
+    assert env["LAUNCHER_GROUP"] == env["TORCHX_ROLE_NAME"] == "train"
+    command = container["command"]
+    assert command[4:6] == ["bash", "-c"]  # dist.ddp's own shell expands the macros
+    assert "--rdzv_endpoint ${LAUNCHER_MAIN_ADDR:=localhost}:29500" in command[6]
+    # The workspace was patched (digest computed), nothing pushed at dry run.
+    repo = stack["RepositoryUri"].split("/", 1)[1]
+    assert container["image"].startswith(f"{registry.host}/{repo}@sha256:")
+    assert not [r for r in registry.requests() if r.method in ("POST", "PUT", "PATCH")]
+
+
+def test_run_status_log_list_and_cancel(venv, stack, moto_server, registry, busybox_base, workdir):
+    env = _env(moto_server, registry)
+    ran = run(
+        venv,
+        "torchx",
+        "run",
+        "-s",
+        "efa_batch",
+        *DDP,
+        "--image",
+        busybox_base,
+        env=env,
+        cwd=workdir,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    handle = re.search(r"efa_batch://\S+/[0-9a-f-]{36}", ran.stdout + ran.stderr).group(0)
+    job_id = handle.rsplit("/", 1)[1]
+    status = run(venv, "torchx", "status", handle, env=env)
+    assert status.returncode == 0 and "PENDING" in status.stdout, status.stderr[-2000:]
+
+    moto_gaps.run_job(
+        ACCOUNT, REGION, job_id, success=True, node_logs={0: ["rank0 up"], 1: ["rank1 up", "done"]}
+    )
+    status = run(venv, "torchx", "status", handle, env=env)
+    assert "SUCCEEDED" in status.stdout
+    log = run(venv, "torchx", "log", f"{handle}/train/1", env=env)
+    assert log.returncode == 0, log.stderr[-2000:]
+    assert "rank1 up" in log.stdout and "done" in log.stdout and "rank0 up" not in log.stdout
+    listed = run(venv, "torchx", "list", "-s", "efa_batch", env=env)
+    assert job_id in listed.stdout, listed.stderr[-2000:]
+
+    second = run(
+        venv,
+        "torchx",
+        "run",
+        "-s",
+        "efa_batch",
+        *DDP,
+        "--image",
+        busybox_base,
+        env=env,
+        cwd=workdir,
+    )
+    handle = re.search(r"efa_batch://\S+/[0-9a-f-]{36}", second.stdout + second.stderr).group(0)
+    cancel = run(venv, "torchx", "cancel", handle, env=env)
+    assert cancel.returncode == 0, cancel.stderr[-2000:]
+    assert "CANCELLED" in run(venv, "torchx", "status", handle, env=env).stdout
+
+
+def test_a_resource_for_another_instance_type_is_refused(
+    venv, stack, moto_server, registry, busybox_base, workdir
+):
+    registry.requests()
+    result = run(
+        venv,
+        "torchx",
+        "run",
+        "--dryrun",
+        "-s",
+        "efa_batch",
+        "dist.ddp",
+        "-j",
+        "2x8",
+        "-h",
+        "aws_p5.48xlarge",
+        "--script",
+        "train.py",
+        "--image",
+        busybox_base,
+        env=_env(moto_server, registry),
+        cwd=workdir,
+    )
+    assert result.returncode != 0
+    assert (
+        "role train: resource is for p5.48xlarge; EfaBatch runs p4d.24xlarge nodes" in result.stderr
+    )
+
+
+RUNNER = """
+import json, sys
+from torchx.runner import get_runner
+from torchx.specs import AppState
+with get_runner() as runner:
+    handle = runner.run_component(
+        "utils.sh", ["echo", "hello from the local backend"],
+        scheduler="efa_batch", cfg={"local": True, "efa": "off", "port": %(port)d},
+        workspace=None,
+    )
+    final = runner.wait(handle, wait_interval=0.5)
+    lines = list(runner.log_lines(handle, "sh", 0))
+    print(json.dumps({"state": final.state.name, "lines": lines, "handle": handle}))
+"""
+
+
+def test_the_runner_runs_a_job_on_the_local_backend(
+    venv, stack, moto_server, docker_engine, busybox_base, tmp_path
+):
+    from tests.support.processes import free_port
+
+    env = {
+        **moto_server.env,
+        "DOCKER_HOST": docker_engine.host,
+        "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
+        "LAUNCHER_LOCAL_EFS": str(tmp_path / "efs"),
+    }
+    code = RUNNER % {"port": free_port()}
+    code = code.replace('"utils.sh", [', f'"utils.sh", ["--image", "{busybox_base}", ')
+    out = json.loads(python(venv, code, env).strip().splitlines()[-1])
+    assert out["state"] == "SUCCEEDED"
+    assert out["handle"].startswith("efa_batch://") and "/local-" in out["handle"]
+    assert any("hello from the local backend" in line for line in out["lines"]), out
+
+
+HETEROGENEOUS = """
+import json
+from torchx import specs
+from torchx.runner import get_runner
+image = "%(image)s"
+app = specs.AppDef("mixed", roles=[
+    specs.Role("coordinator", image=image, entrypoint="sh", args=["-c", "echo c"],
+               num_replicas=1, resource=specs.Resource(cpu=4, gpu=0, memMB=8000)),
+    specs.Role("trainer", image=image, entrypoint="sh", args=["-c", "echo t"], num_replicas=1,
+               resource=specs.Resource(cpu=96, gpu=8, memMB=1000), max_retries=2,
+               env={"STAGE": "train"}),
+])
+with get_runner() as runner:
+    info = runner.dryrun(app, "efa_batch", cfg={}, workspace=None)
+    print(str(info.request))
+"""
+
+
+def test_roles_become_node_ranges_with_their_own_command_gpus_and_env(
+    venv, stack, moto_server, registry, busybox_base
+):
+    out = python(venv, HETEROGENEOUS % {"image": busybox_base}, _env(moto_server, registry))
+    register = json.loads(out[out.index("{") :])["registerJobDefinition"]
+    assert_valid("batch", "RegisterJobDefinition", register)
+    ranges = register["nodeProperties"]["nodeRangeProperties"]
+    assert [r["targetNodes"] for r in ranges] == ["0:0", "1:1"]
+    coordinator, trainer = (r["container"] for r in ranges)
+    assert coordinator["command"][4:] == ["sh", "-c", "echo c"]
+    assert {"type": "GPU", "value": "8"} in trainer["resourceRequirements"]
+    assert {"type": "GPU", "value": "8"} in coordinator["resourceRequirements"]  # 0: the node's
+    assert {"name": "STAGE", "value": "train"} in trainer["environment"]
+    assert {"name": "LAUNCHER_GROUP", "value": "coordinator"} in coordinator["environment"]
+    assert register["retryStrategy"]["attempts"] == 3

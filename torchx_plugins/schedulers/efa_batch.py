@@ -1,0 +1,38 @@
+"""``efa_batch`` for TorchX's plugin registry (TorchX main, torchx-nightly).
+
+A portion of the ``torchx_plugins.schedulers`` namespace package. The same scheduler is also
+an entry point (for TorchX 0.7.0); where TorchX still reads entry points, registering it here
+too would be a "cross-channel collision" that TorchX reports on every run, so it registers
+here only where entry points are not read.
+"""
+
+from __future__ import annotations
+
+import os
+
+from torchx.plugins import register
+
+from launcher.torchx_scheduler import create_scheduler
+
+
+def _entry_points_are_read() -> bool:
+    try:
+        from torchx.plugins._registry import PluginSource
+    except ImportError:  # a TorchX without entry-point discovery
+        return False
+    if not hasattr(PluginSource, "ENTRYPOINT"):
+        return False
+    setting = os.environ.get("TORCHX_PLUGINS_SOURCE")
+    if setting is None:
+        return True  # TorchX's default: every channel
+    try:
+        return bool(int(setting) & PluginSource.ENTRYPOINT.value)
+    except ValueError:
+        return True
+
+
+if not _entry_points_are_read():
+    # Defined here: the registry keeps only functions whose __module__ is this module.
+    @register.scheduler(name="efa_batch")
+    def efa_batch(session_name: str, **kwargs):
+        return create_scheduler(session_name, **kwargs)
