@@ -283,6 +283,52 @@ class Cluster:
         backend = self.local_backend() if local else self.backend()
         return Job(backend.schedule(requests, say(progress)), backend)
 
+    # --- proving the cluster ------------------------------------------------------------
+
+    def require_image(self, image: str, *, local: bool = False) -> None:
+        """UsageError unless the image exists (locally, for a local run, or in its registry)."""
+        from launcher.image.build import image_exists
+
+        if local:
+            from launcher.docker_client import docker_client
+
+            try:
+                docker_client().images.get(image)
+                return
+            except Exception:  # not in the local engine: the registry decides
+                pass
+        if not image_exists(image, self.aws):
+            raise UsageError(f"--image {image}: no such image in its registry")
+
+    def check(
+        self,
+        *,
+        nodes: int | None = None,
+        image: str | None = None,
+        local: bool = False,
+        local_efs: str | os.PathLike | None = None,
+        timeout: int = 1800,
+        port: int = 29500,
+        progress: ProgressFn | None = None,
+    ):
+        """Run ``launcher check``'s job and evaluate it (``launcher.check.Report``)."""
+        from launcher import check
+
+        nodes = nodes if nodes is not None else min(2, self.info.max_nodes)
+        image = image or check.DEFAULT_IMAGE
+        spec = self.spec(spec=check.spec(self.info, nodes, image, port, max(60, timeout)))
+        self.require_image(image, local=local)
+        job = self.run(spec=spec, local=local, local_efs=local_efs, progress=progress)
+        info = job.wait(timeout=timeout + 120, poll=2)
+        if not info.state.terminal:
+            job.cancel()
+            info = job.wait(timeout=120, poll=2)
+        report = check.evaluate(
+            [line.message for line in job.logs()], nodes, self.info, local=local
+        )
+        report.job = info
+        return report
+
     # --- backends and lookups -----------------------------------------------------------
 
     def backend(self) -> Backend:

@@ -47,11 +47,16 @@ def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
             key=lambda n: n.index,
         )
     )
+    attempts = job.get("attempts", [])
+    detail = (attempts[-1].get("container", {}) if attempts else job.get("container", {})).get(
+        "reason"
+    )
     return JobInfo(
         job_id=job["jobId"],
         name=job["jobName"],
         state=JobState(job["status"]),
         reason=job.get("statusReason"),
+        detail=detail,
         nodes=int(props.get("numNodes", 1)),
         queue=job.get("jobQueue"),
         definition=job.get("jobDefinition"),

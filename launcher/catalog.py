@@ -26,6 +26,20 @@ class InstanceType:
     efa_interfaces: int
     gpudirect_rdma: bool = False
     architecture: str = "amd64"  # images are resolved for linux/<this>, never the laptop's
+    # EFA network bandwidth of one instance, Gbps (EC2 instance type specifications).
+    efa_gbps: int = 0
+
+    @property
+    def allreduce_floor_gbs(self) -> float:
+        """The lowest acceptable all_reduce_perf bus bandwidth across nodes (GB/s).
+
+        nccl-tests defines bus bandwidth so that it compares with the hardware's peak
+        (nccl-tests, doc/PERFORMANCE.md); across nodes that peak is the node's network, the EFA
+        line rate here. The floor is half of it: a run on NCCL's socket fallback or with dead
+        EFA rails lands far below, a busy but healthy fabric does not. It is a smoke test, not
+        a benchmark.
+        """
+        return self.efa_gbps / 8 / 2
 
     @property
     def usable_memory_mib(self) -> int:
@@ -52,19 +66,19 @@ class InstanceType:
 
 _TYPES = (
     # NVIDIA training instances: one EFA interface per network card.
-    InstanceType("p4d.24xlarge", 96, 1152, 8, 4, gpudirect_rdma=True),
-    InstanceType("p4de.24xlarge", 96, 1152, 8, 4, gpudirect_rdma=True),
-    InstanceType("p5.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True),
-    InstanceType("p5e.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True),
-    InstanceType("p5en.48xlarge", 192, 2048, 8, 16, gpudirect_rdma=True),
-    InstanceType("p6-b200.48xlarge", 192, 2048, 8, 8, gpudirect_rdma=True),
-    InstanceType("g5.48xlarge", 192, 768, 8, 1),
-    InstanceType("g5.12xlarge", 48, 192, 4, 1),
-    InstanceType("g6e.48xlarge", 192, 1536, 8, 4),
-    InstanceType("g4dn.12xlarge", 48, 192, 4, 1),
+    InstanceType("p4d.24xlarge", 96, 1152, 8, 4, gpudirect_rdma=True, efa_gbps=400),
+    InstanceType("p4de.24xlarge", 96, 1152, 8, 4, gpudirect_rdma=True, efa_gbps=400),
+    InstanceType("p5.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True, efa_gbps=3200),
+    InstanceType("p5e.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True, efa_gbps=3200),
+    InstanceType("p5en.48xlarge", 192, 2048, 8, 16, gpudirect_rdma=True, efa_gbps=3200),
+    InstanceType("p6-b200.48xlarge", 192, 2048, 8, 8, gpudirect_rdma=True, efa_gbps=3200),
+    InstanceType("g5.48xlarge", 192, 768, 8, 1, efa_gbps=100),
+    InstanceType("g5.12xlarge", 48, 192, 4, 1, efa_gbps=40),
+    InstanceType("g6e.48xlarge", 192, 1536, 8, 4, efa_gbps=400),
+    InstanceType("g4dn.12xlarge", 48, 192, 4, 1, efa_gbps=50),
     # CPU instances with EFA, for CPU-only MPI or small rehearsals.
-    InstanceType("c5n.18xlarge", 72, 192, 0, 1),
-    InstanceType("hpc7g.16xlarge", 64, 128, 0, 1, architecture="arm64"),
+    InstanceType("c5n.18xlarge", 72, 192, 0, 1, efa_gbps=100),
+    InstanceType("hpc7g.16xlarge", 64, 128, 0, 1, architecture="arm64", efa_gbps=200),
     # GPU instances without EFA: accepted with EFA off only.
     InstanceType("g5.xlarge", 4, 16, 1, 0),
     InstanceType("g5.2xlarge", 8, 32, 1, 0),

@@ -265,7 +265,13 @@ class Status(Command):
         parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
 
     def run(self, args):
-        print(_job(args, args.job).status().status_line())
+        from launcher.explain import explain
+
+        info = _job(args, args.job).status()
+        print(info.status_line())
+        advice = explain(info)
+        if advice:
+            print(f"  what to do: {advice}")
         return 0
 
 
@@ -291,9 +297,16 @@ class Describe(Command):
             "image": info.image or "-",
             "attempts": info.attempts,
         }
+        from launcher.explain import explain
+
+        if info.detail:
+            rows["container"] = info.detail
         for node in info.node_status:
             code = "" if node.exit_code is None else f", exit {node.exit_code}"
             rows[f"node {node.index}"] = f"{node.state}{code}"
+        advice = explain(info)
+        if advice:
+            rows["what to do"] = advice
         _print_fields(rows)
         return 0
 
@@ -358,6 +371,41 @@ class List(Command):
         return 0
 
 
+class Check(Command):
+    name = "check"
+    help = "prove the cluster: EFA, GPUs, NCCL all-reduce, rendezvous and EFS on every node"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--nodes", type=int, help="nodes to test (default: 2, or max_nodes)")
+        parser.add_argument("--image", help="an nccl-tests image with EFA (default: AWS's)")
+        parser.add_argument("--timeout", default="30m", help="give up after (default 30m)")
+        parser.add_argument("--port", type=int, default=29500, help="rendezvous port")
+        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+        parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
+        parser.add_argument("--local-efs", metavar="DIR", help="EFS stand-in with --local")
+
+    def run(self, args):
+        from launcher import jobspec
+
+        timeout = jobspec.parse_duration(args.timeout)
+        if args.nodes is not None and args.nodes < 1:
+            raise UsageError(f"--nodes {args.nodes}: a check needs at least 1 node")
+        report = _cluster(args).check(
+            nodes=args.nodes,
+            image=args.image,
+            local=args.local,
+            local_efs=args.local_efs,
+            timeout=timeout,
+            port=args.port,
+            progress=_console(),
+        )
+        if args.json:
+            print(json.dumps(report.as_dict(), indent=2))
+        else:
+            print(report.table())
+        return 0 if report.passed else 1
+
+
 COMMANDS: tuple[Command, ...] = (
     Outputs(),
     Build(),
@@ -367,6 +415,7 @@ COMMANDS: tuple[Command, ...] = (
     Logs(),
     Cancel(),
     List(),
+    Check(),
 )
 
 

@@ -55,6 +55,7 @@ class JobInfo:
     reason: str | None = None
     nodes: int = 1
     queue: str | None = None
+    detail: str | None = None  # the container's own reason, when Batch gives one
     definition: str | None = None
     image: str | None = None
     attempts: int = 0

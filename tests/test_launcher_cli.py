@@ -229,3 +229,16 @@ def test_forty_nine_tags_are_accepted(cluster):
     tags = [a for i in range(49) for a in ("--tag", f"k{i}=v")]
     requests = json.loads(ok(submit(cluster, "--dryrun", *tags)).stdout)
     assert len(requests["submitJob"]["tags"]) == 50  # with the stack's own
+
+
+def test_status_says_why_a_job_waits_and_what_to_do(cluster):
+    job_id = ok(submit(cluster)).stdout.strip().splitlines()[-1]
+    reason = (
+        "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Service cannot fulfill the capacity requested "
+        "for instance type [p4d.24xlarge]"
+    )
+    moto_gaps.block_job(ACCOUNT, REGION, job_id, reason)
+    line, advice = ok(launcher(cluster, "status", job_id)).stdout.splitlines()
+    assert line.endswith(f"RUNNABLE ({reason})")
+    assert advice.startswith("  what to do: waiting for EC2 capacity")
+    assert "what to do" in ok(launcher(cluster, "describe", job_id)).stdout

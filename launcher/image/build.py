@@ -92,3 +92,14 @@ def workspace_image(
         dryrun=dryrun,
         progress=progress,
     )
+
+
+def image_exists(image: str, aws=None) -> bool:
+    """One HEAD for the image's manifest in its registry (credentials as for any pull)."""
+    ref = reference.parse(image, "--image")
+    client = Registry(
+        ref.registry,
+        lambda: auth.credentials(ref.registry, aws),
+        [f"repository:{ref.repository}:pull"],
+    )
+    return client.head_manifest(ref.repository, ref.ref, manifest.ACCEPT) is not None

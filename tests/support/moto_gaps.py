@@ -274,3 +274,16 @@ def prepare_account(session, endpoint_url: str) -> None:
                 }
             ),
         )
+
+
+def block_job(account: str, region: str, job_id: str, reason: str) -> None:
+    """Play Batch's part for a job that cannot be placed.
+
+    Gap: moto never says why a RUNNABLE job waits; Batch puts the reason a blocked queue's head
+    job waits in its statusReason (Batch user guide, job_stuck_in_runnable.html).
+    """
+    from moto.batch.models import batch_backends
+
+    job = batch_backends[account][region]._jobs[job_id]
+    job.status = "RUNNABLE"
+    job.job_stopped_reason = reason

@@ -1,0 +1,218 @@
+"""``launcher check``: prove a cluster with one short multi-node job, then say what is wrong.
+
+The job (``launcher.check_script``) reports per node: EFA devices, libfabric's EFA provider,
+GPUs, EFS writable and shared, the rendezvous port reachable task interface to task interface;
+and from the main node an NCCL ``all_reduce_perf`` across all nodes. ``evaluate`` turns the
+job's log into a per-node table and a verdict (pure; tested on the tools' real output).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from launcher import catalog, check_script
+from launcher.cluster import ClusterInfo
+from launcher.job import JobInfo
+
+# AWS publishes nccl-tests with EFA and aws-ofi-nccl (aws-samples/awsome-distributed-training,
+# 1.architectures/3.aws-batch/aws-batch-distributed-training-p6.yaml uses this tag).
+DEFAULT_IMAGE = (
+    "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.42.0-ofiv1.16.0-ncclv2.27.5-1-testsv2.16.4"
+)
+NAME = "launcher-check"
+PASS, FAIL, NA = "pass", "FAIL", "n/a"
+
+_LINE = re.compile(r"^LAUNCHER_CHECK node=(\d+) (\w+)=(.*)$")
+_NCCL = "LAUNCHER_CHECK_NCCL "
+_BUSBW = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.]+)")
+_NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$")
+_ROW = re.compile(r"^\s*(\d+)\s+\d+\s+\w+\s+\w+\s+-?\d+\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)\s+(\d+)")
+
+
+# --- parsing the tools' output ----------------------------------------------------------------
+
+
+def strip_mpi_prefix(line: str) -> str:
+    """OpenMPI's ``--tag-output`` prefix (``[1,0]<stdout>:``) off a line."""
+    return re.sub(r"^\[\d+,\d+\]<std(?:out|err)>:", "", line)
+
+
+def parse_all_reduce(lines: Iterable[str]) -> dict:
+    """``all_reduce_perf`` output -> average and peak bus bandwidth (GB/s), wrong values, and
+    the network NCCL named (``AWS Libfabric``/``Libfabric`` over EFA, ``Socket`` without)."""
+    found: dict = {"busbw": None, "peak_busbw": None, "wrong": 0, "network": None}
+    for raw in lines:
+        line = strip_mpi_prefix(raw)
+        if (m := _BUSBW.search(line)) is not None:
+            found["busbw"] = float(m.group(1))
+        elif (m := _NETWORK.search(line)) is not None and found["network"] is None:
+            found["network"] = m.group(1)
+        elif (m := _ROW.match(line)) is not None:
+            busbw, wrong = float(m.group(2)), int(m.group(3))
+            found["peak_busbw"] = max(found["peak_busbw"] or 0.0, busbw)
+            found["wrong"] += wrong
+    return found
+
+
+def uses_efa(network: str | None) -> bool:
+    return network is not None and "libfabric" in network.lower()
+
+
+def fi_info_providers(text: str) -> int:
+    """``fi_info -p efa`` output -> how many EFA provider entries it lists (0: unusable)."""
+    return sum(1 for line in text.splitlines() if line.strip() == "provider: efa")
+
+
+def nvidia_smi_gpus(text: str) -> int:
+    """``nvidia-smi -L`` output -> GPU count."""
+    return sum(1 for line in text.splitlines() if line.startswith("GPU "))
+
+
+# --- the verdict --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    check: str
+    status: str  # pass | FAIL | n/a
+    detail: str
+
+
+@dataclass
+class Report:
+    nodes: dict[int, list[Result]] = field(default_factory=dict)
+    cluster: list[Result] = field(default_factory=list)
+    job: JobInfo | None = None
+
+    @property
+    def passed(self) -> bool:
+        results = [r for rs in self.nodes.values() for r in rs] + self.cluster
+        return bool(results) and all(r.status != FAIL for r in results)
+
+    def as_dict(self) -> dict:
+        return {
+            "verdict": "pass" if self.passed else "fail",
+            "job": self.job.as_dict() if self.job else None,
+            "nodes": {
+                str(n): [dataclasses.asdict(r) for r in rs] for n, rs in sorted(self.nodes.items())
+            },
+            "cluster": [dataclasses.asdict(r) for r in self.cluster],
+        }
+
+    def table(self) -> str:
+        rows = [("node", "check", "result", "detail")]
+        for node, results in sorted(self.nodes.items()):
+            rows += [(str(node), r.check, r.status, r.detail) for r in results]
+        rows += [("all", r.check, r.status, r.detail) for r in self.cluster]
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        lines = [
+            "  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row))
+            for row in rows
+        ]
+        verdict = "PASS: the cluster is ready" if self.passed else "FAIL: see the rows marked FAIL"
+        return "\n".join([*lines, "", verdict])
+
+
+def evaluate(
+    lines: Iterable[str], nodes: int, cluster: ClusterInfo, *, local: bool = False
+) -> Report:
+    """The job's log lines -> per-node results and the cluster-wide NCCL result."""
+    seen: dict[int, dict[str, str]] = {}
+    nccl_lines: list[str] = []
+    for line in lines:
+        if line.startswith(_NCCL):
+            nccl_lines.append(line[len(_NCCL) :])
+        elif (m := _LINE.match(line.strip())) is not None:
+            seen.setdefault(int(m.group(1)), {})[m.group(2)] = m.group(3)
+    report = Report()
+    here = "not available here (local run)"
+    want_efa, want_gpus = cluster.efa_interfaces, cluster.gpus_per_node
+    for node in range(nodes):
+        facts = seen.get(node)
+        if facts is None:
+            report.nodes[node] = [Result("report", FAIL, "the node never reported")]
+            continue
+        results = []
+        devices = int(facts.get("efa_devices", "0"))
+        if want_efa:
+            if local and devices == 0:
+                results.append(Result("efa devices", NA, here))
+            else:
+                ok = devices == want_efa
+                results.append(Result("efa devices", PASS if ok else FAIL, f"{devices}/{want_efa}"))
+            provider = facts.get("efa_provider", "none")
+            if provider == "none":
+                status = NA if local else FAIL
+                results.append(Result("efa provider", status, "no fi_info in the image"))
+            elif local and devices == 0:
+                results.append(Result("efa provider", NA, here))
+            else:
+                ok = provider.isdigit() and int(provider) > 0
+                results.append(
+                    Result("efa provider", PASS if ok else FAIL, "fi_info -p efa: " + provider)
+                )
+        if want_gpus:
+            gpus = facts.get("gpus", "none")
+            if local and gpus in ("none", "0"):
+                results.append(Result("gpus", NA, here))
+            else:
+                ok = gpus.isdigit() and int(gpus) == want_gpus
+                results.append(Result("gpus", PASS if ok else FAIL, f"{gpus}/{want_gpus}"))
+        write, shared = facts.get("efs_write"), facts.get("efs_shared", "0")
+        efs_ok = write == "ok" and shared == str(nodes)
+        results.append(
+            Result("efs", PASS if efs_ok else FAIL, f"write {write}, sees {shared}/{nodes} nodes")
+        )
+        if nodes > 1:
+            rdzv = facts.get("rendezvous", "missing")
+            ok = rdzv == "ok" or rdzv == f"{nodes - 1}/{nodes - 1}"
+            status = PASS if ok else (NA if rdzv == "none" else FAIL)
+            detail = {"none": "no python3 or nc in the image"}.get(rdzv, rdzv)
+            results.append(Result("rendezvous port", status, detail))
+        report.nodes[node] = results
+    report.cluster.append(_nccl(seen.get(0, {}), nccl_lines, cluster, nodes, local))
+    return report
+
+
+def _nccl(main: dict, lines: list[str], cluster: ClusterInfo, nodes: int, local: bool) -> Result:
+    if not cluster.gpus_per_node:
+        return Result("nccl all_reduce", NA, "no GPUs on this instance type")
+    if main.get("nccl") != "ran":
+        if local:
+            return Result("nccl all_reduce", NA, "not available here (local run)")
+        return Result("nccl all_reduce", FAIL, "the image has no all_reduce_perf, mpirun and sshd")
+    found = parse_all_reduce(lines)
+    instance = catalog.lookup(cluster.instance_type)
+    floor = instance.allreduce_floor_gbs if instance else 0.0
+    busbw, network = found["busbw"], found["network"]
+    if busbw is None:
+        return Result("nccl all_reduce", FAIL, "all_reduce_perf did not finish")
+    detail = f"{busbw:g} GB/s bus bandwidth over {network or 'an unnamed network'}"
+    if nodes > 1 and not uses_efa(network):
+        return Result("nccl all_reduce", FAIL, detail + ": NCCL did not use EFA")
+    if found["wrong"]:
+        return Result("nccl all_reduce", FAIL, detail + f": {found['wrong']} wrong values")
+    if nodes > 1 and busbw < floor:
+        return Result("nccl all_reduce", FAIL, detail + f", below the {floor:g} GB/s floor")
+    return Result("nccl all_reduce", PASS, detail + (f" (floor {floor:g})" if nodes > 1 else ""))
+
+
+# --- running it -------------------------------------------------------------------------------
+
+
+def spec(cluster: ClusterInfo, nodes: int, image: str, port: int, timeout_seconds: int):
+    from launcher.jobspec import JobSpec
+
+    return JobSpec(
+        name=NAME,
+        command=("/bin/sh", "-c", check_script.SCRIPT),
+        image=image,
+        nodes=nodes,
+        efa="auto" if cluster.efa_interfaces else "off",
+        timeout_seconds=timeout_seconds,
+        attempts=1,
+        rendezvous_port=port,
+    )

@@ -1,0 +1,90 @@
+"""A waiting or failed job in the user's terms: what Batch said, and what to do about it.
+
+Batch puts the reason a job waits in ``statusReason`` while it is RUNNABLE (Batch user guide,
+job_stuck_in_runnable.html) and the reason it failed there or in the container's ``reason``.
+Patterns follow the texts AWS documents for each case.
+"""
+
+from __future__ import annotations
+
+import re
+
+from launcher.job import JobInfo, JobState
+
+# (pattern over "statusReason | detail", advice); the first match wins.
+_ADVICE: tuple[tuple[str, str], ...] = (
+    (
+        r"^Canceled by JobStateTimeLimit action due to reason: CAPACITY",
+        "the queue cancelled it after waiting too long for instances (capacity_wait_minutes): "
+        "EC2 had no capacity for the nodes; use a capacity reservation or block "
+        "(capacity_reservation_id, capacity_block_id), fewer nodes, or another time",
+    ),
+    (
+        r"^Canceled by JobStateTimeLimit action due to reason: MISCONFIGURATION",
+        "the queue cancelled it because the cluster can never run it "
+        "(misconfigured_wait_minutes): see the reason, then fix the job or the stack",
+    ),
+    (
+        r"^CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+        "waiting for EC2 capacity: the zone (or the reservation) has no free instances of "
+        "this type for all the job's nodes; wait, target a capacity reservation or block, or "
+        "ask for fewer nodes",
+    ),
+    (
+        r"^MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE",
+        "the job needs more nodes than the compute environment may run (max_nodes): redeploy "
+        "with a larger -c max_nodes, or submit fewer --nodes",
+    ),
+    (
+        r"^MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT",
+        "a node asks for more vCPUs, memory or GPUs than one instance of the cluster offers: "
+        "lower --gpus-per-node or --shm-size, or use the launcher's defaults",
+    ),
+    (
+        r"^ACTION_REQUIRED",
+        "the compute environment is INVALID: `aws batch describe-compute-environments` shows "
+        "why (often the launch template, the instance role or the subnet)",
+    ),
+    (
+        r"CannotPullContainerError|pull image|manifest unknown",
+        "the image could not be pulled: check that it exists, that the execution role may pull "
+        "it (extra_pull_repository_arns for other ECR repositories), and that the nodes reach "
+        "the registry (endpoints or NAT)",
+    ),
+    (
+        r"EFS|efs-utils|mount\.nfs|ResourceInitializationError",
+        "a volume could not be mounted: the EFS mount target must admit NFS (2049) from the "
+        "VPC's default group, where the job's task interfaces are, and the file system policy "
+        "only allows TLS mounts through the stack's access point",
+    ),
+    (
+        r"^Host EC2|instance .* terminated|Spot",
+        "an instance was lost (host failure, reclamation): Batch retries this while attempts "
+        "remain (--retries); resume from a checkpoint",
+    ),
+    (
+        r"attempt duration exceeded timeout",
+        "the job ran longer than --timeout: raise it, or checkpoint and resubmit",
+    ),
+    (
+        r"cancelled with launcher cancel|killed via torchx",
+        "cancelled on request",
+    ),
+    (
+        r"Essential container in task exited",
+        "the main node's command exited with an error: `launcher logs JOB` shows why",
+    ),
+)
+
+
+def explain(info: JobInfo) -> str | None:
+    """Advice for a job that waits or failed; None when there is nothing to add."""
+    if info.state not in (JobState.RUNNABLE, JobState.FAILED, JobState.STARTING):
+        return None
+    text = " | ".join(t for t in (info.reason, info.detail) if t)
+    if not text:
+        return None
+    for pattern, advice in _ADVICE:
+        if re.search(pattern, text):
+            return advice
+    return None

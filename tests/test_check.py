@@ -1,0 +1,190 @@
+"""`launcher check`: parsers on the tools' real output, the verdict, and a real local run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from launcher import check, check_script
+from tests.clusters import cluster_info
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "check"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_all_reduce_perf_over_efa_is_parsed():
+    found = check.parse_all_reduce(fixture("all_reduce_perf_efa.txt").splitlines())
+    assert found == {"busbw": 1.15327, "peak_busbw": 3.15, "wrong": 0, "network": "AWS Libfabric"}
+    assert check.uses_efa(found["network"])
+
+
+def test_socket_fallback_is_recognised():
+    found = check.parse_all_reduce(fixture("all_reduce_perf_socket.txt").splitlines())
+    assert found["network"] == "Socket" and not check.uses_efa(found["network"])
+
+
+def test_fi_info_and_nvidia_smi_are_counted():
+    assert check.fi_info_providers(fixture("fi_info_efa.txt")) == 1
+    assert check.fi_info_providers(fixture("fi_info_missing.txt")) == 0
+    assert check.nvidia_smi_gpus(fixture("nvidia_smi_8x_a100.txt")) == 8
+
+
+def node_lines(node: int, **facts: str) -> list[str]:
+    base = {
+        "efa_devices": "4",
+        "efa_provider": "4",
+        "gpus": "8",
+        "efs_write": "ok",
+        "efs_shared": "2",
+        "rendezvous": "1/1" if node == 0 else "ok",
+    }
+    return [f"LAUNCHER_CHECK node={node} {k}={v}" for k, v in (base | facts).items()]
+
+
+def nccl_lines(name: str, busbw: float | None = None) -> list[str]:
+    text = fixture(name)
+    if busbw is not None:  # the same run at another speed
+        text = text.replace("1.15327", str(busbw))
+    return ["LAUNCHER_CHECK node=0 nccl=ran"] + [
+        f"LAUNCHER_CHECK_NCCL {x}" for x in text.splitlines()
+    ]
+
+
+def statuses(report: check.Report) -> dict[str, str]:
+    found = {f"{n}:{r.check}": r.status for n, rs in report.nodes.items() for r in rs}
+    found.update({f"all:{r.check}": r.status for r in report.cluster})
+    return found
+
+
+P4D = cluster_info("p4d.24xlarge")  # floor: 400 Gbps / 8 / 2 = 25 GB/s
+
+
+def test_a_healthy_cluster_passes():
+    lines = node_lines(0) + node_lines(1) + nccl_lines("all_reduce_perf_efa.txt", busbw=41.2)
+    report = check.evaluate(lines, 2, P4D)
+    assert report.passed, report.table()
+    assert set(statuses(report).values()) == {"pass"}
+    assert "41.2 GB/s bus bandwidth over AWS Libfabric (floor 25)" in report.table()
+
+
+def test_a_slow_all_reduce_fails_against_the_floor():
+    lines = node_lines(0) + node_lines(1) + nccl_lines("all_reduce_perf_efa.txt")  # 1.15 GB/s
+    report = check.evaluate(lines, 2, P4D)
+    assert not report.passed
+    assert statuses(report)["all:nccl all_reduce"] == "FAIL"
+    assert "below the 25 GB/s floor" in report.table()
+
+
+def test_nccl_on_sockets_fails_even_when_fast_enough():
+    lines = node_lines(0) + node_lines(1) + nccl_lines("all_reduce_perf_socket.txt", busbw=30)
+    report = check.evaluate(lines, 2, P4D)
+    assert statuses(report)["all:nccl all_reduce"] == "FAIL"
+    assert "NCCL did not use EFA" in report.table()
+
+
+def test_missing_efa_devices_and_a_silent_node_fail():
+    lines = node_lines(0, efa_devices="0", efa_provider="0") + nccl_lines(
+        "all_reduce_perf_efa.txt", busbw=41.2
+    )
+    report = check.evaluate(lines, 2, P4D)
+    found = statuses(report)
+    assert found["0:efa devices"] == found["0:efa provider"] == "FAIL"
+    assert found["1:report"] == "FAIL"
+    assert "the node never reported" in report.table()
+    assert json.loads(json.dumps(report.as_dict()))["verdict"] == "fail"
+
+
+def test_the_check_job_is_a_valid_batch_job():
+    from launcher import jobdef
+    from tests.support.service_model import assert_valid
+
+    spec = check.spec(P4D, 2, check.DEFAULT_IMAGE, 29500, 1800)
+    requests = jobdef.build(spec, P4D)
+    assert_valid("batch", "RegisterJobDefinition", requests.register)
+    assert_valid("batch", "SubmitJob", requests.submit)
+    container = requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]
+    assert container["command"][4:6] == ["/bin/sh", "-c"]
+    assert len(container["linuxParameters"]["devices"]) == 4
+
+
+def test_dash_parses_the_check_script():
+    assert subprocess.run(["dash", "-n", "-c", check_script.SCRIPT], check=False).returncode == 0
+
+
+# --- on the local Docker engine: the same orchestration, for real ------------------------------
+
+
+@pytest.fixture(scope="module")
+def stack(moto_server, synth_default):
+    moto_server.reset()
+    return moto_server.deploy(synth_default.outdir, synth_default.stack_names)["EfaBatch"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launcher(env, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_check_local_runs_rendezvous_and_efs_for_real(
+    stack, moto_server, docker_engine, busybox_base, tmp_path
+):
+    env = {
+        **os.environ,
+        **moto_server.env,
+        "DOCKER_HOST": docker_engine.host,
+        "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
+    }
+    args = ["check", "--local", "--local-efs", str(tmp_path / "efs"), "--image", busybox_base]
+    result = launcher(env, *args, "--nodes", "2", "--port", str(free_port()), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["verdict"] == "pass"
+    rows = {f"{n}:{r['check']}": r for n, rs in report["nodes"].items() for r in rs}
+    assert rows["0:rendezvous port"]["status"] == "pass"
+    assert rows["0:rendezvous port"]["detail"] == "1/1"
+    assert rows["1:rendezvous port"]["status"] == "pass"
+    assert rows["0:efs"]["detail"] == "write ok, sees 2/2 nodes"
+    assert rows["0:gpus"]["status"] == rows["0:efa devices"]["status"] == "n/a"
+    assert report["cluster"][0]["status"] == "n/a"
+    assert not list((tmp_path / "efs").glob(".launcher-check/*"))  # cleaned up
+
+    table = launcher(env, *args, "--port", str(free_port()))
+    assert table.returncode == 0 and "PASS: the cluster is ready" in table.stdout
+
+
+def test_check_refuses_bad_input_before_submitting(stack, moto_server, busybox_base, tmp_path):
+    env = {**os.environ, **moto_server.env, "LAUNCHER_LOCAL_STATE": str(tmp_path / "state")}
+    too_many = launcher(env, "check", "--nodes", "3", "--image", busybox_base)
+    assert too_many.returncode == 2
+    assert "--nodes 3: the compute environment of EfaBatch runs at most 2" in too_many.stderr
+    missing = launcher(env, "check", "--image", busybox_base.replace(":1", ":absent"))
+    assert missing.returncode == 2, missing.stderr
+    assert "no such image in its registry" in missing.stderr
+    batch = moto_server.client("batch")
+    assert (
+        batch.list_jobs(
+            jobQueue="EfaBatch-jobs", filters=[{"name": "JOB_NAME", "values": ["launcher-check"]}]
+        )["jobSummaryList"]
+        == []
+    )
