@@ -19,6 +19,16 @@ from infra.config import ClusterConfig
 from infra.log_groups import job_log_group_name, log_group
 from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
 
+# The RUNNABLE reasons a queue may act on (Batch user guide,
+# job_stuck_in_runnable_time_limit_actions.html), by the setting that times each one.
+TIME_LIMIT_REASONS: dict[str, tuple[str, ...]] = {
+    "capacity_wait_minutes": ("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",),
+    "misconfigured_wait_minutes": (
+        "MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE",
+        "MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT",
+    ),
+}
+
 
 def efa_network_interfaces(
     count: int, security_group_id: str
@@ -44,6 +54,38 @@ def efa_network_interfaces(
             delete_on_termination=True,
         )
         for card in range(count)
+    ]
+
+
+def _capacity_reservation(
+    config: ClusterConfig,
+) -> ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty | None:
+    """The one reservation, Capacity Block or reservation group nodes launch into, if any."""
+    LT = ec2.CfnLaunchTemplate
+    reservation_id = config.capacity_block_id or config.capacity_reservation_id
+    group_arn = config.capacity_reservation_group_arn
+    if not (reservation_id or group_arn):
+        return None
+    return LT.CapacityReservationSpecificationProperty(
+        capacity_reservation_target=LT.CapacityReservationTargetProperty(
+            capacity_reservation_id=reservation_id,
+            capacity_reservation_resource_group_arn=group_arn,
+        )
+    )
+
+
+def _time_limit_actions(
+    config: ClusterConfig,
+) -> list[batch.CfnJobQueue.JobStateTimeLimitActionProperty]:
+    """Cancel a job that waits at the head of the queue too long; a setting of 0 turns its
+    reasons off. A cancelled head job lets the jobs behind it run."""
+    return [
+        batch.CfnJobQueue.JobStateTimeLimitActionProperty(
+            state="RUNNABLE", action="CANCEL", reason=reason, max_time_seconds=minutes * 60
+        )
+        for key, reasons in TIME_LIMIT_REASONS.items()
+        if (minutes := getattr(config, key))
+        for reason in reasons
     ]
 
 
@@ -75,7 +117,14 @@ class ClusterStack(Stack):
         self.execution_role = self._execution_role(config, repository)
         self.job_role = self._job_role(file_system, access_point)
 
-        placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
+        # A Capacity Block already places its instances close together: EC2 says there is "no
+        # need to use a cluster placement group with a Capacity Block" (capacity-blocks-using.html),
+        # and a group of the stack's own would only constrain placement inside the block.
+        placement_group = (
+            None
+            if config.capacity_block_id
+            else ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
+        )
         launch_template = self._launch_template(config, cluster_security_group)
 
         compute_environment = batch.CfnComputeEnvironment(
@@ -88,11 +137,12 @@ class ClusterStack(Stack):
                 # Multi-node parallel jobs run on On-Demand EC2 only (no Spot, no Fargate).
                 type="EC2",
                 allocation_strategy="BEST_FIT_PROGRESSIVE",
-                minv_cpus=0,
-                maxv_cpus=config.max_nodes * it.vcpus,
+                # Warm nodes: Batch keeps min_nodes instances running even without jobs.
+                minv_cpus=config.min_vcpus,
+                maxv_cpus=config.max_vcpus,
                 instance_types=[config.instance_type],
                 subnets=[subnet.subnet_id],
-                placement_group=placement_group.ref,
+                placement_group=placement_group.ref if placement_group else None,
                 instance_role=instance_profile.attr_arn,
                 ec2_configuration=[
                     batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(
@@ -139,6 +189,7 @@ class ClusterStack(Stack):
                 )
             ],
             scheduling_policy_arn=scheduling_policy.ref if scheduling_policy else None,
+            job_state_time_limit_actions=_time_limit_actions(config) or None,
         )
 
         values = {
@@ -187,15 +238,12 @@ class ClusterStack(Stack):
                     ),
                 )
             ],
-            capacity_reservation_specification=(
-                LT.CapacityReservationSpecificationProperty(
-                    capacity_reservation_target=LT.CapacityReservationTargetProperty(
-                        capacity_reservation_id=config.capacity_reservation_id
-                    )
-                )
-                if config.capacity_reservation_id
-                else None
-            ),
+            # A Capacity Block is launched into on its own market, by its reservation id (as in
+            # AWS's p5 sample, awsome-distributed-training 0.aws-batch-distributed-training-p5).
+            instance_market_options=LT.InstanceMarketOptionsProperty(market_type="capacity-block")
+            if config.capacity_block_id
+            else None,
+            capacity_reservation_specification=_capacity_reservation(config),
             # Without EFA, a plain security group on the primary interface does the same job.
             network_interfaces=efa_network_interfaces(
                 config.efa_interfaces, security_group.security_group_id

@@ -28,11 +28,20 @@ _VPC = re.compile(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$")
 _SUBNET = re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$")
 _SECURITY_GROUP = re.compile(r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$")
 _RESERVATION = re.compile(r"^cr-([0-9a-f]{8}|[0-9a-f]{17})$")
+# botocore's resource-groups GroupArn pattern, with the region and account captured.
+_GROUP_ARN = re.compile(
+    r"^arn:aws(-[a-z]+)*:resource-groups:(?P<region>[a-z]{2}(-[a-z]+)+-\d):(?P<account>\d{12}):"
+    r"group/([a-zA-Z0-9_.-]{1,300}|[a-zA-Z0-9_.-]{1,150}/[a-z0-9]{26})$"
+)
 _REPOSITORY_ARN = re.compile(
     r"^arn:aws(-[a-z]+)*:ecr:[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d:\d{12}:repository/[a-z0-9._/*-]+$"
 )
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,100}$")
 _REMOVAL_POLICIES = ("retain", "destroy")
+# A Capacity Block holds at most 64 instances (EC2 DescribeCapacityBlockOfferings, InstanceCount).
+CAPACITY_BLOCK_MAX_INSTANCES = 64
+# Batch runs a queue's jobStateTimeLimitActions after maxTimeSeconds, 600-86400 (10 min-24 h).
+_TIME_LIMIT_MINUTES = (10, 1440)
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
 _LOG_RETENTION_DAYS = (
     1,
@@ -80,7 +89,18 @@ class ClusterConfig:
     default_security_group_id: str | None = None
     vpc_cidr: str = "10.42.0.0/16"
     nat_gateway: bool = False
+    # Where nodes launch: at most one of an On-Demand Capacity Reservation, an EC2 Capacity
+    # Block for ML (also a cr- id; the launch template then uses the capacity-block market) or
+    # a Capacity Reservation group (an AWS Resource Groups ARN). None: On-Demand, open ODCRs.
     capacity_reservation_id: str | None = None
+    capacity_block_id: str | None = None
+    capacity_reservation_group_arn: str | None = None
+    # Nodes the compute environment keeps running while idle (MinvCpus = min_nodes x vCPUs).
+    min_nodes: int = 0
+    # The job queue cancels a job that waits at its head (RUNNABLE) this long, in minutes, for
+    # EC2 capacity, or for a cluster that can never run it (0: never).
+    capacity_wait_minutes: int = 240
+    misconfigured_wait_minutes: int = 10
     root_volume_gib: int = 200
     removal_policy: str = "retain"
     keep_images: int = 50
@@ -105,6 +125,14 @@ class ClusterConfig:
     @property
     def imports_vpc(self) -> bool:
         return self.vpc_id is not None
+
+    @property
+    def min_vcpus(self) -> int:
+        return self.min_nodes * self.instance.vcpus
+
+    @property
+    def max_vcpus(self) -> int:
+        return self.max_nodes * self.instance.vcpus
 
     def validate(self) -> ClusterConfig:
         _check(_ACCOUNT, "account", self.account, "12 digits")
@@ -149,13 +177,19 @@ class ClusterConfig:
                 self.default_security_group_id,
                 "sg- followed by 8 or 17 hex digits (the VPC's group named 'default')",
             )
-        if self.capacity_reservation_id is not None:
-            _check(
-                _RESERVATION,
-                "capacity_reservation_id",
-                self.capacity_reservation_id,
-                "cr- followed by 8 or 17 hex digits",
+        if not 0 <= self.min_nodes <= self.max_nodes:
+            raise ConfigError(
+                f"min_nodes: {self.min_nodes}; allowed: 0-{self.max_nodes} (0 to max_nodes)"
             )
+        self._validate_capacity(it)
+        for key in ("capacity_wait_minutes", "misconfigured_wait_minutes"):
+            minutes = getattr(self, key)
+            low, high = _TIME_LIMIT_MINUTES
+            if minutes != 0 and not low <= minutes <= high:
+                raise ConfigError(
+                    f"{key}: {minutes}; allowed: 0 (never cancel) or {low}-{high} (AWS Batch "
+                    "jobStateTimeLimitActions maxTimeSeconds: 600-86400)"
+                )
         for arn in self.extra_pull_repository_arns:
             _check(
                 _REPOSITORY_ARN,
@@ -182,6 +216,57 @@ class ClusterConfig:
                 + ", ".join(map(str, _LOG_RETENTION_DAYS))
             )
         return self
+
+    def _validate_capacity(self, it: catalog.InstanceType) -> None:
+        targets = {
+            "capacity_reservation_id": self.capacity_reservation_id,
+            "capacity_block_id": self.capacity_block_id,
+            "capacity_reservation_group_arn": self.capacity_reservation_group_arn,
+        }
+        given = [k for k, v in targets.items() if v is not None]
+        if len(given) > 1:
+            raise ConfigError(
+                f"{'/'.join(given)}: give at most one; a launch targets one Capacity "
+                "Reservation, one Capacity Block or one Capacity Reservation group"
+            )
+        for key, what in (
+            ("capacity_reservation_id", "the Capacity Reservation's id"),
+            ("capacity_block_id", "the Capacity Block's Capacity Reservation id"),
+        ):
+            if targets[key] is not None:
+                _check(
+                    _RESERVATION, key, targets[key], f"cr- followed by 8 or 17 hex digits ({what})"
+                )
+        if self.capacity_block_id is not None:
+            if not it.capacity_blocks:
+                offered = ", ".join(
+                    n for n, t in sorted(catalog.CATALOG.items()) if t.capacity_blocks
+                )
+                raise ConfigError(
+                    f"capacity_block_id: EC2 offers no Capacity Blocks for {self.instance_type}; "
+                    f"instance_type must be one of: {offered}"
+                )
+            if self.max_nodes > CAPACITY_BLOCK_MAX_INSTANCES:
+                raise ConfigError(
+                    f"max_nodes: {self.max_nodes} is more than a Capacity Block holds; allowed "
+                    f"with capacity_block_id: 1-{CAPACITY_BLOCK_MAX_INSTANCES}"
+                )
+        arn = self.capacity_reservation_group_arn
+        if arn is not None:
+            _check(
+                _GROUP_ARN,
+                "capacity_reservation_group_arn",
+                arn,
+                "arn:aws[-PARTITION]:resource-groups:REGION:ACCOUNT:group/NAME",
+            )
+            found = _GROUP_ARN.match(arn)
+            assert found is not None
+            if (found["region"], found["account"]) != (self.region, self.account):
+                raise ConfigError(
+                    f"capacity_reservation_group_arn: {arn!r} is in {found['region']} of account "
+                    f"{found['account']}; the group must be in the cluster's region "
+                    f"{self.region} and account {self.account}"
+                )
 
 
 def _check(pattern: re.Pattern[str], key: str, value: object, allowed: str) -> None:

@@ -28,6 +28,13 @@ class InstanceType:
     architecture: str = "amd64"  # images are resolved for linux/<this>, never the laptop's
     # EFA network bandwidth of one instance, Gbps (EC2 instance type specifications).
     efa_gbps: int = 0
+    # Offered as EC2 Capacity Blocks for ML, so a capacity_block_id may target it. The EC2 user
+    # guide lists the types under "Capacity Blocks for ML", supported instance types
+    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html), and in
+    # "How Amazon EC2 Capacity Blocks work"
+    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-how.html): p6-b200,
+    # p5, p5e, p5en, p4d, p4de, trn1 and trn2 (Trainium is unsupported here, see UNSUPPORTED).
+    capacity_blocks: bool = False
 
     @property
     def allreduce_floor_gbs(self) -> float:
@@ -64,14 +71,17 @@ class InstanceType:
         return "ECS_AL2023_NVIDIA" if self.gpus else "ECS_AL2023"
 
 
+# The NVIDIA training types: GPUDirect RDMA over EFA, and offered as Capacity Blocks for ML.
+_TRAINING = {"gpudirect_rdma": True, "capacity_blocks": True}
+
 _TYPES = (
     # NVIDIA training instances: one EFA interface per network card.
-    InstanceType("p4d.24xlarge", 96, 1152, 8, 4, gpudirect_rdma=True, efa_gbps=400),
-    InstanceType("p4de.24xlarge", 96, 1152, 8, 4, gpudirect_rdma=True, efa_gbps=400),
-    InstanceType("p5.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True, efa_gbps=3200),
-    InstanceType("p5e.48xlarge", 192, 2048, 8, 32, gpudirect_rdma=True, efa_gbps=3200),
-    InstanceType("p5en.48xlarge", 192, 2048, 8, 16, gpudirect_rdma=True, efa_gbps=3200),
-    InstanceType("p6-b200.48xlarge", 192, 2048, 8, 8, gpudirect_rdma=True, efa_gbps=3200),
+    InstanceType("p4d.24xlarge", 96, 1152, 8, 4, efa_gbps=400, **_TRAINING),
+    InstanceType("p4de.24xlarge", 96, 1152, 8, 4, efa_gbps=400, **_TRAINING),
+    InstanceType("p5.48xlarge", 192, 2048, 8, 32, efa_gbps=3200, **_TRAINING),
+    InstanceType("p5e.48xlarge", 192, 2048, 8, 32, efa_gbps=3200, **_TRAINING),
+    InstanceType("p5en.48xlarge", 192, 2048, 8, 16, efa_gbps=3200, **_TRAINING),
+    InstanceType("p6-b200.48xlarge", 192, 2048, 8, 8, efa_gbps=3200, **_TRAINING),
     InstanceType("g5.48xlarge", 192, 768, 8, 1, efa_gbps=100),
     InstanceType("g5.12xlarge", 48, 192, 4, 1, efa_gbps=40),
     InstanceType("g6e.48xlarge", 192, 1536, 8, 4, efa_gbps=400),

@@ -44,6 +44,19 @@ def synth_p5(tmp_path_factory):
     return synthesize(cdk_context(env="prod"), tmp_path_factory.mktemp("cdk-p5"))
 
 
+# p5 in an EC2 Capacity Block, two nodes kept warm (the block is paid for either way).
+CAPACITY_BLOCK = {"capacity_block_id": "cr-0123456789abcdef0", "min_nodes": "2"}
+
+
+@pytest.fixture(scope="session")
+def synth_capacity_block(tmp_path_factory):
+    from tests.infra_synth import synthesize
+
+    return synthesize(
+        cdk_context(env="prod", **CAPACITY_BLOCK), tmp_path_factory.mktemp("cdk-capacity-block")
+    )
+
+
 IMPORTED_VPC = {
     "vpc_id": "vpc-0123456789abcdef0",
     "subnet_id": "subnet-0123456789abcdef0",

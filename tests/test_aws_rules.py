@@ -25,6 +25,8 @@ VARIANTS = {
     "p5-nat-fairshare": "synth_p5",
     # an imported VPC and subnet
     "imported-vpc": "synth_imported",
+    # prod in an EC2 Capacity Block, with warm nodes
+    "capacity-block": "synth_capacity_block",
 }
 STACK_RULES = [r for r in RULES if r.kind == "stack"]
 JOB_RULES = [r for r in RULES if r.kind == "job"]

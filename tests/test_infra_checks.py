@@ -45,7 +45,7 @@ def test_nist_800_53_r5_findings_are_the_ones_listed_in_the_readme():
     assert rules == listed
 
 
-@pytest.mark.parametrize("fixture", ["synth_default", "synth_p5"])
+@pytest.mark.parametrize("fixture", ["synth_default", "synth_p5", "synth_capacity_block"])
 def test_cfn_lint_reports_no_errors(request, fixture):
     synth = request.getfixturevalue(fixture)
     paths = [str(synth.outdir / f"{n}.template.json") for n in synth.stack_names]
@@ -141,7 +141,9 @@ def _checkov_failures(directory) -> tuple[set[tuple[str, str]], int]:
     return failed, sum(r["summary"]["passed"] for r in reports)
 
 
-@pytest.mark.parametrize("fixture", ["synth_default", "synth_p5", "synth_imported"])
+@pytest.mark.parametrize(
+    "fixture", ["synth_default", "synth_p5", "synth_imported", "synth_capacity_block"]
+)
 def test_checkov_reports_nothing_unexplained(request, fixture):
     """An outside scanner's CloudFormation policies, run as a platform team's pipeline would."""
     failed, passed = _checkov_failures(request.getfixturevalue(fixture).outdir)

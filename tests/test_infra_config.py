@@ -7,6 +7,9 @@ import pytest
 from infra.config import ConfigError, load
 from tests.conftest import IMPORTED_VPC, cdk_context
 
+BLOCK = "cr-0123456789abcdef0"
+GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/ml-reservations"
+
 
 def test_default_environment_loads():
     config = load(cdk_context())
@@ -42,6 +45,55 @@ def test_command_line_overrides_win_over_the_environment():
             "give all three to import a VPC (jobs' task interfaces use the VPC's default",
         ),
         ({"capacity_reservation_id": "cr-xyz"}, "capacity_reservation_id: 'cr-xyz' is malformed"),
+        ({"capacity_block_id": "cr-xyz"}, "capacity_block_id: 'cr-xyz' is malformed; expected cr-"),
+        (
+            {"capacity_block_id": BLOCK, "instance_type": "g5.48xlarge"},
+            "capacity_block_id: EC2 offers no Capacity Blocks for g5.48xlarge; instance_type must "
+            "be one of: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, "
+            "p6-b200.48xlarge",
+        ),
+        (
+            {"capacity_block_id": BLOCK, "max_nodes": "65"},
+            "max_nodes: 65 is more than a Capacity Block holds; allowed with capacity_block_id: "
+            "1-64",
+        ),
+        (
+            {"capacity_block_id": BLOCK, "capacity_reservation_id": BLOCK},
+            "capacity_reservation_id/capacity_block_id: give at most one; a launch targets one",
+        ),
+        (
+            {"capacity_block_id": BLOCK, "capacity_reservation_group_arn": GROUP},
+            "capacity_block_id/capacity_reservation_group_arn: give at most one",
+        ),
+        (
+            {"capacity_reservation_id": BLOCK, "capacity_reservation_group_arn": GROUP},
+            "capacity_reservation_id/capacity_reservation_group_arn: give at most one",
+        ),
+        (
+            {"capacity_reservation_group_arn": "arn:aws:ec2:us-east-1:123456789012:group/ml"},
+            "capacity_reservation_group_arn: 'arn:aws:ec2:us-east-1:123456789012:group/ml' is "
+            "malformed; expected arn:aws[-PARTITION]:resource-groups:REGION:ACCOUNT:group/NAME",
+        ),
+        (
+            {"capacity_reservation_group_arn": GROUP.replace("us-east-1", "us-west-2")},
+            "is in us-west-2 of account 123456789012; the group must be in the cluster's region "
+            "us-east-1 and account 123456789012",
+        ),
+        (
+            {"capacity_reservation_group_arn": GROUP.replace("123456789012", "210987654321")},
+            "is in us-east-1 of account 210987654321; the group must be in the cluster's region",
+        ),
+        ({"min_nodes": "3"}, "min_nodes: 3; allowed: 0-2 (0 to max_nodes)"),
+        ({"min_nodes": "-1"}, "min_nodes: -1; allowed: 0-2"),
+        ({"min_nodes": "two"}, "min_nodes: 'two' is not an integer"),
+        (
+            {"capacity_wait_minutes": "5"},
+            "capacity_wait_minutes: 5; allowed: 0 (never cancel) or 10-1440 (AWS Batch "
+            "jobStateTimeLimitActions maxTimeSeconds: 600-86400)",
+        ),
+        ({"capacity_wait_minutes": "-10"}, "capacity_wait_minutes: -10; allowed: 0 (never"),
+        ({"misconfigured_wait_minutes": "1441"}, "misconfigured_wait_minutes: 1441; allowed: 0"),
+        ({"misconfigured_wait_minutes": "soon"}, "misconfigured_wait_minutes: 'soon' is not an"),
         ({"env": "staging"}, "env: unknown environment 'staging'; allowed: demo, prod"),
         ({"removal_policy": "snapshot"}, "removal_policy: 'snapshot'; allowed: retain, destroy"),
         ({"log_retention_days": "10"}, "log_retention_days: 10; allowed: 1, 3, 5"),
@@ -82,3 +134,37 @@ def test_values_are_coerced_from_the_field_annotations():
     assert config.efa is False
     listed = load(cdk_context(extra_pull_repository_arns=arns.split(",")))
     assert listed.extra_pull_repository_arns == config.extra_pull_repository_arns
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"capacity_block_id": BLOCK},  # p4d in the demo environment
+        {"capacity_block_id": "cr-01234567", "env": "prod", "max_nodes": "64", "min_nodes": "64"},
+        {"capacity_block_id": BLOCK, "instance_type": "p6-b200.48xlarge", "min_nodes": "1"},
+        {"capacity_reservation_id": BLOCK, "max_nodes": "100"},
+        {"capacity_reservation_group_arn": GROUP},
+        {"capacity_reservation_group_arn": f"{GROUP[:-15]}odcr.pool_1-a"},
+        {
+            "env": "prod",
+            "capacity_reservation_group_arn": "arn:aws:resource-groups:us-west-2:210987654321:"
+            "group/ml",
+        },
+        {"min_nodes": "2"},
+        {"capacity_wait_minutes": "0", "misconfigured_wait_minutes": "0"},
+        {"capacity_wait_minutes": "10", "misconfigured_wait_minutes": "1440"},
+    ],
+)
+def test_good_capacity_settings_load(overrides):
+    config = load(cdk_context(**overrides))
+    for key, value in overrides.items():
+        if key != "env":
+            assert str(getattr(config, key)) == value
+
+
+def test_capacity_defaults():
+    config = load(cdk_context())
+    assert (config.capacity_block_id, config.capacity_reservation_group_arn) == (None, None)
+    assert (config.min_nodes, config.min_vcpus) == (0, 0)
+    assert (config.capacity_wait_minutes, config.misconfigured_wait_minutes) == (240, 10)
+    assert load(cdk_context(min_nodes="2")).min_vcpus == 2 * 96

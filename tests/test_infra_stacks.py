@@ -1,4 +1,4 @@
-"""What the stacks provision, asserted on the synthesized templates (default and p5)."""
+"""What the stacks provision, asserted on the synthesized templates (default, p5 and others)."""
 
 from __future__ import annotations
 
@@ -87,19 +87,6 @@ def test_launch_template_requires_imdsv2_and_encrypts_the_root_volume(synth_defa
     )
 
 
-def test_capacity_reservation_is_targeted_when_configured(tmp_path):
-    from tests.conftest import cdk_context
-    from tests.infra_synth import synthesize
-
-    synth = synthesize(
-        cdk_context(capacity_reservation_id="cr-0123456789abcdef0", max_nodes="1"), tmp_path
-    )
-    data = _only(synth.template(), "AWS::EC2::LaunchTemplate")["LaunchTemplateData"]
-    assert data["CapacityReservationSpecification"] == {
-        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
-    }
-
-
 def test_cluster_placement_group(cluster):
     assert _only(cluster, "AWS::EC2::PlacementGroup")["Strategy"] == "cluster"
 
@@ -156,6 +143,113 @@ def test_job_queue_and_optional_fair_share(cluster, synth_p5):
     prod = synth_p5.template()
     assert _only(prod, "AWS::Batch::JobQueue")["SchedulingPolicyArn"] == {"Ref": "FairSharePolicy"}
     assert "FairsharePolicy" in _only(prod, "AWS::Batch::SchedulingPolicy")
+
+
+# --- Capacity: reservations, Capacity Blocks, reservation groups, warm nodes -----------------
+
+RESERVATION = "cr-0123456789abcdef0"
+GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/ml-reservations"
+
+
+@pytest.fixture(scope="module")
+def synth_variant(tmp_path_factory):
+    """Synthesize a configuration once per module: overrides -> Synthesized."""
+    from tests.conftest import cdk_context
+    from tests.infra_synth import synthesize
+
+    cache = {}
+
+    def synth(**overrides):
+        key = tuple(sorted(overrides.items()))
+        if key not in cache:
+            cache[key] = synthesize(cdk_context(**overrides), tmp_path_factory.mktemp("cdk"))
+        return cache[key]
+
+    return synth
+
+
+def _launch_data(template: dict) -> dict:
+    return _only(template, "AWS::EC2::LaunchTemplate")["LaunchTemplateData"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "target"),
+    [
+        ({"capacity_reservation_id": RESERVATION}, {"CapacityReservationId": RESERVATION}),
+        ({"capacity_reservation_group_arn": GROUP}, {"CapacityReservationResourceGroupArn": GROUP}),
+    ],
+    ids=["odcr", "reservation-group"],
+)
+def test_reservation_or_group_is_targeted_on_demand_in_the_placement_group(
+    synth_variant, overrides, target
+):
+    template = synth_variant(**overrides).template()
+    data = _launch_data(template)
+    assert data["CapacityReservationSpecification"] == {"CapacityReservationTarget": target}
+    assert "InstanceMarketOptions" not in data  # On-Demand in the reservation
+    resources = _only(template, "AWS::Batch::ComputeEnvironment")["ComputeResources"]
+    assert resources["PlacementGroup"] == {"Ref": "PlacementGroup"}
+
+
+def test_capacity_block_launches_on_its_market_without_a_placement_group(synth_capacity_block):
+    template = synth_capacity_block.template()
+    data = _launch_data(template)
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": RESERVATION}
+    }
+    # The block places its instances itself; EC2 needs no cluster placement group for it.
+    assert not _resources(template, "AWS::EC2::PlacementGroup")
+    resources = _only(template, "AWS::Batch::ComputeEnvironment")["ComputeResources"]
+    assert "PlacementGroup" not in resources
+    # EFA and everything else stay as without a block.
+    assert len(data["NetworkInterfaces"]) == 32
+
+
+def test_without_a_reservation_nodes_launch_on_demand(cluster):
+    data = _launch_data(cluster)
+    assert "CapacityReservationSpecification" not in data
+    assert "InstanceMarketOptions" not in data
+
+
+def test_min_nodes_keep_whole_nodes_warm(synth_capacity_block, synth_variant):
+    resources = _only(synth_capacity_block.template(), "AWS::Batch::ComputeEnvironment")[
+        "ComputeResources"
+    ]
+    assert (resources["MinvCpus"], resources["MaxvCpus"]) == (2 * 192, 16 * 192)
+    all_warm = synth_variant(min_nodes="2").template()
+    resources = _only(all_warm, "AWS::Batch::ComputeEnvironment")["ComputeResources"]
+    assert resources["MinvCpus"] == resources["MaxvCpus"] == 2 * 96
+
+
+CAPACITY = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+MISCONFIGURED = (
+    "MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE",
+    "MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT",
+)
+
+
+def _time_limits(template: dict) -> dict[str, int] | None:
+    queue = _only(template, "AWS::Batch::JobQueue")
+    if "JobStateTimeLimitActions" not in queue:
+        return None
+    actions = queue["JobStateTimeLimitActions"]
+    assert {(a["State"], a["Action"]) for a in actions} == {("RUNNABLE", "CANCEL")}
+    return {a["Reason"]: a["MaxTimeSeconds"] for a in actions}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({}, {CAPACITY: 240 * 60, **dict.fromkeys(MISCONFIGURED, 10 * 60)}),
+        ({"capacity_wait_minutes": "0"}, dict.fromkeys(MISCONFIGURED, 600)),
+        ({"misconfigured_wait_minutes": "0", "capacity_wait_minutes": "1440"}, {CAPACITY: 86400}),
+        ({"capacity_wait_minutes": "0", "misconfigured_wait_minutes": "0"}, None),
+    ],
+    ids=["defaults", "capacity-off", "misconfigured-off", "both-off"],
+)
+def test_queue_cancels_jobs_stuck_at_its_head(synth_variant, overrides, expected):
+    assert _time_limits(synth_variant(**overrides).template()) == expected
 
 
 # --- Network ---------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from launcher import catalog
 from tests.rules.deployment import Deployment
 from tests.rules.registry import CloudFormation, Model, Page, rule
@@ -147,6 +149,92 @@ COMPUTE_RESERVATION = Model(
     "FairsharePolicy",
     "computeReservation",
     "The minimum value is 0 and the maximum value is 99.",
+)
+QUEUE_PRIORITY = Model(
+    "batch",
+    "CreateJobQueueRequest",
+    "priority",
+    "Job queues with a higher priority (or a higher integer value for the priority parameter) "
+    "are evaluated first when associated with the same compute environment.",
+)
+# --- capacity: reservations, Capacity Blocks, reservation groups ----------------------------
+RESERVATION_DEFAULT_OPEN = Model(
+    "ec2",
+    "RequestLaunchTemplateData",
+    "CapacityReservationSpecification",
+    "If you do not specify this parameter, the instance's Capacity Reservation preference "
+    "defaults to open, which enables it to run in any open Capacity Reservation that has "
+    "matching attributes (instance type, platform, Availability Zone).",
+)
+RESERVATION_TARGET_ID = Model(
+    "ec2",
+    "CapacityReservationTarget",
+    "CapacityReservationId",
+    "The ID of the Capacity Reservation in which to run the instance.",
+)
+RESERVATION_TARGET_GROUP = Model(
+    "ec2",
+    "CapacityReservationTarget",
+    "CapacityReservationResourceGroupArn",
+    "The ARN of the Capacity Reservation resource group in which to run the instance.",
+)
+CAPACITY_BLOCK_SIZE = Model(
+    "ec2",
+    "DescribeCapacityBlockOfferingsRequest",
+    "InstanceCount",
+    "Each Capacity Block can have up to 64 instances",
+)
+CAPACITY_BLOCK_LAUNCH = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html",
+    "To use your Capacity Block, you must specify the Capacity Block reservation ID when "
+    "launching instances.",
+)
+CAPACITY_BLOCK_MARKET = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html",
+    "For Purchasing option, choose Capacity Blocks.",
+)
+CAPACITY_BLOCK_TYPES = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html",
+    "Capacity Blocks are available for select instance types in some AWS Regions.",
+)
+CAPACITY_BLOCK_NO_PLACEMENT_GROUP = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html",
+    "By default, Capacity Blocks deliver low-latency, high-throughput network connectivity "
+    "between the instances inside the Capacity Block, so there is no need to use a cluster "
+    "placement group with a Capacity Block.",
+)
+# --- the queue's time limits ------------------------------------------------------------------
+TIME_LIMIT_STATE = Model(
+    "batch", "JobStateTimeLimitAction", "state", "The only supported value is RUNNABLE."
+)
+TIME_LIMIT_ACTION = Model(
+    "batch",
+    "JobStateTimeLimitAction",
+    "action",
+    "For job queues connected to a ECS, FARGATE or EKS compute environment, the only supported "
+    "value is CANCEL, which will cancel the job.",
+)
+TIME_LIMIT_SECONDS = Model(
+    "batch",
+    "JobStateTimeLimitAction",
+    "maxTimeSeconds",
+    "The minimum value is 600 (10 minutes) and the maximum value is 86,400 (24 hours).",
+)
+TIME_LIMIT_EACH = CloudFormation(
+    "aws_batch",
+    "JobQueue",
+    "job_state_time_limit_actions",
+    "AWS Batch will perform each action after maxTimeSeconds has passed.",
+)
+TIME_LIMIT_REASONS = Page(
+    "https://docs.aws.amazon.com/batch/latest/userguide/job_stuck_in_runnable_time_limit_actions.html",
+    "However, not all statusReason values support automatic remediation.",
+)
+# The statusReason values that page lists as supporting jobStateTimeLimitActions.
+REMEDIABLE_REASONS = (
+    "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+    "MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE",
+    "MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT",
 )
 
 
@@ -303,6 +391,7 @@ def compute_environment_updates_in_place(d: Deployment) -> list[str]:
 @rule(
     MNP_NO_SPOT,
     PLACEMENT_GROUP,
+    CAPACITY_BLOCK_NO_PLACEMENT_GROUP,
     MAXVCPUS,
     MINVCPUS,
     INSTANCE_ROLE,
@@ -328,8 +417,13 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
     environment, you should consider creating a cluster placement group"; maxvCpus: "Batch
     never exceeds maxvCpus by more than a single instance", so it is nodes x vCPUs; minvCpus
     is what "a compute environment should maintain (even if the compute environment is
-    DISABLED)", paid for while idle; instanceRole is "The Amazon ECS instance profile applied
-    to Amazon EC2 instances in a compute environment".
+    DISABLED)", paid for while idle: min_nodes whole nodes; instanceRole is "The Amazon ECS
+    instance profile applied to Amazon EC2 instances in a compute environment".
+
+    A Capacity Block is the exception to the placement group: "there is no need to use a
+    cluster placement group with a Capacity Block"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html), and a
+    group of the stack's own only constrains placement inside the block.
     """
     ce = d.compute_environment
     props, resources = ce.props, ce.props["ComputeResources"]
@@ -341,7 +435,10 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
     ):
         problems.append("not a MANAGED, ENABLED, On-Demand EC2 compute environment")
     group = d.ref_target(ce.stack, resources.get("PlacementGroup"))
-    if group is None or group.props.get("Strategy") != "cluster":
+    if d.config.capacity_block_id:
+        if "PlacementGroup" in resources or d.of_type("AWS::EC2::PlacementGroup"):
+            problems.append("a placement group with a Capacity Block: it only constrains placement")
+    elif group is None or group.props.get("Strategy") != "cluster":
         problems.append("no cluster placement group")
     if len(resources.get("Subnets", [])) != 1:
         problems.append("more than one subnet: a placement group and EFA live in one zone")
@@ -350,6 +447,10 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
         problems.append(f"MaxvCpus {resources.get('MaxvCpus')} != max_nodes x {vcpus}")
     if resources.get("MinvCpus", 0) % vcpus:
         problems.append("MinvCpus is not a whole number of nodes")
+    if resources.get("MinvCpus", 0) != d.config.min_nodes * vcpus:
+        problems.append(f"MinvCpus {resources.get('MinvCpus', 0)} != min_nodes x {vcpus}")
+    if resources.get("MinvCpus", 0) > resources.get("MaxvCpus", 0):
+        problems.append("MinvCpus above MaxvCpus")
     profile = d.ref_target(ce.stack, resources.get("InstanceRole"))
     if profile is None or profile.type != "AWS::IAM::InstanceProfile":
         problems.append("InstanceRole is not an instance profile of the stack")
@@ -397,11 +498,15 @@ def nodes_require_imdsv2_and_encrypt_their_root_volume(d: Deployment) -> list[st
 
 @rule(
     QUEUE_STATE,
+    QUEUE_PRIORITY,
     FAIR_SHARE,
     SHARE_DECAY,
     COMPUTE_RESERVATION,
     covers=(
-        "AWS::Batch::JobQueue",
+        "AWS::Batch::JobQueue.State",
+        "AWS::Batch::JobQueue.Priority",
+        "AWS::Batch::JobQueue.ComputeEnvironmentOrder",
+        "AWS::Batch::JobQueue.SchedulingPolicyArn",
         "AWS::Batch::SchedulingPolicy.FairsharePolicy",
     ),
 )
@@ -409,7 +514,11 @@ def job_queue_feeds_the_compute_environment(d: Deployment) -> list[str]:
     """An enabled queue on this compute environment; fair share only when configured.
 
     https://docs.aws.amazon.com/batch/latest/APIReference/API_JobQueueDetail.html: "If the job
-    queue state is ENABLED, it can accept jobs." A fair-share policy "can be replaced but
+    queue state is ENABLED, it can accept jobs." Priority only orders queues that share a
+    compute environment: "Job queues with a higher priority (or a higher integer value for the
+    priority parameter) are evaluated first when associated with the same compute environment"
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateJobQueue.html); the
+    cluster's has this one queue. A fair-share policy "can be replaced but
     can't be removed" (https://docs.aws.amazon.com/batch/latest/APIReference/
     API_CreateJobQueue.html), so it is there only when asked for; its decay "maximum
     supported value is 604800 (1 week)" and its compute reservation "The minimum value is 0 and
@@ -421,6 +530,8 @@ def job_queue_feeds_the_compute_environment(d: Deployment) -> list[str]:
     problems = []
     if props.get("State") != "ENABLED":
         problems.append("queue not ENABLED")
+    if not isinstance(props.get("Priority"), int) or props["Priority"] < 0:
+        problems.append(f"Priority {props.get('Priority')!r} is not a non-negative integer")
     order = props.get("ComputeEnvironmentOrder", [])
     targets = [d.ref_target(queue.stack, o["ComputeEnvironment"]) for o in order]
     if [t.logical_id if t else None for t in targets] != [d.compute_environment.logical_id]:
@@ -437,4 +548,128 @@ def job_queue_feeds_the_compute_environment(d: Deployment) -> list[str]:
             problems.append("ShareDecaySeconds outside 0-604800")
         if not 0 <= fair.get("ComputeReservation", 0) <= 99:
             problems.append("ComputeReservation outside 0-99")
+    return problems
+
+
+@rule(
+    TIME_LIMIT_STATE,
+    TIME_LIMIT_ACTION,
+    TIME_LIMIT_SECONDS,
+    TIME_LIMIT_EACH,
+    TIME_LIMIT_REASONS,
+    covers=("AWS::Batch::JobQueue.JobStateTimeLimitActions",),
+)
+def queue_cancels_jobs_that_wait_at_its_head_too_long(d: Deployment) -> list[str]:
+    """A job that waits RUNNABLE at the head of the queue for capacity, or on a cluster that can
+    never run it, is cancelled after the configured time so the jobs behind it run.
+
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_JobStateTimeLimitAction.html:
+    state "The only supported value is RUNNABLE."; action "For job queues connected to a ECS,
+    FARGATE or EKS compute environment, the only supported value is CANCEL, which will cancel
+    the job."; maxTimeSeconds "The minimum value is 600 (10 minutes) and the maximum value is
+    86,400 (24 hours)." "AWS Batch will perform each action after maxTimeSeconds has passed"
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/
+    aws-resource-batch-jobqueue.html). Batch acts on some reasons only: "However, not all
+    statusReason values support automatic remediation"; the page
+    (https://docs.aws.amazon.com/batch/latest/userguide/job_stuck_in_runnable_time_limit_actions.html)
+    lists CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY,
+    MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE and
+    MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT. capacity_wait_minutes times the first,
+    misconfigured_wait_minutes the other two; 0 leaves a reason without an action.
+    """
+    actions = d.one("AWS::Batch::JobQueue").props.get("JobStateTimeLimitActions", [])
+    problems = []
+    for a in actions:
+        reason = a.get("Reason")
+        if a.get("State") != "RUNNABLE":
+            problems.append(f"{reason}: state {a.get('State')}; only RUNNABLE is supported")
+        if a.get("Action") != "CANCEL":
+            problems.append(f"{reason}: action {a.get('Action')}; an EC2 queue can only CANCEL")
+        if reason not in REMEDIABLE_REASONS:
+            problems.append(f"{reason}: not a reason Batch acts on")
+        seconds = a.get("MaxTimeSeconds")
+        if not isinstance(seconds, int) or not 600 <= seconds <= 86400:
+            problems.append(f"{reason}: MaxTimeSeconds {seconds} outside 600-86400")
+    reasons = [a.get("Reason") for a in actions]
+    if len(set(reasons)) != len(reasons):
+        problems.append(f"a reason appears twice: {reasons}")
+    expected = {}
+    for minutes, prefix in (
+        (d.config.capacity_wait_minutes, "CAPACITY:"),
+        (d.config.misconfigured_wait_minutes, "MISCONFIGURATION:"),
+    ):
+        if minutes:
+            expected |= {r: minutes * 60 for r in REMEDIABLE_REASONS if r.startswith(prefix)}
+    found = {a.get("Reason"): a.get("MaxTimeSeconds") for a in actions}
+    if found != expected:
+        problems.append(f"time limits {found}; the configuration asks for {expected}")
+    return problems
+
+
+@rule(
+    RESERVATION_DEFAULT_OPEN,
+    RESERVATION_TARGET_ID,
+    RESERVATION_TARGET_GROUP,
+    CAPACITY_BLOCK_LAUNCH,
+    CAPACITY_BLOCK_MARKET,
+    CAPACITY_BLOCK_TYPES,
+    CAPACITY_BLOCK_SIZE,
+    MNP_NO_SPOT,
+    covers=(
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.InstanceMarketOptions",
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.CapacityReservationSpecification",
+    ),
+)
+def nodes_launch_into_the_configured_capacity(d: Deployment) -> list[str]:
+    """Nodes launch into the one reservation, Capacity Block or reservation group configured,
+    or On-Demand with the default preference; never on Spot.
+
+    Without a specification "the instance's Capacity Reservation preference defaults to open"
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RequestLaunchTemplateData.html);
+    a target names "The ID of the Capacity Reservation in which to run the instance" or "The ARN
+    of the Capacity Reservation resource group in which to run the instance"
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservationTarget.html),
+    one of the two. A Capacity Block is a reservation on a market of its own: "To use your
+    Capacity Block, you must specify the Capacity Block reservation ID when launching
+    instances", with the purchasing option Capacity Blocks ("For Purchasing option, choose
+    Capacity Blocks", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html),
+    which a launch template says as MarketType capacity-block (AWS's p5 Batch sample does).
+    "Capacity Blocks are available for select instance types in some AWS Regions"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html) and "Each
+    Capacity Block can have up to 64 instances"
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeCapacityBlockOfferings.html).
+    No other market: "Multi-node parallel jobs aren't supported on Spot Instances"
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeResource.html).
+    """
+    config = d.config
+    data = d.launch_template.props["LaunchTemplateData"]
+    market = data.get("InstanceMarketOptions")
+    spec = data.get("CapacityReservationSpecification")
+    problems = []
+    target: dict[str, str] | None = None
+    if config.capacity_block_id:
+        target = {"CapacityReservationId": config.capacity_block_id}
+        if market != {"MarketType": "capacity-block"}:
+            problems.append(
+                f"InstanceMarketOptions {market}; a Capacity Block needs capacity-block"
+            )
+        if not config.instance.capacity_blocks:
+            problems.append(f"{config.instance_type} is not offered as Capacity Blocks")
+        if config.max_nodes > 64:
+            problems.append(f"max_nodes {config.max_nodes}: a Capacity Block holds at most 64")
+    elif market is not None:
+        problems.append(f"InstanceMarketOptions {market} without a Capacity Block")
+    if config.capacity_reservation_id:
+        target = {"CapacityReservationId": config.capacity_reservation_id}
+    if config.capacity_reservation_group_arn:
+        arn = config.capacity_reservation_group_arn
+        target = {"CapacityReservationResourceGroupArn": arn}
+        found = re.match(r"arn:[^:]+:resource-groups:([^:]+):(\d{12}):group/", arn)
+        if not found or found.groups() != (config.region, config.account):
+            problems.append(f"{arn}: not a group in the cluster's region and account")
+    want = {"CapacityReservationTarget": target} if target else None
+    if spec != want:
+        problems.append(f"CapacityReservationSpecification {spec}; expected {want}")
+    if spec and len(spec) != 1:
+        problems.append("a preference and a target: only one option at a time")
     return problems

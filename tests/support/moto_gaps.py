@@ -99,12 +99,20 @@ def kms_key_tags(t: Template) -> None:
         res["Properties"]["Tags"] = [{"TagKey": x["Key"], "TagValue": x["Value"]} for x in tags]
 
 
+def batch_job_queue_time_limits(t: Template) -> None:
+    # Gap: moto knows no JobStateTimeLimitActions (neither its AWS::Batch::JobQueue nor its
+    # CreateJobQueue reads them); drop them so the copy says what moto really deploys.
+    for _, res in _resources(t, "AWS::Batch::JobQueue"):
+        res.get("Properties", {}).pop("JobStateTimeLimitActions", None)
+
+
 GAPS: tuple[Callable[[Template], None], ...] = (
     ecr_generated_name,
     kms_key_tags,
     efs_arn,
     batch_service_role,
     batch_security_groups,
+    batch_job_queue_time_limits,
 )
 
 
