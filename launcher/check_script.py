@@ -13,6 +13,7 @@ task interface), and for NCCL the main node leaves a one-time SSH key there so t
 
 from __future__ import annotations
 
+MIN_BYTES = 256 * 2**20  # all_reduce_perf's sweep: 256 MiB to 2 GiB, sizes the network paces
 SSH_PORT = 2022  # the check's own sshd, beside anything the image runs
 WAIT_SECONDS = 300  # for the other nodes to appear; Batch starts them within minutes
 
@@ -82,7 +83,7 @@ if [ "$gpus" -gt 0 ] && have all_reduce_perf && have mpirun && have sshd && have
       --mca plm_rsh_args "-p {SSH_PORT} -i $shared/key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" \\
       -x PATH -x LD_LIBRARY_PATH -x FI_PROVIDER -x FI_EFA_USE_DEVICE_RDMA -x NCCL_SOCKET_IFNAME \\
       -x NCCL_NET_PLUGIN -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET -x NCCL_DEBUG_FILE=/dev/stdout \\
-      all_reduce_perf -b 256M -e 2G -f 2 -g 1 -n 20 2>&1 | sed 's/^/LAUNCHER_CHECK_NCCL /'
+      all_reduce_perf -b {MIN_BYTES} -e 2G -f 2 -g 1 -n 20 2>&1 | sed 's/^/LAUNCHER_CHECK_NCCL /'
   fi
 elif [ "$node" = 0 ]; then
   out nccl "none"

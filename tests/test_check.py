@@ -23,8 +23,17 @@ def fixture(name: str) -> str:
 
 def test_all_reduce_perf_over_efa_is_parsed():
     found = check.parse_all_reduce(fixture("all_reduce_perf_efa.txt").splitlines())
-    assert found == {"busbw": 1.15327, "peak_busbw": 3.15, "wrong": 0, "network": "AWS Libfabric"}
+    # 256 MiB, 512 MiB and 1 GiB rows; not the footer's 1.15327, which counts 0 B to 1 GiB
+    assert found == {"busbw": 3.13, "peak_busbw": 3.15, "wrong": 0, "network": "AWS Libfabric"}
     assert check.uses_efa(found["network"])
+
+
+def test_published_two_node_runs_are_read_from_their_large_sizes():
+    """AWS's published 2-node figures, both launchers' rank labels."""
+    p5 = check.parse_all_reduce(fixture("all_reduce_perf_p5_2node.txt").splitlines())
+    assert (p5["busbw"], p5["peak_busbw"]) == (299.31, 437.79)  # the footer says 52.9753
+    p4de = check.parse_all_reduce(fixture("all_reduce_perf_p4de_2node.txt").splitlines())
+    assert (p4de["busbw"], p4de["peak_busbw"]) == (74.82, 78.33)
 
 
 def test_socket_fallback_is_recognised():
@@ -50,13 +59,15 @@ def node_lines(node: int, **facts: str) -> list[str]:
     return [f"LAUNCHER_CHECK node={node} {k}={v}" for k, v in (base | facts).items()]
 
 
-def nccl_lines(name: str, busbw: float | None = None) -> list[str]:
-    text = fixture(name)
-    if busbw is not None:  # the same run at another speed
-        text = text.replace("1.15327", str(busbw))
+def nccl_lines(*names: str) -> list[str]:
+    """The check's NCCL output: fixtures in order (NCCL's init lines, then the test's table)."""
+    text = "\n".join((ROOT / "tests" / "fixtures" / name).read_text() for name in names)
     return ["LAUNCHER_CHECK node=0 nccl=ran"] + [
         f"LAUNCHER_CHECK_NCCL {x}" for x in text.splitlines()
     ]
+
+
+EFA_P4DE = ("nccl/efa_init.log", "check/all_reduce_perf_p4de_2node.txt")
 
 
 def statuses(report: check.Report) -> dict[str, str]:
@@ -69,32 +80,41 @@ P4D = cluster_info("p4d.24xlarge")  # floor: 400 Gbps / 8 / 2 = 25 GB/s
 
 
 def test_a_healthy_cluster_passes():
-    lines = node_lines(0) + node_lines(1) + nccl_lines("all_reduce_perf_efa.txt", busbw=41.2)
+    lines = node_lines(0) + node_lines(1) + nccl_lines(*EFA_P4DE)
     report = check.evaluate(lines, 2, P4D)
     assert report.passed, report.table()
     assert set(statuses(report).values()) == {"pass"}
-    assert "41.2 GB/s bus bandwidth over AWS Libfabric (floor 25)" in report.table()
+    assert "74.82 GB/s bus bandwidth over Libfabric (floor 25)" in report.table()
+
+
+def test_published_p5_figures_clear_the_p5_floor():
+    p5 = cluster_info("p5.48xlarge")  # floor: 3200 Gbps / 8 / 2 = 200 GB/s
+    facts = {"efa_devices": "32", "efa_provider": "32"}
+    lines = node_lines(0, **facts) + node_lines(1, **facts)
+    lines += nccl_lines("nccl/efa_init.log", "check/all_reduce_perf_p5_2node.txt")
+    report = check.evaluate(lines, 2, p5)
+    assert report.passed, report.table()
+    assert "299.31 GB/s bus bandwidth over Libfabric (floor 200)" in report.table()
 
 
 def test_a_slow_all_reduce_fails_against_the_floor():
-    lines = node_lines(0) + node_lines(1) + nccl_lines("all_reduce_perf_efa.txt")  # 1.15 GB/s
-    report = check.evaluate(lines, 2, P4D)
+    lines = node_lines(0) + node_lines(1) + nccl_lines("check/all_reduce_perf_efa.txt")
+    report = check.evaluate(lines, 2, P4D)  # one GPU per node: 3.13 GB/s
     assert not report.passed
     assert statuses(report)["all:nccl all_reduce"] == "FAIL"
     assert "below the 25 GB/s floor" in report.table()
 
 
 def test_nccl_on_sockets_fails_even_when_fast_enough():
-    lines = node_lines(0) + node_lines(1) + nccl_lines("all_reduce_perf_socket.txt", busbw=30)
+    socket = ("nccl/socket_init.log", "check/all_reduce_perf_p4de_2node.txt")
+    lines = node_lines(0) + node_lines(1) + nccl_lines(*socket)
     report = check.evaluate(lines, 2, P4D)
     assert statuses(report)["all:nccl all_reduce"] == "FAIL"
-    assert "NCCL did not use EFA" in report.table()
+    assert "74.82 GB/s bus bandwidth over Socket: NCCL did not use EFA" in report.table()
 
 
 def test_missing_efa_devices_and_a_silent_node_fail():
-    lines = node_lines(0, efa_devices="0", efa_provider="0") + nccl_lines(
-        "all_reduce_perf_efa.txt", busbw=41.2
-    )
+    lines = node_lines(0, efa_devices="0", efa_provider="0") + nccl_lines(*EFA_P4DE)
     report = check.evaluate(lines, 2, P4D)
     found = statuses(report)
     assert found["0:efa devices"] == found["0:efa provider"] == "FAIL"
