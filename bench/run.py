@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from bench import images, launcher_calls, synth
+from bench import images, launcher_calls, logs, synth
 
-BENCHES = {"synth": synth.run, "launcher": launcher_calls.run, "images": images.run}
+BENCHES = {
+    "synth": synth.run,
+    "launcher": launcher_calls.run,
+    "logs": logs.run,
+    "images": images.run,
+}
 
 
 def main() -> None:

@@ -93,10 +93,23 @@ class Job:
         return self.backend.describe(self.job_id, nodes=True)
 
     def logs(
-        self, *, node: int | None = None, since: float | None = None, follow: bool = False
+        self,
+        *,
+        node: int | None = None,
+        since: float | None = None,
+        follow: bool = False,
+        attempt: int | None = None,
     ) -> Iterator[LogLine]:
-        """Each node's lines; ``since`` in seconds since the epoch; ``follow`` until the end."""
-        return self.backend.log_iter(self.job_id, node=node, since=since, follow=follow)
+        """Each node's lines; ``since`` in seconds since the epoch; ``follow`` until the end;
+        ``attempt`` (1-based) one attempt's, default the latest."""
+        return self.backend.log_iter(
+            self.job_id, node=node, since=since, follow=follow, attempt=attempt
+        )
+
+    def resubmit(self, progress: ProgressFn | None = None) -> Job:
+        """The same job again, continuing from this one's checkpoint directory."""
+        new_id, _ = self.backend.resubmit(self.job_id, say(progress))
+        return Job(new_id, self.backend)
 
     def cancel(self) -> JobInfo:
         return self.backend.cancel(self.job_id)

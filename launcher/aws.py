@@ -134,22 +134,19 @@ class Aws:
     # --- CloudWatch Logs --------------------------------------------------------------------
 
     @_remote
-    def log_events(
-        self, group: str, stream: str, start_ms: int | None, token: str | None
+    def filter_log_events(
+        self, group: str, streams: list[str], start_ms: int | None, token: str | None
     ) -> tuple[list[dict], str | None]:
-        kwargs: dict[str, Any] = {
-            "logGroupName": group,
-            "logStreamName": stream,
-            "startFromHead": True,
-        }
+        """One page of events of up to 100 streams (FilterLogEvents' own limit)."""
+        kwargs: dict[str, Any] = {"logGroupName": group, "logStreamNames": streams}
+        if start_ms is not None:
+            kwargs["startTime"] = start_ms
         if token:
             kwargs["nextToken"] = token
-        elif start_ms is not None:
-            kwargs["startTime"] = start_ms
         try:
-            page = self.client("logs").get_log_events(**kwargs)
+            page = self.client("logs").filter_log_events(**kwargs)
         except botocore.exceptions.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-                return [], token  # the stream appears once the container writes
+                return [], None  # streams appear once the containers write
             raise
-        return page["events"], page.get("nextForwardToken")
+        return page.get("events", []), page.get("nextToken")

@@ -32,12 +32,16 @@ class Backend(Protocol):
         node: int | None = None,
         since: float | None = None,
         follow: bool = False,
+        attempt: int | None = None,
     ) -> Iterator[LogLine]:
         """Each node's lines in order; with ``follow``, until the job ends and all are read.
-        ``since`` is seconds since the epoch."""
+        ``since`` is seconds since the epoch; ``attempt`` (1-based) defaults to the latest."""
 
     def cancel(self, job_id: str) -> JobInfo:
         """Stop the job in any state; return what it was."""
+
+    def resubmit(self, job_id: str, say: Say) -> tuple[str, str]:
+        """The job again, resuming from its checkpoint directory; (new id, directory)."""
 
     def list(self, include_finished: bool = False) -> list[JobInfo]:
         """Every job of this backend's queue, newest first (complete, not one page)."""

@@ -6,14 +6,15 @@ values of ``launcher.job`` and keeps each operation to the fewest calls it can.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from launcher.aws import Aws
 from launcher.backend import Say
 from launcher.errors import UsageError
+from launcher.follow import INTERVAL, RateLimit
+from launcher.follow import follow as follow_logs
 from launcher.job import JobInfo, JobState, LogLine, NodeStatus
-from launcher.jobdef import Requests, groups_of
+from launcher.jobdef import Requests, groups_of, resumption
 
 
 def job_id_of(handle: str) -> str:
@@ -117,6 +118,36 @@ class BatchBackend:
         self.aws.terminate_job(info.job_id, "cancelled with launcher cancel")
         return info
 
+    def resubmit(self, job_id: str, say: Say = lambda _: None) -> tuple[str, str]:
+        """The job again (same definition, queue, name, tags, share), with the first job's
+        checkpoint directory; (new job id, directory)."""
+        job = self._describe_raw(job_id)
+        checkpoint, tags = resumption(job, job["jobId"])
+        overrides = [
+            {
+                "targetNodes": node_range["targetNodes"],
+                "containerOverrides": {
+                    "environment": [{"name": "LAUNCHER_CHECKPOINT_DIR", "value": checkpoint}]
+                },
+            }
+            for node_range in job["nodeProperties"]["nodeRangeProperties"]
+        ]
+        request = {
+            "jobName": job["jobName"],
+            "jobQueue": job["jobQueue"],
+            "jobDefinition": job["jobDefinition"],
+            "propagateTags": True,
+            "tags": tags,
+            "nodeOverrides": {"nodePropertyOverrides": overrides},
+        }
+        if job.get("shareIdentifier"):
+            request["shareIdentifier"] = job["shareIdentifier"]
+        if job.get("schedulingPriority") is not None:
+            request["schedulingPriorityOverride"] = job["schedulingPriority"]
+        new_id = self.aws.submit_job(request)
+        say(f"resubmitted {job['jobId']} as {new_id}")
+        return new_id, checkpoint
+
     def list(self, include_finished: bool = False) -> list[JobInfo]:
         if self.queue_arn is None:
             raise UsageError("listing jobs needs the cluster's queue (from its stack)")
@@ -133,42 +164,76 @@ class BatchBackend:
         node: int | None = None,
         since: float | None = None,
         follow: bool = False,
-        poll_seconds: float = 2.0,
-        sleep: Callable[[float], None] = time.sleep,
+        attempt: int | None = None,
+        limit: RateLimit | None = None,
     ) -> Iterator[LogLine]:
-        job = self._describe_raw(job_id)
+        """Every node's lines in one FilterLogEvents call a second (``launcher.follow``).
+
+        Each attempt of a node writes its own stream; ``attempt`` picks one (1-based),
+        default the latest.
+        """
+        # Following paces every call; a one-off read is a short burst.
+        limit = limit or RateLimit(INTERVAL if follow else 0.0)
+        with limit:
+            job = self._describe_raw(job_id)
         count = int(job.get("nodeProperties", {}).get("numNodes", 1))
         if node is not None and not 0 <= node < count:
             raise UsageError(f"--node {node}: job {job['jobId']} has nodes 0-{count - 1}")
         group = _log_group(job)
-        nodes = [node] if node is not None else list(range(count))
-        start_ms = int(since * 1000) if since is not None else None
-        tokens: dict[int, str | None] = {}
-        streams: dict[int, str | None] = {}
-        while True:
-            missing = [n for n in nodes if not streams.get(n)]
-            if missing:
-                found = {
-                    d["jobId"]: d.get("container", {}).get("logStreamName")
-                    for d in self.aws.describe_jobs([f"{job['jobId']}#{n}" for n in missing])
-                }
-                streams.update({n: found.get(f"{job['jobId']}#{n}") for n in missing})
-            for index in nodes:
-                stream = streams.get(index)
-                if not stream:
-                    continue
-                while True:
-                    events, token = self.aws.log_events(group, stream, start_ms, tokens.get(index))
-                    for event in events:
-                        yield LogLine(index, event["message"], event["timestamp"] / 1000)
-                    more = token != tokens.get(index) and events
-                    tokens[index] = token
-                    if not more:
-                        break
-            if not follow or JobState(job["status"]).terminal:
-                return
-            sleep(poll_seconds)
-            job = self._describe_raw(job["jobId"])
+        wanted = [node] if node is not None else list(range(count))
+        ids = [f"{job['jobId']}#{n}" for n in wanted]
+        state = {"job": job, "fresh": True}
+
+        def refresh() -> tuple[bool, dict[str, int]]:
+            if not state["fresh"]:
+                with limit:
+                    state["job"] = self._describe_raw(job["jobId"])
+            state["fresh"] = False
+            records = []
+            for first in range(0, len(ids), 100):  # DescribeJobs: at most 100 ids a call
+                with limit:
+                    records += self.aws.describe_jobs(ids[first : first + 100])
+            streams = {}
+            for record in records:
+                stream = _stream_of(record, attempt)
+                if stream:
+                    streams[stream] = int(record["jobId"].rsplit("#", 1)[1])
+            return JobState(state["job"]["status"]).terminal, streams
+
+        if attempt is not None:
+            with limit:
+                records = self.aws.describe_jobs(ids[:100])
+            available = max((len(r.get("attempts", [])) for r in records), default=0)
+            if not 1 <= attempt <= max(available, 1):
+                raise UsageError(
+                    f"--attempt {attempt}: job {job['jobId']} has "
+                    + (f"attempts 1-{available}" if available > 1 else "one attempt so far")
+                )
+
+        def page(streams, start_ms, token):
+            return self.aws.filter_log_events(group, streams, start_ms, token)
+
+        for index, event in follow_logs(
+            page,
+            refresh,
+            since_ms=int(since * 1000) if since is not None else None,
+            keep_following=follow,
+            limit=limit,
+        ):
+            yield LogLine(index, event["message"], event["timestamp"] / 1000)
+
+
+def _stream_of(record: dict, attempt: int | None) -> str | None:
+    """A node's log stream for one attempt (1-based), or the latest."""
+    attempts = record.get("attempts", [])
+    if attempt is not None:
+        if attempt > len(attempts):
+            return None
+        return attempts[attempt - 1].get("container", {}).get("logStreamName")
+    current = record.get("container", {}).get("logStreamName")
+    if current:
+        return current
+    return attempts[-1].get("container", {}).get("logStreamName") if attempts else None
 
 
 def _log_group(job: dict) -> str:

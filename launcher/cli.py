@@ -127,7 +127,16 @@ class Run(Command):
             action="store_true",
             help="wrap the command in torchrun with nodes and GPUs per node",
         )
-        parser.add_argument("--port", type=int, default=29500, help="rendezvous port")
+        parser.add_argument(
+            "--port", type=int, default=29500, help="rendezvous port (the next one: node watch)"
+        )
+        parser.add_argument(
+            "--restarts",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="retry the job when a node is lost, resuming from $LAUNCHER_CHECKPOINT_DIR "
+            "(default: on with --torchrun)",
+        )
         parser.add_argument("--follow", action="store_true", help="stream logs until it ends")
         parser.add_argument(
             "--local",
@@ -165,6 +174,7 @@ class Run(Command):
             "tags": tuple(jobspec.parse_tag(t) for t in args.tag),
             "torchrun": args.torchrun,
             "rendezvous_port": args.port,
+            "restarts": args.restarts,
             **({"name": args.name} if args.name else {}),
         }
 
@@ -320,6 +330,9 @@ class Logs(Command):
         parser.add_argument("--node", type=int, help="only this node (default: all)")
         parser.add_argument("--follow", "-f", action="store_true")
         parser.add_argument("--since", help="only the last DURATION, e.g. 10m")
+        parser.add_argument(
+            "--attempt", type=int, help="an earlier attempt's logs (1-based; default the latest)"
+        )
 
     def run(self, args):
         import time
@@ -327,10 +340,27 @@ class Logs(Command):
         from launcher import jobspec
 
         since = time.time() - jobspec.parse_since(args.since) if args.since else None
-        lines = _job(args, args.job).logs(node=args.node, since=since, follow=args.follow)
+        if args.attempt is not None and args.attempt < 1:
+            raise UsageError(f"--attempt {args.attempt}: attempts count from 1")
+        lines = _job(args, args.job).logs(
+            node=args.node, since=since, follow=args.follow, attempt=args.attempt
+        )
         for line in lines:
             text = line.message if args.node is not None else f"[node {line.node}] {line.message}"
             print(text, flush=True)
+        return 0
+
+
+class Resubmit(Command):
+    name = "resubmit"
+    help = "run a job again, resuming from its checkpoint directory"
+
+    def add_arguments(self, parser):
+        parser.add_argument("job")
+
+    def run(self, args):
+        new = _job(args, args.job).resubmit(progress=_console())
+        print(new.job_id)
         return 0
 
 
@@ -414,6 +444,7 @@ COMMANDS: tuple[Command, ...] = (
     Describe(),
     Logs(),
     Cancel(),
+    Resubmit(),
     List(),
     Check(),
 )

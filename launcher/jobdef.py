@@ -24,9 +24,13 @@ ULIMITS = (
     {"name": "nofile", "softLimit": 1048576, "hardLimit": 1048576},
 )
 RETRY_ON_HOST_LOSS = (
-    # Instance loss (reclaimed, failed status checks) is worth another attempt...
+    # Instance loss (reclaimed, failed status checks) of the main node is worth another
+    # attempt. Batch retries a multi-node job only when the main node fails ("Child node
+    # failures don't cause more attempts"), so a worker's loss reaches these rules through
+    # the main node's prelude, which ends it with NODE_LOST_EXIT (launcher.prelude).
     {"onStatusReason": "Host EC2*", "action": "RETRY"},
-    # ...an application failure is not.
+    {"onExitCode": str(prelude.NODE_LOST_EXIT), "action": "RETRY"},
+    # An application failure is not.
     {"onReason": "*", "action": "EXIT"},
 )
 JOB_DEFINITION_PREFIX = "efa-batch"
@@ -177,6 +181,8 @@ def environment(
             "LAUNCHER_EFS": next((m.dst for m in spec.mounts if m.kind == "efs"), DEFAULT_EFS_PATH),
         }
     )
+    if spec.restarts_on:
+        env["LAUNCHER_RESTARTS"] = "on"
     if spec.groups and group is not None:
         env["LAUNCHER_GROUP_FIRST_NODE"] = str(group.first)  # the prelude's replica id
         if group.name:
@@ -298,6 +304,40 @@ def node_ranges(definition: dict) -> list[tuple[tuple[int, int], dict]]:
         bounds = (int(first or 0), int(last) if last else last_node)
         ranges.append((bounds, node_range["container"]))
     return ranges
+
+
+def with_environment(definition: dict, env: dict[str, str]) -> dict:
+    """A copy of a job definition with ``env`` set in every node range's container."""
+    import copy
+
+    result = copy.deepcopy(definition)
+    for node_range in result["nodeProperties"]["nodeRangeProperties"]:
+        container = node_range["container"]
+        merged = {e["name"]: e["value"] for e in container.get("environment", [])} | env
+        container["environment"] = [{"name": k, "value": v} for k, v in sorted(merged.items())]
+    return result
+
+
+CHECKPOINT_TAG = "efa-batch:checkpoint"
+
+
+def resumption(job: dict, job_id: str) -> tuple[str, dict[str, str]]:
+    """The checkpoint directory a resubmission of ``job`` continues in, and the tags it gets:
+    the job's own plus the directory, so that resubmitting the resubmission finds it again
+    (a job's tags come back from DescribeJobs as they were submitted)."""
+    tags = dict(job.get("tags") or {})
+    checkpoint = tags.get(CHECKPOINT_TAG) or checkpoint_dir(job, job_id)
+    return checkpoint, {**tags, CHECKPOINT_TAG: checkpoint}
+
+
+def checkpoint_dir(definition: dict, job_id: str) -> str:
+    """Where a job's attempts keep their checkpoints (the prelude's default, unless the job
+    was itself a resubmission and carries its first job's directory)."""
+    (_, container), *_ = node_ranges(definition)
+    env = {e["name"]: e["value"] for e in container.get("environment", [])}
+    if "LAUNCHER_CHECKPOINT_DIR" in env:
+        return env["LAUNCHER_CHECKPOINT_DIR"]
+    return f"{env.get('LAUNCHER_EFS', DEFAULT_EFS_PATH)}/checkpoints/{job_id}"
 
 
 def groups_of(definition: dict):

@@ -19,6 +19,8 @@ MIN_TIMEOUT_SECONDS = 60  # AWS Batch refuses attemptDurationSeconds below 60
 # AWS Batch limits checked before anything is created (Batch API reference: SubmitJob,
 # RegisterJobDefinition, NodeRangeProperty; multi-node parallel jobs, node groups).
 MAX_TAGS = 50  # job + job definition tags together; over 50 Batch fails the job
+# Two are the launcher's own: efa-batch:stack, and efa-batch:checkpoint on a resubmitted job.
+MAX_USER_TAGS = MAX_TAGS - 2
 MAX_NODE_GROUPS = 5
 _SHARE_ID = re.compile(r"^[A-Za-z0-9]{1,255}\*?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -76,6 +78,13 @@ class JobSpec:
     torchrun: bool = False
     rendezvous_port: int = DEFAULT_RENDEZVOUS_PORT
     groups: tuple[NodeGroup, ...] = ()
+    # Restarts that resume: a node watch that turns a lost node into another attempt, and a
+    # checkpoint directory kept across attempts (launcher.prelude). None: on with torchrun.
+    restarts: bool | None = None
+
+    @property
+    def restarts_on(self) -> bool:
+        return self.torchrun if self.restarts is None else self.restarts
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -97,17 +106,19 @@ class JobSpec:
             raise UsageError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
         if self.priority is not None and not 0 <= self.priority <= 9999:
             raise UsageError(f"--priority {self.priority}: allowed 0-9999")
-        if not 1024 <= self.rendezvous_port <= 65535:
-            raise UsageError(f"--port {self.rendezvous_port}: allowed 1024-65535")
+        if not 1024 <= self.rendezvous_port <= 65534:
+            raise UsageError(
+                f"--port {self.rendezvous_port}: allowed 1024-65534 (the next port is the "
+                "node watch's)"
+            )
         if self.share_id is not None and not _SHARE_ID.match(self.share_id):
             raise UsageError(
                 f"--share-id {self.share_id!r}: use 1-255 letters and digits (AWS Batch)"
             )
-        # One tag is the launcher's own (efa-batch:stack).
-        if len(dict(self.tags)) + 1 > MAX_TAGS:
+        if len(dict(self.tags)) > MAX_USER_TAGS:
             raise UsageError(
-                f"--tag: {len(dict(self.tags))} tags and the stack's own exceed AWS Batch's "
-                f"{MAX_TAGS} per job; allowed: at most {MAX_TAGS - 1}"
+                f"--tag: {len(dict(self.tags))} tags and the launcher's own exceed AWS Batch's "
+                f"{MAX_TAGS} per job; allowed: at most {MAX_USER_TAGS}"
             )
         for key, _ in self.env:
             parse_env(f"{key}=")

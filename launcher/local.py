@@ -32,7 +32,7 @@ from pathlib import Path
 from launcher.backend import Say
 from launcher.errors import RemoteError, UsageError
 from launcher.job import JobInfo, JobState, LogLine, NodeStatus
-from launcher.jobdef import Requests, groups_of, node_ranges
+from launcher.jobdef import Requests, groups_of, node_ranges, resumption, with_environment
 
 PREFIX = "local-"
 LABEL = "efa-batch.job"
@@ -196,8 +196,8 @@ def _save(job: dict) -> None:
     tmp.replace(_path(job["jobId"]))
 
 
-def log_path(job_id: str, node: int) -> Path:
-    return state_dir() / job_id / f"node-{node}.log"
+def log_path(job_id: str, node: int, attempt: int = 1) -> Path:
+    return state_dir() / job_id / f"attempt-{attempt}" / f"node-{node}.log"
 
 
 def _supervisor_pid(job_id: str) -> int | None:
@@ -236,6 +236,7 @@ def job_info(job: dict) -> JobInfo:
         definition=job.get("jobDefinition"),
         image=job["nodeProperties"]["nodeRangeProperties"][0]["container"]["image"],
         attempts=job.get("attempt", 1) if state != JobState.STARTING else 0,
+        detail=job.get("reason"),
         created_at=job["createdAt"] / 1000,
         started_at=job["startedAt"] / 1000 if job.get("startedAt") else None,
         stopped_at=job["stoppedAt"] / 1000 if job.get("stoppedAt") else None,
@@ -316,6 +317,9 @@ class LocalBackend:
             "createdAt": int(time.time() * 1000),
             "nodeProperties": register["nodeProperties"],
             "timeout": register.get("timeout", {}).get("attemptDurationSeconds"),
+            "retryStrategy": register.get("retryStrategy", {}),
+            "requests": {"register": register, "submit": submit},
+            "history": [],
             "efsDir": self.efs_dir,
             "queueName": self.queue,
             "infiniband": infiniband,
@@ -324,7 +328,7 @@ class LocalBackend:
             "containers": [],
         }
         _save(job)
-        (state_dir() / job_id).mkdir(exist_ok=True)
+        (state_dir() / job_id / "attempt-1").mkdir(parents=True, exist_ok=True)
         try:
             for image in sorted({c["image"] for c in containers}):
                 _pull(client, image)
@@ -379,6 +383,17 @@ class LocalBackend:
         _save(job)
         return info
 
+    def resubmit(self, job_id: str, say: Say = lambda _: None) -> tuple[str, str]:
+        """The same job again, with the first one's checkpoint directory; (new id, dir)."""
+        job = load(job_id)
+        register, submit = job["requests"]["register"], job["requests"]["submit"]
+        checkpoint, tags = resumption({**register, "tags": submit.get("tags")}, job["jobId"])
+        register = with_environment(register, {"LAUNCHER_CHECKPOINT_DIR": checkpoint})
+        submit = {**submit, "tags": tags}
+        if self.efs_dir is None:
+            self.efs_dir = job["efsDir"]
+        return self.schedule(Requests(register, submit), say), checkpoint
+
     def list(self, include_finished: bool = False) -> list[JobInfo]:
         jobs = [job_info(json.loads(p.read_text())) for p in state_dir().glob(f"{PREFIX}*.json")]
         if not include_finished:
@@ -391,12 +406,20 @@ class LocalBackend:
         node: int | None = None,
         since: float | None = None,
         follow: bool = False,
+        attempt: int | None = None,
         poll: float = 0.2,
     ) -> Iterator[LogLine]:
         job = load(job_id)
         count = job["nodeProperties"]["numNodes"]
         if node is not None and not 0 <= node < count:
             raise UsageError(f"--node {node}: job {job['jobId']} has nodes 0-{count - 1}")
+        latest = job.get("attempt", 1)
+        if attempt is not None and not 1 <= attempt <= latest:
+            raise UsageError(
+                f"--attempt {attempt}: job {job['jobId']} has "
+                + (f"attempts 1-{latest}" if latest > 1 else "one attempt so far")
+            )
+        attempt = attempt or latest
         nodes = [node] if node is not None else list(range(count))
         offsets = dict.fromkeys(nodes, 0)
         partial = dict.fromkeys(nodes, b"")
@@ -409,7 +432,7 @@ class LocalBackend:
         while True:
             done = JobState(load(job_id)["status"]).terminal
             for n in nodes:
-                path = log_path(job["jobId"], n)
+                path = log_path(job["jobId"], n, attempt)
                 if not path.exists():
                     continue
                 with open(path, "rb") as f:
@@ -515,18 +538,61 @@ def _exit_code(client, container_id: str) -> int | None:
 
 
 def supervise(job_id: str, poll: float = 0.2) -> None:
-    """Follow a started job to its end; the state file's only writer from here on."""
+    """Follow a started job to its end, attempt after attempt as its retry rules say; the
+    state file's only writer from here on."""
     from launcher.docker_client import docker_client
+    from launcher.retry import retries
 
     cancelled = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: cancelled.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked by schedule()
     client = docker_client()
     job = load(job_id)
-    containers = job["containers"]
+    while True:
+        reason, main_exit, codes = _run_attempt(client, job, cancelled, poll)
+        success = reason is None and main_exit == 0
+        status_reason = reason or (None if success else EXIT_REASON)
+        job["history"].append(
+            {"attempt": job["attempt"], "exitCodes": codes, "statusReason": status_reason}
+        )
+        again = (
+            not success
+            and reason is None  # a cancel or a timeout ends the job
+            and retries(
+                job["retryStrategy"],
+                job["attempt"],
+                status_reason=status_reason,
+                reason=None,
+                exit_code=main_exit,
+            )
+        )
+        if not again:
+            break
+        job["attempt"] += 1
+        (state_dir() / job_id / f"attempt-{job['attempt']}").mkdir(parents=True, exist_ok=True)
+        try:
+            job["containers"], job["ulimitCaps"] = _start_nodes(client, job, lambda _: None)
+        except RemoteError as exc:
+            status_reason, codes = f"could not start attempt {job['attempt']}: {exc}", []
+            break
+        job.update(status="RUNNING", startedAt=_now_ms())
+        _save(job)
+    job.update(
+        status="SUCCEEDED" if success else "FAILED",
+        statusReason=status_reason,
+        exitCodes=codes,
+        stoppedAt=_now_ms(),
+    )
+    _save(job)
+
+
+def _run_attempt(client, job: dict, cancelled: threading.Event, poll: float):
+    """One attempt: copy the logs, wait for the main node (or the timeout, or a cancel), stop
+    every node, remove the containers; (reason or None, main exit code, every exit code)."""
+    containers, attempt = job["containers"], job["attempt"]
 
     def copy_logs(node: int, cid: str) -> None:
-        with open(log_path(job_id, node), "ab") as out:
+        with open(log_path(job["jobId"], node, attempt), "ab") as out:
             try:
                 stream = client.containers.get(cid).logs(stream=True, follow=True, timestamps=True)
                 for chunk in stream:
@@ -541,7 +607,7 @@ def supervise(job_id: str, poll: float = 0.2) -> None:
     ]
     for t in threads:
         t.start()
-    deadline = job["startedAt"] / 1000 + job["timeout"] if job.get("timeout") else None
+    deadline = time.time() + job["timeout"] if job.get("timeout") else None
     reason = None
     while (main_exit := _exit_code(client, containers[0])) is None:
         if cancelled.is_set():
@@ -561,14 +627,7 @@ def supervise(job_id: str, poll: float = 0.2) -> None:
         _remove(client, cid)
     if cancelled.is_set() and reason is None:
         reason = CANCEL_REASON  # the cancel arrived as the main node ended
-    success = reason is None and main_exit == 0
-    job.update(
-        status="SUCCEEDED" if success else "FAILED",
-        statusReason=reason or (None if success else EXIT_REASON),
-        exitCodes=codes,
-        stoppedAt=_now_ms(),
-    )
-    _save(job)
+    return reason, main_exit, codes
 
 
 def wait(job_id: str, timeout: float | None = None, poll: float = 0.2) -> JobInfo:

@@ -10,6 +10,13 @@
   when the image left that out, and prints one line: ``launcher: EFA ready ...`` or
   ``launcher: EFA WARNING ...``. With ``--efa require`` a missing piece fails the node with
   exit code 78 before the command starts.
+- Restarts that resume (``LAUNCHER_RESTARTS=on``, the default with ``--torchrun``): every node
+  gets ``LAUNCHER_CHECKPOINT_DIR`` on EFS, the same for every attempt of the job (and for
+  ``launcher resubmit``); a watch between the nodes (python3, beside the command) ends the main
+  node with exit code 75 when a worker is lost (its container killed, its host gone: no word
+  within 30 s), which the job's retry rules turn into another attempt, and with the worker's
+  own code when a worker fails by itself, which they do not. Batch itself retries only what
+  happens to the main node.
 - NCCL's transport: NCCL's INFO output goes to files under ``/tmp/launcher-nccl`` (set by the
   job definition unless the user sets NCCL_DEBUG_FILE); a watcher forwards every NCCL WARN line
   and one ``launcher: NCCL network ...`` line per node, so the transport NCCL chose is in the
@@ -21,6 +28,10 @@ Written for dash and busybox ash (no arrays, no ``local``), tested on busybox in
 from __future__ import annotations
 
 EFA_REQUIRED_EXIT = 78  # EX_CONFIG: the image cannot do what the job asked
+NODE_LOST_EXIT = 75  # EX_TEMPFAIL: a node was lost; the job's retry rules try again
+MONITOR_DIR = "/tmp/launcher-monitor"
+HEARTBEAT_SECONDS = 5
+LOST_AFTER_SECONDS = 30  # a worker silent this long is lost (a dead host sends no FIN)
 NCCL_LOG_DIR = "/tmp/launcher-nccl"
 # Where the EFA installer, AWS's DLAMIs/DLCs and NGC builds put aws-ofi-nccl (newest first).
 PLUGIN_DIRS = (
@@ -49,6 +60,9 @@ if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d' ' -f1)"; fi
 export LAUNCHER_MAIN_ADDR="${main:-127.0.0.1}"
 export LAUNCHER_NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"
 export LAUNCHER_REPLICA_ID="$((LAUNCHER_NODE_RANK - ${LAUNCHER_GROUP_FIRST_NODE:-0}))"
+export LAUNCHER_CHECKPOINT_DIR="${LAUNCHER_CHECKPOINT_DIR:-${LAUNCHER_EFS:-/tmp}/checkpoints/${AWS_BATCH_JOB_ID:-local}}"
+export LAUNCHER_CHECKPOINT_DIR="${LAUNCHER_CHECKPOINT_DIR%%#*}"
+mkdir -p "$LAUNCHER_CHECKPOINT_DIR" 2>/dev/null
 export MASTER_ADDR="${MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" MASTER_PORT="${MASTER_PORT:-$LAUNCHER_MAIN_PORT}"
 export PET_NNODES="${PET_NNODES:-$LAUNCHER_NNODES}" PET_NODE_RANK="${PET_NODE_RANK:-$LAUNCHER_NODE_RANK}"
 export PET_MASTER_ADDR="${PET_MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" PET_MASTER_PORT="${PET_MASTER_PORT:-$LAUNCHER_MAIN_PORT}"
@@ -124,19 +138,102 @@ case "${{NCCL_DEBUG_FILE:-}}" in {NCCL_LOG_DIR}/*)
 esac
 """
 
-# Run the command as a child (not exec) only while the watcher runs, so its last lines are
-# flushed after the command ends; signals from Batch (via the init process) are passed on.
-RUN = """\
-if [ -z "$_watch" ]; then exec "$@"; fi
+# The node watch: workers say hello, beat every few seconds and report their exit code; the
+# main node's side ends the command when a worker is lost (silence or a dropped connection
+# without an exit code) or failed, and leaves a file saying which.
+MONITOR_MAIN = f"""\
+import os, signal, socket, sys, threading
+port, child, d = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", port)); s.listen()
+def note(name, text):
+    with open(os.path.join(d, name), "a") as f: f.write(text + "\\n")
+    try: os.kill(child, signal.SIGTERM)
+    except OSError: pass
+def watch(c):
+    c.settimeout({LOST_AFTER_SECONDS}); node, code, buf = "?", None, b""
+    try:
+        while code is None:
+            data = c.recv(256)
+            if not data: break
+            buf += data
+            *lines, buf = buf.split(b"\\n")
+            for line in lines:
+                word, _, value = line.decode().partition(" ")
+                if word == "hello": node = value
+                if word == "exit": code = int(value)
+    except OSError: pass
+    if code is None: note("lost", node)
+    elif code != 0: note("failed", f"{{node}} {{code}}")
+while True:
+    c, _ = s.accept(); threading.Thread(target=watch, args=(c,), daemon=True).start()
+"""
+
+MONITOR_WORKER = f"""\
+import os, socket, sys, time
+host, port, node, d = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+for _ in range(600):
+    try: c = socket.create_connection((host, port), timeout=5); break
+    except OSError: time.sleep(1)
+else: sys.exit(0)
+c.sendall(f"hello {{node}}\\n".encode())
+done = os.path.join(d, "exit")
+try:
+    while not os.path.exists(done):
+        c.sendall(b"beat\\n"); time.sleep({HEARTBEAT_SECONDS})
+    c.sendall(f"exit {{open(done).read().strip()}}\\n".encode())
+except OSError: pass
+"""
+
+MONITOR = f"""\
+_monitor=""
+if [ "${{LAUNCHER_RESTARTS:-}}" = on ] && [ "${{LAUNCHER_NNODES:-1}}" -gt 1 ]; then
+  if command -v python3 >/dev/null 2>&1; then
+    _monitor="{MONITOR_DIR}"; rm -rf "$_monitor"; mkdir -p "$_monitor"
+    _mport="$((LAUNCHER_MAIN_PORT + 1))"
+  else
+    echo "launcher: restarts WARNING: no python3 in the image, so a lost node is not noticed and the job is not tried again" >&2
+  fi
+fi
+"""
+
+# Run the command as a child (not exec) while the watcher or the node watch runs, so the last
+# lines are flushed and the outcome is read after the command ends; signals from Batch (via
+# the init process) are passed on.
+RUN = f"""\
+if [ -z "$_watch" ] && [ -z "$_monitor" ]; then exec "$@"; fi
 "$@" & _child=$!
 trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
+if [ -n "$_monitor" ]; then
+  if [ "$LAUNCHER_NODE_RANK" = 0 ]; then
+    python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" & _mon=$!
+  else
+    python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" & _mon=$!
+  fi
+fi
 wait "$_child"; _code=$?
 while kill -0 "$_child" 2>/dev/null; do wait "$_child"; _code=$?; done
-kill "$_watch" 2>/dev/null; _nccl_scan
+[ -n "$_watch" ] && {{ kill "$_watch" 2>/dev/null; _nccl_scan; }}
+if [ -n "$_monitor" ]; then
+  if [ "$LAUNCHER_NODE_RANK" != 0 ]; then
+    echo "$_code" > "$_monitor/exit"; _t=0
+    while kill -0 "$_mon" 2>/dev/null && [ "$_t" -lt 20 ]; do sleep 0.5; _t=$((_t + 1)); done
+  else
+    kill "$_mon" 2>/dev/null
+    if [ -s "$_monitor/lost" ]; then
+      echo "launcher: node(s) $(tr '\\n' ' ' < "$_monitor/lost")lost: ending with exit code {NODE_LOST_EXIT} so that the job is tried again" >&2
+      exit {NODE_LOST_EXIT}
+    fi
+    if [ -s "$_monitor/failed" ]; then
+      echo "launcher: node $(head -n 1 "$_monitor/failed" | cut -d' ' -f1) failed (exit code $(head -n 1 "$_monitor/failed" | cut -d' ' -f2)): the job stops" >&2
+      [ "$_code" = 0 ] && _code=1
+    fi
+  fi
+fi
 exit "$_code"
 """
 
-SCRIPT = RENDEZVOUS + EFA_CHECK + NCCL_WATCH + RUN
+SCRIPT = RENDEZVOUS + EFA_CHECK + NCCL_WATCH + MONITOR + RUN
 
 
 def command(user_command: list[str] | tuple[str, ...]) -> list[str]:

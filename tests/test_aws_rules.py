@@ -57,7 +57,7 @@ JOBS = {
     "mounts": lambda: _job(
         cluster_info(),
         mounts=(Mount("efs", "/data"), Mount("bind", "/scratch", "/local")),
-        tags=tuple((f"k{i}", "v") for i in range(49)),
+        tags=tuple((f"k{i}", "v") for i in range(48)),
         timeout_seconds=60,
     ),
 }
@@ -240,6 +240,16 @@ def test_job_rules_catch_an_old_nccl_setting_and_a_missing_device():
         job, submit={**job.submit, "tags": {f"k{i}": "v" for i in range(51)}}
     )
     assert job_rules.submission_matches_the_queue_and_the_log_group(over)
+
+
+def test_job_rules_catch_retry_rules_batch_refuses_or_reads_otherwise():
+    job = _job(cluster_info())
+    strategy = job.register["retryStrategy"]
+    strategy["evaluateOnExit"] = [{"onExitCode": "7-5", "action": "RETRY"}]
+    assert job_rules.retries_and_timeout_mean_what_batch_does(job) == [
+        "onExitCode '7-5' is not a pattern Batch accepts",
+        "the last evaluateOnExit entry is not an EXIT that matches every failure",
+    ]
 
 
 @pytest.mark.parametrize(

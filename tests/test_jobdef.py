@@ -160,12 +160,13 @@ def test_torchrun_convenience():
     ]
 
 
-def test_retry_on_host_loss_only_and_timeout():
+def test_retry_on_node_loss_only_and_timeout():
     requests = jobdef.build(spec(attempts=5, timeout_seconds=5400), cluster_info())
     assert requests.register["retryStrategy"] == {
         "attempts": 5,
         "evaluateOnExit": [
             {"onStatusReason": "Host EC2*", "action": "RETRY"},
+            {"onExitCode": "75", "action": "RETRY"},
             {"onReason": "*", "action": "EXIT"},
         ],
     }
@@ -208,3 +209,25 @@ def test_requests_the_cluster_cannot_run_are_refused(kwargs, cluster_kwargs, fra
     with pytest.raises(UsageError) as info:
         jobdef.build(spec(**kwargs), cluster_info(**cluster_kwargs))
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "again"),
+    [
+        ({"status_reason": "Host EC2 (instance i-0a) terminated.", "exit_code": None}, True),
+        ({"status_reason": "Essential container in task exited", "exit_code": 75}, True),
+        ({"status_reason": "Essential container in task exited", "exit_code": 1}, False),
+        ({"status_reason": "Essential container in task exited", "exit_code": 137}, False),
+    ],
+)
+def test_the_retry_rules_as_batch_reads_them(outcome, again):
+    """A host loss or a lost worker (exit 75 from the prelude) is retried; an application
+    error is not. Batch's evaluation order: the first entry that matches decides."""
+    from launcher import retry
+
+    strategy = jobdef.build(spec(attempts=3), cluster_info()).register["retryStrategy"]
+    assert retry.retries(strategy, 1, reason=None, **outcome) is again
+    assert retry.retries(strategy, 3, reason=None, **outcome) is False  # attempts used up
+    assert (
+        retry.action({"evaluateOnExit": []}, status_reason="x", reason=None, exit_code=1) == "RETRY"
+    )

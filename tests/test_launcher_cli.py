@@ -109,13 +109,42 @@ def test_run_status_describe_logs_then_resubmit_registers_nothing(cluster):
     )
     assert ok(launcher(cluster, "status", job_id)).stdout.split()[2] == "SUCCEEDED"
     logs = ok(launcher(cluster, "logs", job_id)).stdout.splitlines()
-    assert logs == ["[node 0] rank 0 ready", "[node 0] loss 0.5", "[node 1] rank 1 ready"]
+    assert sorted(logs) == ["[node 0] loss 0.5", "[node 0] rank 0 ready", "[node 1] rank 1 ready"]
+    assert logs.index("[node 0] rank 0 ready") < logs.index("[node 0] loss 0.5")  # per node
     assert ok(launcher(cluster, "logs", job_id, "--node", "1")).stdout == "rank 1 ready\n"
     assert ok(launcher(cluster, "logs", job_id, "--since", "10m", "-f")).stdout.count("\n") == 3
 
     second = ok(submit(cluster))
     assert "reusing job definition" in second.stderr
     assert state(cluster)[0] == definitions
+
+
+def test_resubmit_reuses_the_definition_and_the_first_jobs_checkpoint_directory(cluster):
+    first = ok(submit(cluster)).stdout.strip().splitlines()[-1]
+    moto_gaps.run_job(ACCOUNT, REGION, first, success=False)
+    definitions, _ = state(cluster)
+
+    second = ok(launcher(cluster, "resubmit", first)).stdout.strip().splitlines()[-1]
+    third = ok(launcher(cluster, "resubmit", second)).stdout.strip().splitlines()[-1]
+
+    assert state(cluster)[0] == definitions  # nothing registered
+    batch = cluster.client("batch")
+    jobs = {j["jobId"]: j for j in batch.describe_jobs(jobs=[first, second, third])["jobs"]}
+    assert len({j["jobDefinition"] for j in jobs.values()}) == 1
+    directory = f"/mnt/efs/checkpoints/{first}"
+    for job_id in (second, third):
+        overrides = moto_gaps.node_overrides(ACCOUNT, REGION, job_id)
+        assert_valid(
+            "batch",
+            "SubmitJob",
+            {"jobName": "x", "jobQueue": "q", "jobDefinition": "d", "nodeOverrides": overrides},
+        )
+        (node_range,) = overrides["nodePropertyOverrides"]
+        assert node_range["targetNodes"] == "0:"  # as the definition names its range
+        assert node_range["containerOverrides"]["environment"] == [
+            {"name": "LAUNCHER_CHECKPOINT_DIR", "value": directory}
+        ]
+        assert jobs[job_id]["tags"]["efa-batch:checkpoint"] == directory
 
 
 def test_cancel_fails_the_job_and_refuses_a_finished_one(cluster):
@@ -149,8 +178,8 @@ def test_list_shows_active_jobs_and_all_with_all(cluster):
         (["--priority", "5"], "has no fair-share scheduling policy"),
         (["--gpus-per-node", "9"], "p4d.24xlarge has 8 GPUs"),
         (["--nodes", "0"], "--nodes 0: a job needs at least 1 node"),
-        # Batch fails a job with more than 50 tags, its stack tag included (SubmitJob).
-        ([a for i in range(50) for a in ("--tag", f"k{i}=v")], "exceed AWS Batch's 50 per job"),
+        # Batch fails a job with more than 50 tags, the launcher's two included (SubmitJob).
+        ([a for i in range(49) for a in ("--tag", f"k{i}=v")], "exceed AWS Batch's 50 per job"),
         (["--share-id", "a b"], "--share-id 'a b': use 1-255 letters and digits"),
         (["--efa", "require", "--gpus-per-node", "9"], "p4d.24xlarge has 8 GPUs"),
     ],
@@ -225,10 +254,10 @@ def test_run_follow_streams_every_node_and_exits_with_the_job(cluster):
     assert f"{job_id} x FAILED" in err
 
 
-def test_forty_nine_tags_are_accepted(cluster):
-    tags = [a for i in range(49) for a in ("--tag", f"k{i}=v")]
+def test_forty_eight_tags_are_accepted(cluster):
+    tags = [a for i in range(48) for a in ("--tag", f"k{i}=v")]
     requests = json.loads(ok(submit(cluster, "--dryrun", *tags)).stdout)
-    assert len(requests["submitJob"]["tags"]) == 50  # with the stack's own
+    assert len(requests["submitJob"]["tags"]) == 49  # with the stack's own; resubmit adds one
 
 
 def test_status_says_why_a_job_waits_and_what_to_do(cluster):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,21 @@ def test_the_exit_code_and_signals_pass_through_the_watcher(nccl_dir):
     time.sleep(0.5)
     process.terminate()  # Batch (through the init process) sends SIGTERM to the shell
     assert process.wait(timeout=10) == 143  # the command got it and ended with it
+
+
+def test_restarts_without_python3_in_the_image_say_so_and_run_the_command(tmp_path):
+    """The node watch needs python3; an image without it still runs, with one warning."""
+    for directory in ("/usr/bin", "/bin"):
+        for tool in Path(directory).iterdir():
+            if not tool.name.startswith("python") and not (tmp_path / tool.name).exists():
+                (tmp_path / tool.name).symlink_to(tool)
+    env = {
+        "PATH": str(tmp_path),
+        "LAUNCHER_RESTARTS": "on",
+        "LAUNCHER_NNODES": "2",
+        "AWS_BATCH_JOB_NODE_INDEX": "0",
+        "LAUNCHER_MAIN_PORT": "29500",
+    }
+    result = run_dash(["sh", "-c", "echo trained; exit 3"], env)
+    assert (result.returncode, result.stdout) == (3, "trained\n")
+    assert "restarts WARNING: no python3 in the image" in result.stderr

@@ -88,6 +88,19 @@ STATUS_REASON_GLOB = Model(
     "spaces or tabs). It can optionally end with an asterisk (*)",
 )
 ATTEMPTS = Model("batch", "RetryStrategy", "attempts", "You can specify between 1 and 10 attempts.")
+EXIT_CODE_GLOB = Model(
+    "batch",
+    "EvaluateOnExit",
+    "onExitCode",
+    "It can contain only numbers, and can end with an asterisk (*) so that only the start of "
+    "the string needs to be an exact match.",
+)
+NO_MATCH_RETRIES = Model(
+    "batch",
+    "RetryStrategy",
+    "evaluateOnExit",
+    "If none of the listed conditions match, then the job is retried.",
+)
 TIMEOUT = Model(
     "batch",
     "JobTimeout",
@@ -346,6 +359,8 @@ def every_node_fits_one_instance_of_the_cluster(job: Job) -> list[str]:
 @rule(
     CHILD_NODES,
     STATUS_REASON_GLOB,
+    EXIT_CODE_GLOB,
+    NO_MATCH_RETRIES,
     ATTEMPTS,
     TIMEOUT,
     kind="job",
@@ -364,6 +379,10 @@ def retries_and_timeout_mean_what_batch_does(job: Job) -> list[str]:
     node failures don't cause more attempts"
     (https://docs.aws.amazon.com/batch/latest/userguide/multi-node-parallel-jobs.html): only
     the main node's fate is retried, so host loss is matched on its status reason.
+    (onExitCode): "It can contain only numbers, and can end with an asterisk (*) so that only
+    the start of the string needs to be an exact match." And "If none of the listed conditions
+    match, then the job is retried" (evaluateOnExit, API_RetryStrategy.html): without a last
+    EXIT entry that matches everything, an application error would be attempted again.
     """
     problems = []
     strategy = job.register.get("retryStrategy", {})
@@ -374,8 +393,15 @@ def retries_and_timeout_mean_what_batch_does(job: Job) -> list[str]:
         for key in ("onStatusReason", "onReason"):
             if key in item and not glob.match(item[key]):
                 problems.append(f"{key} {item[key]!r} is not a pattern Batch accepts")
+        if "onExitCode" in item and not re.match(r"^[0-9]*\*?$", item["onExitCode"]):
+            problems.append(f"onExitCode {item['onExitCode']!r} is not a pattern Batch accepts")
         if item.get("action", "").upper() not in ("RETRY", "EXIT"):
             problems.append(f"action {item.get('action')!r}")
+    rules = strategy.get("evaluateOnExit", [])
+    last = rules[-1] if rules else {}
+    conditions = [v for k, v in last.items() if k.startswith("on")]
+    if rules and (last.get("action", "").upper() != "EXIT" or conditions != ["*"]):
+        problems.append("the last evaluateOnExit entry is not an EXIT that matches every failure")
     timeout = job.register.get("timeout", {}).get("attemptDurationSeconds")
     if timeout is not None and timeout < 60:
         problems.append("timeout below 60 seconds")

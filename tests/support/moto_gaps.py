@@ -203,12 +203,26 @@ def patch_moto_models() -> None:
 
     BatchResponse.listjobs = listjobs
 
+    # Gap: moto's SubmitJob drops nodeOverrides (Batch applies them to the nodes' containers);
+    # keep what was sent on the job, so tests can see what a node would have got.
+    original_submit = BatchResponse.submitjob
 
-def node_stream(job, index: int) -> str:
-    """The awslogs stream a node writes to: PREFIX/CONTAINER/TASK_ID, as ECS names it."""
+    def submitjob(self) -> str:
+        body = original_submit(self)
+        job = self.batch_backend._jobs[json.loads(body)["jobId"]]
+        job.node_overrides = self._get_param("nodeOverrides")
+        return body
+
+    BatchResponse.submitjob = submitjob
+
+
+def node_stream(job, index: int, attempt: int | None = None) -> str:
+    """The awslogs stream a node writes to: PREFIX/CONTAINER/TASK_ID, as ECS names it; each
+    attempt is a new task, so a new stream."""
     node_range = job.job_definition.node_properties["nodeRangeProperties"][0]
     options = node_range["container"]["logConfiguration"]["options"]
-    return f"{options['awslogs-stream-prefix']}/default/{job.job_id}-{index}"
+    attempt = attempt if attempt is not None else max(1, len(job.attempts))
+    return f"{options['awslogs-stream-prefix']}/default/{job.job_id}-{attempt}-{index}"
 
 
 def _node_record(parent, index: int) -> dict[str, Any]:
@@ -217,20 +231,23 @@ def _node_record(parent, index: int) -> dict[str, Any]:
     record["nodeDetails"] = {"nodeIndex": index, "isMainNode": index == 0}
     if parent.status not in ("SUBMITTED", "PENDING", "RUNNABLE"):
         record["container"] = {"logStreamName": node_stream(parent, index)}
+        record["attempts"] = [
+            {"container": {"logStreamName": node_stream(parent, index, n + 1)}}
+            for n in range(len(parent.attempts))
+        ]
     return record
 
 
-def run_job(
-    account: str,
-    region: str,
-    job_id: str,
-    *,
-    success: bool,
-    node_logs: dict[int, list[str]] | None = None,
-) -> None:
-    """Play the cluster's part for a held job: start it, write each node's log, end it."""
+def node_overrides(account: str, region: str, job_id: str) -> dict | None:
+    """The nodeOverrides a job was submitted with (see the SubmitJob gap above)."""
+    from moto.batch.models import batch_backends
+
+    return getattr(batch_backends[account][region]._jobs[job_id], "node_overrides", None)
+
+
+def start_job(account: str, region: str, job_id: str) -> None:
+    """Play the cluster's part: the held job's nodes start (a new attempt)."""
     import datetime
-    import time
 
     from moto.batch.models import batch_backends
     from moto.logs.models import logs_backends
@@ -243,14 +260,46 @@ def run_job(
         logs.create_log_group(group, {})
     job.job_started_at = datetime.datetime.now()
     job.status = "RUNNING"
-    now = int(time.time() * 1000)
-    for index, lines in (node_logs or {}).items():
-        stream = node_stream(job, index)
-        logs.create_log_stream(group, stream)
-        events = [{"timestamp": now + i, "message": line} for i, line in enumerate(lines)]
-        logs.put_log_events(group, stream, events)
     job._start_attempt()
+    for index in range(job.job_definition.node_properties["numNodes"]):
+        logs.create_log_stream(group, node_stream(job, index))
+
+
+def finish_job(account: str, region: str, job_id: str, *, success: bool) -> None:
+    from moto.batch.models import batch_backends
+
+    job = batch_backends[account][region]._jobs[job_id]
     job._mark_stopped(success=success)
+
+
+def put_node_lines(account: str, region: str, job_id: str, node_logs: dict[int, list[str]]) -> None:
+    """Play a running job's nodes: append lines to each node's stream of the current attempt."""
+    import time
+
+    from moto.batch.models import batch_backends
+    from moto.logs.models import logs_backends
+
+    job = batch_backends[account][region]._jobs[job_id]
+    container = job.job_definition.node_properties["nodeRangeProperties"][0]["container"]
+    group = container["logConfiguration"]["options"]["awslogs-group"]
+    now = int(time.time() * 1000)
+    for index, lines in node_logs.items():
+        events = [{"timestamp": now + i, "message": line} for i, line in enumerate(lines)]
+        logs_backends[account][region].put_log_events(group, node_stream(job, index), events)
+
+
+def run_job(
+    account: str,
+    region: str,
+    job_id: str,
+    *,
+    success: bool,
+    node_logs: dict[int, list[str]] | None = None,
+) -> None:
+    """Play the cluster's part for a held job: start it, write each node's log, end it."""
+    start_job(account, region, job_id)
+    put_node_lines(account, region, job_id, node_logs or {})
+    finish_job(account, region, job_id, success=success)
 
 
 def prepare_account(session, endpoint_url: str) -> None:

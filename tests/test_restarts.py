@@ -1,0 +1,164 @@
+"""Restarts that resume, on the local backend: a lost worker means another attempt that goes on
+from the checkpoint; an application error means none; resubmit goes on from the same place.
+
+The nodes run a real two-node PyTorch job (torchrun, gloo, CPU) in containers on the Docker
+engine. The image is the busybox base; Python and the CPU torch wheel come from this
+machine, bind-mounted read-only (the vfs engine would copy a torch image layer by layer).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher import jobdef, local
+from launcher.jobspec import JobSpec, Mount
+from tests.clusters import cluster_info
+from tests.support.processes import required_or_skip
+
+TRAIN = """
+import json, os, time
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank, attempt = dist.get_rank(), os.environ["AWS_BATCH_JOB_ATTEMPT"]
+ckpt = os.path.join(os.environ["LAUNCHER_CHECKPOINT_DIR"], "state.json")
+step = json.load(open(ckpt))["step"] if os.path.exists(ckpt) else 0
+if step:
+    print(f"rank {rank} resumed from step {step} (attempt {attempt})", flush=True)
+while step < int(os.environ.get("STEPS", "12")):
+    value = torch.tensor([1.0])
+    dist.all_reduce(value)
+    step += 1
+    if rank == 0:
+        json.dump({"step": step}, open(ckpt + ".tmp", "w"))
+        os.replace(ckpt + ".tmp", ckpt)
+    time.sleep(0.5)
+print(f"rank {rank} done at step {step} (attempt {attempt})", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def host_python_mounts() -> tuple[Mount, ...]:
+    """This machine's Python, venv (with torch) and system libraries, read-only."""
+    paths = {sys.base_prefix: sys.base_prefix, sys.prefix: sys.prefix, "/usr": "/usr"}
+    for lib in ("lib", "lib64"):
+        real = os.path.realpath(f"/{lib}")
+        if os.path.isdir(real):
+            paths[real] = f"/{lib}"
+    return tuple(Mount("bind", dst, src, readonly=True) for src, dst in paths.items())
+
+
+@pytest.fixture
+def env(docker_engine, tmp_path, monkeypatch):
+    if importlib.util.find_spec("torch") is None:
+        required_or_skip("torch is not installed (pip install -r requirements-torch.txt)")
+    monkeypatch.setenv("DOCKER_HOST", docker_engine.host)
+    monkeypatch.setenv("LAUNCHER_LOCAL_STATE", str(tmp_path / "state"))
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text(TRAIN)
+    return tmp_path
+
+
+def start(tmp_path: Path, image: str, command: tuple[str, ...], **extra) -> str:
+    spec = JobSpec(
+        name="resume",
+        command=command,
+        image=image,
+        nodes=2,
+        gpus_per_node=0,
+        efa="off",
+        attempts=3,
+        rendezvous_port=free_port(),
+        mounts=(*host_python_mounts(), Mount("bind", "/code", str(tmp_path / "code"), True)),
+        env=(("PATH", f"{sys.prefix}/bin:/usr/bin:/bin"), *extra.pop("env", ())),
+        **extra,
+    )
+    requests = jobdef.build(spec, cluster_info("c5n.18xlarge", efa=False))
+    return local.LocalBackend("q", str(tmp_path / "efs")).schedule(requests)
+
+
+def lines(job_id: str, attempt: int | None = None) -> list[str]:
+    return [x.message for x in local.LocalBackend().log_iter(job_id, attempt=attempt)]
+
+
+def checkpoint(tmp_path: Path, job_id: str) -> int:
+    path = tmp_path / "efs" / "checkpoints" / job_id / "state.json"
+    try:
+        return json.loads(path.read_text())["step"]
+    except (OSError, ValueError):
+        return 0
+
+
+def test_a_lost_worker_is_retried_and_the_next_attempt_resumes(env, busybox_base, docker_engine):
+    job_id = start(env, busybox_base, ("/code/train.py",), torchrun=True)
+    deadline = time.monotonic() + 120
+    while checkpoint(env, job_id) < 3:
+        assert time.monotonic() < deadline, lines(job_id)
+        assert local.load(job_id)["status"] == "RUNNING", lines(job_id)
+        time.sleep(0.2)
+    worker = local.load(job_id)["containers"][1]
+    docker_engine.client().containers.get(worker).kill()  # the worker's host is gone
+
+    job = local.wait(job_id, timeout=180)
+    assert (job.state, job.attempts) == ("SUCCEEDED", 2), lines(job_id)
+    first, second = lines(job_id, attempt=1), lines(job_id)
+    assert any("lost: ending with exit code 75" in x for x in first), first
+    resumed = [x for x in second if "resumed from step" in x]
+    assert resumed and "(attempt 2)" in resumed[0], second
+    assert int(resumed[0].split("step ")[1].split()[0]) >= 3  # not from scratch
+    assert "rank 0 done at step 12 (attempt 2)" in second
+
+    # resubmit: a new job, the same checkpoint directory: it finds the run finished.
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "resubmit", job_id],
+        env={**os.environ},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    again = result.stdout.strip().splitlines()[-1]
+    assert local.wait(again, timeout=120).state == "SUCCEEDED", lines(again)
+    assert "rank 0 resumed from step 12 (attempt 1)" in lines(again)
+
+
+def test_an_application_error_on_a_worker_is_not_retried(env, busybox_base):
+    script = 'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 1 ]; then sleep 2; exit 3; fi; sleep 600'
+    job_id = start(env, busybox_base, ("sh", "-c", script), restarts=True)
+    job = local.wait(job_id, timeout=120)
+    assert (job.state, job.attempts) == ("FAILED", 1), lines(job_id)
+    assert any("node 1 failed (exit code 3): the job stops" in x for x in lines(job_id))
+
+
+def test_bad_attempt_and_unknown_job_exit_2(env, busybox_base):
+    job_id = start(env, busybox_base, ("true",))
+    local.wait(job_id, timeout=60)
+    run = [sys.executable, "-m", "launcher"]
+    bad = subprocess.run(
+        [*run, "logs", job_id, "--attempt", "2"], capture_output=True, text=True, check=False
+    )
+    assert bad.returncode == 2 and "--attempt 2: job" in bad.stderr and "one attempt" in bad.stderr
+    unknown = subprocess.run(
+        [*run, "resubmit", "local-00000000-0000-0000-0000-000000000000"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert unknown.returncode == 2 and "no such local job" in unknown.stderr
