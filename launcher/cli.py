@@ -117,7 +117,7 @@ class Run(Command):
             "--retries",
             type=int,
             default=3,
-            help="attempts, 1-10; only host loss is retried (default 3)",
+            help="attempts, 1-10; a lost host or node is retried, an error is not (default 3)",
         )
         parser.add_argument("--share-id", help="fair-share identifier")
         parser.add_argument("--priority", type=int, help="fair-share scheduling priority")
