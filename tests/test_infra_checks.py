@@ -86,20 +86,34 @@ def test_real_cdk_cli_synthesizes_each_environment(env_name, tmp_path):
     assert stacks == {"EfaBatch", "EfaBatch-Network", "EfaBatch-Storage"}
 
 
-def test_real_cdk_cli_rejects_bad_configuration_with_one_line(tmp_path):
-    result = _cdk("synth", "-c", "instance_type=g5.xlarge", tmp_path=tmp_path)
+@pytest.mark.parametrize(
+    ("settings", "line"),
+    [
+        (
+            ["instance_type=g5.xlarge"],
+            "instance_type: g5.xlarge has no EFA; set efa=false or use one of: c5n.18xlarge, "
+            "g4dn.12xlarge, g5.12xlarge, g5.48xlarge, g6e.48xlarge, hpc7g.16xlarge, "
+            "p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, "
+            "p6-b200.48xlarge",
+        ),
+        (
+            ["instance_type=g5.48xlarge", "capacity_block_id=cr-0123456789abcdef0"],
+            "capacity_block_id: EC2 offers no Capacity Blocks for g5.48xlarge; instance_type "
+            "must be one of: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, "
+            "p5en.48xlarge, p6-b200.48xlarge",
+        ),
+    ],
+)
+def test_real_cdk_cli_rejects_bad_configuration_with_one_line(settings, line, tmp_path):
+    args = [a for setting in settings for a in ("-c", setting)]
+    result = _cdk("synth", *args, tmp_path=tmp_path)
     assert result.returncode != 0
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert lines == [
-        "error: invalid cluster configuration: instance_type: g5.xlarge has no EFA; set "
-        "efa=false or use one of: c5n.18xlarge, g4dn.12xlarge, g5.12xlarge, g5.48xlarge, "
-        "g6e.48xlarge, hpc7g.16xlarge, p4d.24xlarge, p4de.24xlarge, p5.48xlarge, "
-        "p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge"
-    ]
+    lines = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert lines == [f"error: invalid cluster configuration: {line}"]
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("fixture", ["synth_default", "synth_p5"])
+@pytest.mark.parametrize("fixture", ["synth_default", "synth_p5", "synth_capacity_block"])
 def test_templates_deploy_into_moto_and_expose_every_output(request, fixture, moto_server):
     synth = request.getfixturevalue(fixture)
     moto_server.reset()
