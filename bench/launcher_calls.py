@@ -9,21 +9,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
+from bench.emulated import deployed
 from bench.stats import median_seconds, table
 from launcher import jobdef
 from launcher.api import Cluster, Job
 from launcher.aws import Aws
 from launcher.batch import BatchBackend
 from launcher.jobspec import JobSpec
-from tests.infra_synth import synthesize
 from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION, MotoServer
+from tests.support.emulator import ACCOUNT, REGION
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNS = 5
 LIST_JOBS = 1000
 IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/base@sha256:" + "b" * 64
@@ -37,20 +34,8 @@ def _measure(aws: Aws, fn) -> tuple[int, float]:
     return calls, median_seconds(fn, RUNS)
 
 
-def _context() -> dict:
-    import json
-
-    return json.loads((ROOT / "cdk.json").read_text())["context"]
-
-
 def run() -> str:
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    server = MotoServer.start()
-    try:
-        os.environ.update(server.env)
-        with tempfile.TemporaryDirectory() as out:
-            synth = synthesize(_context(), Path(out))
-            server.deploy(synth.outdir, synth.stack_names)
+    with deployed():
         aws = Aws()
         cluster = Cluster.from_stack("EfaBatch", aws=aws).info
         rows = []
@@ -114,8 +99,6 @@ def run() -> str:
                 f"{seconds / baseline:.1f}",
             ]
         )
-    finally:
-        server.stop()
 
     python = median_seconds(
         lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), RUNS

@@ -16,37 +16,26 @@ complete, in order and once, in every run.
 
 from __future__ import annotations
 
-import os
 import statistics
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+from bench.emulated import deployed
 from bench.stats import table
 from launcher.api import Cluster, Job
 from launcher.aws import Aws
 from launcher.batch import BatchBackend
 from launcher.jobspec import JobSpec
-from tests.infra_synth import synthesize
 from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION, MotoServer
+from tests.support.emulator import ACCOUNT, REGION
 
-ROOT = Path(__file__).resolve().parent.parent
 NODES = 64
 LINES = 100  # per node
 WRITE_SECONDS = 20.0  # the job writes its lines over this long, then ends
 BASELINE_POLL = 2.0  # seconds between the baseline's rounds over the nodes
 RUNS = 3
 IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/base@sha256:" + "c" * 64
-
-
-def _context() -> dict:
-    import json
-
-    context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return {**context, "max_nodes": NODES}
 
 
 def _write(job_id: str) -> None:
@@ -132,17 +121,9 @@ def _one_run(cluster: Cluster) -> dict[str, tuple[float, int, int, bool]]:
 
 
 def run() -> str:
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    server = MotoServer.start()
-    try:
-        os.environ.update(server.env)
-        with tempfile.TemporaryDirectory() as out:
-            synth = synthesize(_context(), Path(out))
-            server.deploy(synth.outdir, synth.stack_names)
+    with deployed(max_nodes=NODES):
         cluster = Cluster.from_stack("EfaBatch", aws=Aws())
         runs = [_one_run(cluster) for _ in range(RUNS)]
-    finally:
-        server.stop()
     rows = []
     for name, label in (
         ("baseline", f"baseline: GetLogEvents per node every {BASELINE_POLL:.0f} s"),
