@@ -8,13 +8,19 @@ TorchX scheduler) never see a backend's own shapes, only the values of ``launche
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from launcher.job import JobInfo, LogLine
 from launcher.jobdef import Requests
 
 Say = Callable[[str], None]  # progress messages, one line each (the CLI prints them)
+
+
+def newest_first(jobs: Iterable[JobInfo], include_finished: bool) -> list[JobInfo]:
+    """What ``list`` returns: the jobs (unfinished only, unless asked), newest first."""
+    kept = [j for j in jobs if include_finished or not j.state.terminal]
+    return sorted(kept, key=lambda j: j.created_at or 0, reverse=True)
 
 
 class Backend(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from launcher.aws import Aws
-from launcher.backend import Say
+from launcher.backend import Say, newest_first
 from launcher.errors import UsageError
 from launcher.follow import INTERVAL, RateLimit
 from launcher.follow import follow as follow_logs
@@ -151,10 +151,7 @@ class BatchBackend:
     def list(self, include_finished: bool = False) -> list[JobInfo]:
         if self.queue_arn is None:
             raise UsageError("listing jobs needs the cluster's queue (from its stack)")
-        jobs = [job_info(j) for j in self.aws.list_jobs(self.queue_arn)]
-        if not include_finished:
-            jobs = [j for j in jobs if not j.state.terminal]
-        return sorted(jobs, key=lambda j: j.created_at or 0, reverse=True)
+        return newest_first(map(job_info, self.aws.list_jobs(self.queue_arn)), include_finished)
 
     # --- logs ---------------------------------------------------------------------------
 

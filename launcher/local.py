@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from launcher.backend import Say
+from launcher.backend import Say, newest_first
 from launcher.errors import RemoteError, UsageError
 from launcher.job import JobInfo, JobState, LogLine, NodeStatus
 from launcher.jobdef import Requests, groups_of, node_ranges, resumption, with_environment
@@ -395,10 +395,8 @@ class LocalBackend:
         return self.schedule(Requests(register, submit), say), checkpoint
 
     def list(self, include_finished: bool = False) -> list[JobInfo]:
-        jobs = [job_info(json.loads(p.read_text())) for p in state_dir().glob(f"{PREFIX}*.json")]
-        if not include_finished:
-            jobs = [j for j in jobs if not j.state.terminal]
-        return sorted(jobs, key=lambda j: j.created_at or 0, reverse=True)
+        jobs = (job_info(json.loads(p.read_text())) for p in state_dir().glob(f"{PREFIX}*.json"))
+        return newest_first(jobs, include_finished)
 
     def log_iter(
         self,
