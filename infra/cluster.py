@@ -16,8 +16,9 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.config import ClusterConfig
+from infra.copy_jobs import CopyJobs
 from infra.log_groups import job_log_group_name, log_group
-from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
+from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey, format_pairs
 
 # The RUNNABLE reasons a queue may act on (Batch user guide,
 # job_stuck_in_runnable_time_limit_actions.html), by the setting that times each one.
@@ -98,6 +99,7 @@ class ClusterStack(Stack):
         config: ClusterConfig,
         subnet: ec2.ISubnet,
         cluster_security_group: ec2.ISecurityGroup,
+        copy_security_group: ec2.ISecurityGroup,
         repository: ecr.IRepository,
         file_system: efs.IFileSystem,
         access_point: efs.IAccessPoint,
@@ -192,6 +194,17 @@ class ClusterStack(Stack):
             job_state_time_limit_actions=_time_limit_actions(config) or None,
         )
 
+        self.copy_jobs = CopyJobs(
+            self,
+            "Copy",
+            config=config,
+            subnet=subnet,
+            security_group=copy_security_group,
+            repository=repository,
+            log_group=self.log_group,
+        )
+        copy = self.copy_jobs
+
         values = {
             OutputKey.SCHEMA_VERSION: SCHEMA_VERSION,
             OutputKey.REGION: self.region,
@@ -212,6 +225,15 @@ class ClusterStack(Stack):
             OutputKey.SCHEDULING_POLICY_ARN: (
                 scheduling_policy.ref if scheduling_policy else NO_SCHEDULING_POLICY
             ),
+            OutputKey.COPY_QUEUE_ARN: copy.queue.ref,
+            OutputKey.COPY_IMAGE: copy.image.image_uri,
+            OutputKey.COPY_JOB_ROLE_ARN: copy.job_role.role_arn,
+            OutputKey.COPY_EXECUTION_ROLE_ARN: copy.execution_role.role_arn,
+            OutputKey.INTERNET_EGRESS: config.internet_egress,
+            OutputKey.PULL_THROUGH_CACHE: format_pairs(
+                {r.prefix: r.upstream.url_in(self.region) for r in copy.rules}
+            ),
+            OutputKey.REGISTRY_SECRETS: format_pairs(dict(config.registry_secrets)),
         }
         for key, value in values.items():
             CfnOutput(self, key.value, value=value, description=key.describe())

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from infra import pull_through
 from launcher import catalog
 from launcher.outputs import DEFAULT_STACK_NAME
 
@@ -38,6 +39,21 @@ _REPOSITORY_ARN = re.compile(
 )
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,100}$")
 _REMOVAL_POLICIES = ("retain", "destroy")
+# The workspace repository's encryption: ECR's default (AES256, S3-managed keys) or KMS with
+# the AWS managed key aws/ecr. ECR mounts a blob only between repositories with "identical
+# encryption type and keys" (ECR user guide, blob-mounting.html).
+_REPOSITORY_ENCRYPTIONS = ("aes256", "kms")
+# A complete Secrets Manager secret ARN (the name ends in the six characters Secrets Manager
+# appends): IAM matches the execution role's GetSecretValue grant against the full ARN.
+_SECRET_ARN = re.compile(
+    r"^arn:aws(-[a-z]+)*:secretsmanager:[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d:\d{12}:"
+    r"secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$"
+)
+# A registry host as image references name it (HOST[:PORT], lower case).
+_REGISTRY_HOST = re.compile(
+    r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+(:\d{1,5})?$"
+)
+_DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io")
 # A Capacity Block holds at most 64 instances (EC2 DescribeCapacityBlockOfferings, InstanceCount).
 CAPACITY_BLOCK_MAX_INSTANCES = 64
 # Batch runs a queue's jobStateTimeLimitActions after maxTimeSeconds, 600-86400 (10 min-24 h).
@@ -111,6 +127,17 @@ class ClusterConfig:
     update_timeout_minutes: int = 1440
     extra_pull_repository_arns: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
+    # The workspace repository's encryption: aes256 (ECR's default, what ordinary repositories
+    # use, so their bases mount) or kms (the AWS managed key aws/ecr).
+    repository_encryption: str = "aes256"
+    # ECR pull-through cache rules: NAME or NAME=SECRET_ARN entries (infra/pull_through.py);
+    # None: the default rules; "none": no rule.
+    pull_through_cache: tuple[str, ...] | None = None
+    # Registry host -> Secrets Manager secret (JSON keys username, accessToken) copy jobs may
+    # read to pull from that registry directly. Needs a route out: NAT or an imported VPC.
+    registry_secrets: Mapping[str, str] = field(default_factory=dict)
+    # Most vCPUs the copy jobs' Fargate compute environment runs at once (1 per copy job).
+    copy_max_vcpus: int = 16
 
     @property
     def instance(self) -> catalog.InstanceType:
@@ -125,6 +152,23 @@ class ClusterConfig:
     @property
     def imports_vpc(self) -> bool:
         return self.vpc_id is not None
+
+    @property
+    def internet_egress(self) -> str:
+        """How tasks reach registries outside AWS: "nat", "imported" (the stack cannot tell)
+        or "none" (VPC endpoints only)."""
+        if self.imports_vpc:
+            return "imported"
+        return "nat" if self.nat_gateway else "none"
+
+    @property
+    def pull_through_rules(self) -> tuple[pull_through.Rule, ...]:
+        entries = self.pull_through_cache
+        if entries is None:
+            entries = pull_through.DEFAULT_RULES
+        if tuple(entries) in ((), ("none",)):
+            return ()
+        return pull_through.parse(tuple(entries), self.region)
 
     @property
     def min_vcpus(self) -> int:
@@ -208,6 +252,7 @@ class ClusterConfig:
                 f"update_timeout_minutes: {self.update_timeout_minutes}; allowed: 1-7200 "
                 "(AWS Batch UpdatePolicy.jobExecutionTimeoutMinutes)"
             )
+        self._validate_registries()
         if not 1 <= self.keep_images <= 10000:
             raise ConfigError(f"keep_images: {self.keep_images}; allowed: 1-10000")
         if self.log_retention_days not in _LOG_RETENTION_DAYS:
@@ -216,6 +261,42 @@ class ClusterConfig:
                 + ", ".join(map(str, _LOG_RETENTION_DAYS))
             )
         return self
+
+    def _validate_registries(self) -> None:
+        if self.repository_encryption not in _REPOSITORY_ENCRYPTIONS:
+            raise ConfigError(
+                f"repository_encryption: {self.repository_encryption!r}; allowed: "
+                + ", ".join(_REPOSITORY_ENCRYPTIONS)
+            )
+        try:
+            _ = self.pull_through_rules
+        except pull_through.RuleError as exc:
+            raise ConfigError(f"pull_through_cache: {exc}") from None
+        for host, arn in self.registry_secrets.items():
+            if host in _DOCKER_HUB_ALIASES:
+                raise ConfigError(
+                    f"registry_secrets: {host!r}: name Docker Hub registry-1.docker.io, the host "
+                    "images are pulled from"
+                )
+            _check(_REGISTRY_HOST, "registry_secrets", host, "registry hosts (HOST[:PORT]) as keys")
+            _check(
+                _SECRET_ARN,
+                "registry_secrets",
+                arn,
+                "complete Secrets Manager secret ARNs (arn:aws:secretsmanager:REGION:ACCOUNT:"
+                "secret:NAME-XXXXXX) as values",
+            )
+        if self.registry_secrets and self.internet_egress == "none":
+            raise ConfigError(
+                "registry_secrets: copy jobs reach registries outside AWS only through a NAT "
+                "gateway; set nat_gateway=true (or import a VPC with a route out), or leave "
+                "registry_secrets empty"
+            )
+        if self.copy_max_vcpus < 1:
+            raise ConfigError(
+                f"copy_max_vcpus: {self.copy_max_vcpus}; allowed: >= 1 (a copy job takes 1 vCPU; "
+                "the account's Fargate vCPU quota caps what runs at once)"
+            )
 
     def _validate_capacity(self, it: catalog.InstanceType) -> None:
         targets = {

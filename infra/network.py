@@ -11,6 +11,10 @@ Two groups matter at run time, and they are different groups:
   no groups, so that interface is in the VPC's *default* group (Batch user guide,
   mnp-ce.html). Rendezvous and NCCL's bootstrap run between task interfaces, so the default
   group keeps AWS's all-traffic-from-itself rule; EFS and the endpoints admit it.
+
+A third group belongs to the base-image **copy jobs** (Fargate tasks): HTTPS out and nothing
+else, to the interface endpoints (ECR, Logs), the S3 gateway (ECR layers) and, through NAT,
+other registries. Nothing admits traffic into it.
 """
 
 from __future__ import annotations
@@ -97,9 +101,30 @@ class NetworkStack(Stack):
             ip_protocol="-1",
             description="EFA: all traffic to other cluster nodes (0.0.0.0/0 does not cover EFA)",
         )
+        self.copy_security_group = self._copy_security_group()
         if not config.imports_vpc:
             # An imported VPC is expected to bring its own endpoints or NAT.
             self._interface_endpoints(config)
+
+    def _copy_security_group(self) -> ec2.SecurityGroup:
+        """Copy jobs only open HTTPS connections: registries, ECR, S3 and CloudWatch Logs.
+
+        allow_all_outbound=False, then one rule: while allow_all_outbound is on, CDK drops any
+        egress rule added to the group (nothing is synthesized).
+        """
+        group = ec2.SecurityGroup(
+            self,
+            "CopySecurityGroup",
+            vpc=self.vpc,
+            description="Base-image copy jobs (Fargate): HTTPS out only, nothing in",
+            allow_all_outbound=False,
+        )
+        group.add_egress_rule(
+            ec2.Peer.any_ipv4(),
+            ec2.Port.tcp(443),
+            "HTTPS to ECR, S3 (image layers), CloudWatch Logs and, through NAT, registries",
+        )
+        return group
 
     def _new_vpc(self, config: ClusterConfig) -> tuple[ec2.Vpc, ec2.ISubnet]:
         private_type = (
@@ -126,7 +151,10 @@ class NetworkStack(Stack):
             restrict_default_security_group=False,
         )
         subnet = vpc.select_subnets(subnet_type=private_type).subnets[0]
-        # ECR keeps image layers in S3.
+        # ECR keeps image layers in S3 (prod-REGION-starport-layer-bucket, also for other
+        # accounts' repositories). No endpoint policy: EC2 then attaches one that "allows full
+        # access to the service" (CreateVpcEndpoint, PolicyDocument), so cross-account layer
+        # reads (Deep Learning Containers) pass the endpoint too.
         vpc.add_gateway_endpoint(
             "S3Endpoint",
             service=ec2.GatewayVpcEndpointAwsService.S3,
@@ -148,6 +176,9 @@ class NetworkStack(Stack):
         )
         endpoint_group.add_ingress_rule(
             self.task_security_group, ec2.Port.tcp(443), "AWS APIs from job task interfaces"
+        )
+        endpoint_group.add_ingress_rule(
+            self.copy_security_group, ec2.Port.tcp(443), "ECR and Logs from copy jobs"
         )
         endpoints = dict(_INTERFACE_ENDPOINTS)
         if not config.nat_gateway:

@@ -43,8 +43,7 @@ class StorageStack(Stack):
             self,
             "WorkspaceRepository",
             image_scan_on_push=True,
-            # The AWS-managed aws/ecr KMS key: auditable in CloudTrail, no key to manage.
-            encryption=ecr.RepositoryEncryption.KMS,
+            encryption=repository_encryption(config),
             # Launcher tags are content hashes: a tag never needs to move, so it never may.
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             lifecycle_rules=[
@@ -93,6 +92,21 @@ class StorageStack(Stack):
             posix_user=efs.PosixUser(uid=JOB_UID_GID, gid=JOB_UID_GID),
             create_acl=efs.Acl(owner_uid=JOB_UID_GID, owner_gid=JOB_UID_GID, permissions="0775"),
         )
+
+
+def repository_encryption(config: ClusterConfig) -> ecr.RepositoryEncryption:
+    """AES256 (ECR's default) unless kms is asked for; KMS means the AWS managed key aws/ecr.
+
+    ECR mounts a base's layers from another repository of the registry only when both use
+    "identical encryption type and keys" (ECR user guide, blob-mounting.html). Ordinary
+    repositories use ECR's default, AES256, so a workspace repository on AES256 can mount
+    their layers; on KMS it mounts only from repositories on the same key. ECR fixes a
+    repository's encryption when it creates it: changing this setting on a deployed stack
+    replaces the (unnamed) repository.
+    """
+    if config.repository_encryption == "kms":
+        return ecr.RepositoryEncryption.KMS
+    return ecr.RepositoryEncryption.AES_256
 
 
 def file_system_policy() -> iam.PolicyDocument:

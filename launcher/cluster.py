@@ -7,7 +7,13 @@ from dataclasses import asdict, dataclass
 
 from launcher import catalog
 from launcher.errors import UsageError
-from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
+from launcher.outputs import (
+    EGRESS_VALUES,
+    NO_SCHEDULING_POLICY,
+    SCHEMA_VERSION,
+    OutputKey,
+    parse_pairs,
+)
 
 # CloudFormation states in which the stack's outputs describe a working cluster.
 USABLE_STATES = frozenset(
@@ -34,6 +40,13 @@ class ClusterInfo:
     vcpus_per_node: int
     memory_mib_per_node: int
     scheduling_policy_arn: str | None
+    copy_queue_arn: str
+    copy_image: str
+    copy_job_role_arn: str
+    copy_execution_role_arn: str
+    internet_egress: str  # nat | none | imported
+    pull_through_cache: dict[str, str]  # ECR repository prefix -> upstream registry host
+    registry_secrets: dict[str, str]  # registry host -> Secrets Manager secret ARN
 
     @property
     def instance(self) -> catalog.InstanceType | None:
@@ -74,6 +87,12 @@ def from_stack(stack: Mapping) -> ClusterInfo:
             raise UsageError(f"stack {name}: output {key.value} is not an integer") from None
 
     policy = outputs[OutputKey.SCHEDULING_POLICY_ARN]
+    egress = outputs[OutputKey.INTERNET_EGRESS]
+    if egress not in EGRESS_VALUES:
+        raise UsageError(
+            f"stack {name}: output {OutputKey.INTERNET_EGRESS.value} is {egress!r}; this "
+            f"launcher knows {', '.join(EGRESS_VALUES)}"
+        )
     return ClusterInfo(
         stack_name=name,
         region=outputs[OutputKey.REGION],
@@ -92,4 +111,11 @@ def from_stack(stack: Mapping) -> ClusterInfo:
         vcpus_per_node=integer(OutputKey.VCPUS_PER_NODE),
         memory_mib_per_node=integer(OutputKey.MEMORY_MIB_PER_NODE),
         scheduling_policy_arn=None if policy == NO_SCHEDULING_POLICY else policy,
+        copy_queue_arn=outputs[OutputKey.COPY_QUEUE_ARN],
+        copy_image=outputs[OutputKey.COPY_IMAGE],
+        copy_job_role_arn=outputs[OutputKey.COPY_JOB_ROLE_ARN],
+        copy_execution_role_arn=outputs[OutputKey.COPY_EXECUTION_ROLE_ARN],
+        internet_egress=egress,
+        pull_through_cache=parse_pairs(outputs[OutputKey.PULL_THROUGH_CACHE]),
+        registry_secrets=parse_pairs(outputs[OutputKey.REGISTRY_SECRETS]),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: the copy queue, image and roles; egress; pull-through cache
 DEFAULT_STACK_NAME = "EfaBatch"
 
 
@@ -32,6 +32,20 @@ class OutputKey(str, Enum):
     MEMORY_MIB_PER_NODE = "MemoryMiBPerNode"
     # "none" when the queue has no fair-share scheduling policy.
     SCHEDULING_POLICY_ARN = "SchedulingPolicyArn"
+    # Copying base images inside AWS (launcher.image.copy): a Fargate queue, the copier's image
+    # and the roles its jobs run with.
+    COPY_QUEUE_ARN = "CopyQueueArn"
+    COPY_IMAGE = "CopyImage"
+    COPY_JOB_ROLE_ARN = "CopyJobRoleArn"
+    COPY_EXECUTION_ROLE_ARN = "CopyExecutionRoleArn"
+    # How tasks reach registries outside AWS: "nat", "none" (VPC endpoints only) or
+    # "imported" (an imported VPC: the stack cannot tell).
+    INTERNET_EGRESS = "InternetEgress"
+    # ECR pull-through cache rules, "PREFIX=UPSTREAM_HOST,..." or "none".
+    PULL_THROUGH_CACHE = "PullThroughCache"
+    # Secrets Manager secrets the copy job may read registry credentials from,
+    # "HOST=SECRET_ARN,..." or "none".
+    REGISTRY_SECRETS = "RegistrySecrets"
 
     def describe(self) -> str:
         return _DESCRIPTIONS[self]
@@ -55,6 +69,28 @@ _DESCRIPTIONS = {
     OutputKey.VCPUS_PER_NODE: "vCPUs per node",
     OutputKey.MEMORY_MIB_PER_NODE: "Memory (MiB) a job can request per node",
     OutputKey.SCHEDULING_POLICY_ARN: "Fair-share scheduling policy of the queue, or none",
+    OutputKey.COPY_QUEUE_ARN: "Fargate job queue for copying base images inside AWS",
+    OutputKey.COPY_IMAGE: "Image of the copy jobs (the launcher's registry copier)",
+    OutputKey.COPY_JOB_ROLE_ARN: "IAM role copy jobs run as (pull sources, push the repository)",
+    OutputKey.COPY_EXECUTION_ROLE_ARN: "IAM role ECS uses for copy jobs (image, logs, secrets)",
+    OutputKey.INTERNET_EGRESS: "How tasks reach registries outside AWS: nat, none or imported",
+    OutputKey.PULL_THROUGH_CACHE: "ECR pull-through cache rules (PREFIX=UPSTREAM,...) or none",
+    OutputKey.REGISTRY_SECRETS: "Registry credentials for copy jobs (HOST=SECRET_ARN,...) or none",
 }
+
+NONE = "none"  # an empty list or an absent value in an output
+EGRESS_VALUES = ("nat", "none", "imported")
+
+
+def format_pairs(pairs: dict[str, str]) -> str:
+    """A mapping as one output value: ``K=V,K=V`` (``none`` when empty)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(pairs.items())) or NONE
+
+
+def parse_pairs(value: str) -> dict[str, str]:
+    if value == NONE:
+        return {}
+    return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+
 
 NO_SCHEDULING_POLICY = "none"

@@ -12,6 +12,9 @@ def cluster_info(
     max_nodes: int = 4,
     efa: bool = True,
     fair_share: bool = False,
+    internet_egress: str = "none",
+    pull_through_cache: dict[str, str] | None = None,
+    registry_secrets: dict[str, str] | None = None,
 ) -> ClusterInfo:
     it = catalog.CATALOG[instance_type]
     account, region = "123456789012", "us-east-1"
@@ -35,4 +38,13 @@ def cluster_info(
         scheduling_policy_arn=(
             f"arn:aws:batch:{region}:{account}:scheduling-policy/fs" if fair_share else None
         ),
+        copy_queue_arn=f"arn:aws:batch:{region}:{account}:job-queue/EfaBatch-copy",
+        copy_image=f"{account}.dkr.ecr.{region}.amazonaws.com/cdk-assets:copier",
+        copy_job_role_arn=f"arn:aws:iam::{account}:role/copy",
+        copy_execution_role_arn=f"arn:aws:iam::{account}:role/copy-execution",
+        internet_egress=internet_egress,
+        pull_through_cache=(
+            {"ecr-public": "public.ecr.aws"} if pull_through_cache is None else pull_through_cache
+        ),
+        registry_secrets=registry_secrets or {},
     )

@@ -64,11 +64,66 @@ IMPORTED_VPC = {
 }
 
 
+def secret_arn(name: str, region: str = "us-east-1", account: str = "123456789012") -> str:
+    """A complete Secrets Manager ARN (with the six characters Secrets Manager appends)."""
+    return f"arn:aws:secretsmanager:{region}:{account}:secret:{name}-AbCdEf"
+
+
+# An imported VPC (a route out is the VPC owner's business) with registry credentials.
+IMPORTED_SECRETS = {"registry_secrets": json.dumps({"nvcr.io": secret_arn("registry/ngc")})}
+
+
 @pytest.fixture(scope="session")
 def synth_imported(tmp_path_factory):
     from tests.infra_synth import synthesize
 
-    return synthesize(cdk_context(**IMPORTED_VPC), tmp_path_factory.mktemp("cdk-imported"))
+    return synthesize(
+        cdk_context(**IMPORTED_VPC, **IMPORTED_SECRETS), tmp_path_factory.mktemp("cdk-imported")
+    )
+
+
+def _prod_secret(name: str) -> str:
+    return secret_arn(name, "us-west-2", "210987654321")
+
+
+# prod (us-west-2, NAT): every upstream the stack knows, registry credentials for copy jobs.
+REGISTRIES = {
+    "pull_through_cache": ",".join(
+        [
+            "ecr-public",
+            "quay",
+            "k8s",
+            "dlc",
+            f"docker-hub={_prod_secret('ecr-pullthroughcache/docker-hub')}",
+            f"github-container-registry={_prod_secret('ecr-pullthroughcache/ghcr')}",
+            f"gitlab-container-registry={_prod_secret('ecr-pullthroughcache/gitlab')}",
+        ]
+    ),
+    "registry_secrets": json.dumps(
+        {"nvcr.io": _prod_secret("registry/ngc"), "ghcr.io": _prod_secret("registry/ghcr")}
+    ),
+    "copy_max_vcpus": "32",
+}
+
+
+@pytest.fixture(scope="session")
+def synth_registries(tmp_path_factory):
+    from tests.infra_synth import synthesize
+
+    return synthesize(
+        cdk_context(env="prod", **REGISTRIES), tmp_path_factory.mktemp("cdk-registries")
+    )
+
+
+# demo with a KMS workspace repository and the Deep Learning Containers' cache rule.
+KMS_REPOSITORY = {"repository_encryption": "kms", "pull_through_cache": "ecr-public,dlc"}
+
+
+@pytest.fixture(scope="session")
+def synth_kms(tmp_path_factory):
+    from tests.infra_synth import synthesize
+
+    return synthesize(cdk_context(**KMS_REPOSITORY), tmp_path_factory.mktemp("cdk-kms"))
 
 
 @pytest.fixture(scope="session")

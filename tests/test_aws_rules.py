@@ -27,6 +27,10 @@ VARIANTS = {
     "imported-vpc": "synth_imported",
     # prod in an EC2 Capacity Block, with warm nodes
     "capacity-block": "synth_capacity_block",
+    # prod with every pull-through upstream and registry secrets for copy jobs
+    "registries-nat": "synth_registries",
+    # a KMS workspace repository and the Deep Learning Containers' cache rule
+    "kms-dlc": "synth_kms",
 }
 STACK_RULES = [r for r in RULES if r.kind == "stack"]
 JOB_RULES = [r for r in RULES if r.kind == "job"]
@@ -202,7 +206,11 @@ def test_rules_catch_the_defects_that_once_shipped(synth_default):
     assert not network_rules.hosts_reach_the_file_system(broken)
 
     def replace_on_update(t):
-        (ce,) = _resources(t, "AWS::Batch::ComputeEnvironment")
+        (ce,) = [
+            ce
+            for ce in _resources(t, "AWS::Batch::ComputeEnvironment")
+            if ce["Properties"]["ComputeResources"]["Type"] == "EC2"
+        ]
         ce["Properties"]["ReplaceComputeEnvironment"] = True
 
     assert compute_rules.compute_environment_updates_in_place(_broken(ok, replace_on_update))

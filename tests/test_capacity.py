@@ -32,6 +32,7 @@ def _queue(synth) -> dict:
         r["Properties"]
         for r in synth.template()["Resources"].values()
         if r["Type"] == "AWS::Batch::JobQueue"
+        and r["Properties"]["JobQueueName"] == f"{synth.config.stack_name}-jobs"
     ]
     return queue
 
@@ -116,7 +117,7 @@ def _broken(synth, edit) -> Deployment:
 
 def _time_limit_edit(**change):
     def edit(type_, props):
-        if type_ == "AWS::Batch::JobQueue":
+        if type_ == "AWS::Batch::JobQueue" and "JobStateTimeLimitActions" in props:
             props["JobStateTimeLimitActions"][0].update(change)
 
     return edit
@@ -142,7 +143,7 @@ def test_time_limit_rule_catches_what_batch_refuses(synth_default, change, probl
 def test_time_limit_rule_catches_a_missing_action(synth_default):
     def drop(type_, props):
         if type_ == "AWS::Batch::JobQueue":
-            props.pop("JobStateTimeLimitActions")
+            props.pop("JobStateTimeLimitActions", None)
 
     problems = compute_rules.queue_cancels_jobs_that_wait_at_its_head_too_long(
         _broken(synth_default, drop)

@@ -13,6 +13,9 @@ def stack(status="CREATE_COMPLETE", drop=(), **values):
     outputs = {k.value: "1" for k in OutputKey}
     outputs[OutputKey.SCHEMA_VERSION] = SCHEMA_VERSION
     outputs[OutputKey.SCHEDULING_POLICY_ARN] = "none"
+    outputs[OutputKey.INTERNET_EGRESS] = "none"
+    outputs[OutputKey.PULL_THROUGH_CACHE] = "ecr-public=public.ecr.aws"
+    outputs[OutputKey.REGISTRY_SECRETS] = "none"
     outputs.update(values)
     return {
         "StackName": "EfaBatch",
@@ -30,6 +33,16 @@ def test_parses_every_output():
         16,
         None,
     )
+    assert (info.internet_egress, info.pull_through_cache, info.registry_secrets) == (
+        "none",
+        {"ecr-public": "public.ecr.aws"},
+        {},
+    )
+
+
+def test_unknown_internet_egress_is_refused():
+    with pytest.raises(UsageError, match="output InternetEgress is 'maybe'"):
+        from_stack(stack(InternetEgress="maybe"))
 
 
 @pytest.mark.parametrize("status", ["CREATE_IN_PROGRESS", "ROLLBACK_COMPLETE", "DELETE_FAILED"])

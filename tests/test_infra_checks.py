@@ -45,7 +45,16 @@ def test_nist_800_53_r5_findings_are_the_ones_listed_in_the_readme():
     assert rules == listed
 
 
-@pytest.mark.parametrize("fixture", ["synth_default", "synth_p5", "synth_capacity_block"])
+VARIANTS = [
+    "synth_default",
+    "synth_p5",
+    "synth_capacity_block",
+    "synth_registries",
+    "synth_kms",
+]
+
+
+@pytest.mark.parametrize("fixture", [*VARIANTS, "synth_imported"])
 def test_cfn_lint_reports_no_errors(request, fixture):
     synth = request.getfixturevalue(fixture)
     paths = [str(synth.outdir / f"{n}.template.json") for n in synth.stack_names]
@@ -102,6 +111,11 @@ def test_real_cdk_cli_synthesizes_each_environment(env_name, tmp_path):
             "must be one of: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, "
             "p5en.48xlarge, p6-b200.48xlarge",
         ),
+        (
+            ['registry_secrets={"nvcr.io": "x"}'],
+            "registry_secrets: 'x' is malformed; expected complete Secrets Manager secret ARNs "
+            "(arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX) as values",
+        ),
     ],
 )
 def test_real_cdk_cli_rejects_bad_configuration_with_one_line(settings, line, tmp_path):
@@ -113,7 +127,7 @@ def test_real_cdk_cli_rejects_bad_configuration_with_one_line(settings, line, tm
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("fixture", ["synth_default", "synth_p5", "synth_capacity_block"])
+@pytest.mark.parametrize("fixture", VARIANTS)
 def test_templates_deploy_into_moto_and_expose_every_output(request, fixture, moto_server):
     synth = request.getfixturevalue(fixture)
     moto_server.reset()
@@ -126,10 +140,27 @@ def test_templates_deploy_into_moto_and_expose_every_output(request, fixture, mo
     batch = moto_server.client("batch")
     (queue,) = batch.describe_job_queues(jobQueues=[outputs[OutputKey.JOB_QUEUE_NAME]])["jobQueues"]
     assert queue["state"] == "ENABLED"
+    (copy,) = batch.describe_job_queues(jobQueues=[outputs[OutputKey.COPY_QUEUE_ARN]])["jobQueues"]
+    assert copy["jobQueueName"] == "EfaBatch-copy"
+    (order,) = copy["computeEnvironmentOrder"]
+    (ce,) = batch.describe_compute_environments(computeEnvironments=[order["computeEnvironment"]])[
+        "computeEnvironments"
+    ]
+    assert ce["computeResources"]["type"] == "FARGATE"
+    assert outputs[OutputKey.INTERNET_EGRESS] == synth.config.internet_egress
+    assert (
+        ".dkr.ecr." in outputs[OutputKey.COPY_IMAGE]
+        and "container-assets" in outputs[OutputKey.COPY_IMAGE]
+    )
 
 
 # checkov findings that are explained (in the README's security section) rather than fixed.
-CHECKOV_EXPLAINED: dict[str, str] = {}
+CHECKOV_EXPLAINED: dict[str, str] = {
+    "CKV_AWS_136": "the workspace repository uses ECR's default AES256 encryption (S3-managed "
+    "keys), not KMS: ECR mounts a base's layers from another repository only when both use "
+    "identical encryption type and keys (ECR user guide, blob-mounting.html), and ordinary "
+    "repositories use AES256; repository_encryption=kms is the opt-in",
+}
 
 
 def _checkov_failures(directory) -> tuple[set[tuple[str, str]], int]:
@@ -155,9 +186,7 @@ def _checkov_failures(directory) -> tuple[set[tuple[str, str]], int]:
     return failed, sum(r["summary"]["passed"] for r in reports)
 
 
-@pytest.mark.parametrize(
-    "fixture", ["synth_default", "synth_p5", "synth_imported", "synth_capacity_block"]
-)
+@pytest.mark.parametrize("fixture", [*VARIANTS, "synth_imported"])
 def test_checkov_reports_nothing_unexplained(request, fixture):
     """An outside scanner's CloudFormation policies, run as a platform team's pipeline would."""
     failed, passed = _checkov_failures(request.getfixturevalue(fixture).outdir)

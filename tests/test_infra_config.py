@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from infra.config import ConfigError, load
-from tests.conftest import IMPORTED_VPC, cdk_context
+from tests.conftest import IMPORTED_VPC, cdk_context, secret_arn
 
 BLOCK = "cr-0123456789abcdef0"
 GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/ml-reservations"
@@ -168,3 +170,132 @@ def test_capacity_defaults():
     assert (config.min_nodes, config.min_vcpus) == (0, 0)
     assert (config.capacity_wait_minutes, config.misconfigured_wait_minutes) == (240, 10)
     assert load(cdk_context(min_nodes="2")).min_vcpus == 2 * 96
+
+
+# --- copy jobs: the workspace repository's encryption, pull-through cache, registry secrets ---
+
+PTC_SECRET = secret_arn("ecr-pullthroughcache/docker-hub")
+
+
+def test_copy_defaults():
+    config = load(cdk_context())
+    assert config.repository_encryption == "aes256"
+    # dlc is no default: a cross-account ECR upstream needs the upstream owner's grant.
+    assert [r.name for r in config.pull_through_rules] == ["ecr-public"]
+    assert dict(config.registry_secrets) == {}
+    assert config.copy_max_vcpus == 16
+    assert config.internet_egress == "none"
+    assert load(cdk_context(env="prod")).internet_egress == "nat"
+    assert load(cdk_context(**IMPORTED_VPC)).internet_egress == "imported"
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("ecr-public,quay,k8s", ["ecr-public", "k8s", "quay"]),
+        (["dlc", "ecr-public"], ["dlc", "ecr-public"]),  # a JSON list in cdk.json
+        ("none", []),
+        ("", []),
+        (f"docker-hub={PTC_SECRET}, quay", ["docker-hub", "quay"]),
+    ],
+)
+def test_pull_through_cache_takes_names_and_secrets(value, names):
+    config = load(cdk_context(pull_through_cache=value))
+    assert [r.name for r in config.pull_through_rules] == names
+
+
+def test_pull_through_cache_rules_carry_upstream_and_credentials():
+    config = load(cdk_context(pull_through_cache=f"dlc,docker-hub={PTC_SECRET}"))
+    dlc, hub = config.pull_through_rules
+    assert (dlc.prefix, dlc.upstream.url_in(config.region)) == (
+        "dlc",
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com",
+    )
+    assert (dlc.upstream.upstream_registry, dlc.upstream.custom_role) == ("ecr", True)
+    assert (hub.upstream.url_in(config.region), hub.credential_arn) == (
+        "registry-1.docker.io",
+        PTC_SECRET,
+    )
+
+
+def test_known_upstreams_are_the_ecr_api_enum():
+    """Every upstream the stack knows is one CreatePullThroughCacheRule accepts (botocore)."""
+    from infra import pull_through
+
+    enum = pull_through.upstream_registries()
+    assert {u.upstream_registry for u in pull_through.KNOWN.values()} <= set(enum)
+    assert all(pull_through.prefix_pattern().match(name) for name in pull_through.KNOWN)
+
+
+def test_registry_secrets_with_nat_or_an_imported_vpc():
+    secrets = {"nvcr.io": secret_arn("registry/ngc", "us-west-2", "210987654321")}
+    config = load(cdk_context(env="prod", registry_secrets=secrets))
+    assert dict(config.registry_secrets) == secrets
+    imported = load(cdk_context(**IMPORTED_VPC, registry_secrets=json.dumps(secrets)))
+    assert dict(imported.registry_secrets) == secrets
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            {"repository_encryption": "kms-dsse"},
+            "repository_encryption: 'kms-dsse'; allowed: aes256, kms",
+        ),
+        (
+            {"pull_through_cache": "ghcr"},
+            "pull_through_cache: unknown upstream 'ghcr'; allowed: ecr-public",
+        ),
+        (
+            {"pull_through_cache": "docker-hub"},
+            "pull_through_cache: docker-hub needs credentials: docker-hub=SECRET_ARN",
+        ),
+        (
+            {"pull_through_cache": f"docker-hub={secret_arn('hub')}"},
+            "is not a Secrets Manager secret ARN whose name starts with ecr-pullthroughcache/",
+        ),
+        (
+            {"pull_through_cache": f"quay={PTC_SECRET}"},
+            "pull_through_cache: quay takes no credentials",
+        ),
+        ({"pull_through_cache": "quay,quay"}, "pull_through_cache: quay is given twice"),
+        (
+            {
+                "pull_through_cache": "dlc",
+                "region": "eu-south-1",
+                "availability_zone": "eu-south-1a",
+            },
+            "pull_through_cache: dlc: account 763104351884 serves Deep Learning Containers in ap-",
+        ),
+        (
+            {"registry_secrets": {"nvcr.io": secret_arn("registry/ngc")}},
+            "registry_secrets: copy jobs reach registries outside AWS only through a NAT gateway",
+        ),
+        (
+            {
+                "env": "prod",
+                "registry_secrets": {
+                    "nvcr.io": "arn:aws:secretsmanager:us-west-2:210987654321:secret:ngc"
+                },
+            },
+            "registry_secrets: 'arn:aws:secretsmanager:us-west-2:210987654321:secret:ngc' is "
+            "malformed; expected complete Secrets Manager secret ARNs",
+        ),
+        (
+            {"env": "prod", "registry_secrets": {"NVCR.io": secret_arn("x")}},
+            "registry_secrets: 'NVCR.io' is malformed; expected registry hosts",
+        ),
+        (
+            {"env": "prod", "registry_secrets": {"docker.io": secret_arn("x")}},
+            "registry_secrets: 'docker.io': name Docker Hub registry-1.docker.io",
+        ),
+        ({"registry_secrets": "[1]"}, "registry_secrets: expected an object of strings"),
+        ({"copy_max_vcpus": "0"}, "copy_max_vcpus: 0; allowed: >= 1 (a copy job takes 1 vCPU"),
+        ({"copy_max_vcpus": "lots"}, "copy_max_vcpus: 'lots' is not an integer"),
+    ],
+)
+def test_bad_copy_settings_name_the_key(overrides, expected):
+    with pytest.raises(ConfigError) as info:
+        load(cdk_context(**overrides))
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)

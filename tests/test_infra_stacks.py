@@ -19,6 +19,26 @@ def _only(template: dict, type_: str) -> dict:
     return res["Properties"]
 
 
+def _compute_environment(template: dict) -> dict:
+    """The multi-node cluster's EC2 compute environment (the copy jobs' is Fargate)."""
+    (props,) = [
+        r["Properties"]
+        for r in _resources(template, "AWS::Batch::ComputeEnvironment").values()
+        if r["Properties"]["ComputeResources"]["Type"] == "EC2"
+    ]
+    return props
+
+
+def _job_queue(template: dict) -> dict:
+    """The training jobs' queue (the copy jobs' is {stack}-copy)."""
+    (props,) = [
+        r["Properties"]
+        for r in _resources(template, "AWS::Batch::JobQueue").values()
+        if r["Properties"]["JobQueueName"].endswith("-jobs")
+    ]
+    return props
+
+
 @pytest.fixture(scope="module")
 def cluster(synth_default):
     return synth_default.template()
@@ -52,7 +72,7 @@ def test_launch_template_has_one_efa_interface_per_network_card(request, fixture
 
 
 def test_security_groups_are_on_the_interfaces_not_the_compute_environment(cluster):
-    resources = _only(cluster, "AWS::Batch::ComputeEnvironment")["ComputeResources"]
+    resources = _compute_environment(cluster)["ComputeResources"]
     assert "SecurityGroupIds" not in resources
     data = _only(cluster, "AWS::EC2::LaunchTemplate")["LaunchTemplateData"]
     assert "SecurityGroupIds" not in data
@@ -116,7 +136,7 @@ def test_new_vpc_keeps_its_default_group_rules(network):
 
 def test_managed_ec2_compute_environment(synth_default, cluster):
     config = synth_default.config
-    props = _only(cluster, "AWS::Batch::ComputeEnvironment")
+    props = _compute_environment(cluster)
     assert props["Type"] == "MANAGED"
     assert "ServiceRole" not in props  # the service-linked role
     resources = props["ComputeResources"]
@@ -134,14 +154,14 @@ def test_managed_ec2_compute_environment(synth_default, cluster):
 
 
 def test_job_queue_and_optional_fair_share(cluster, synth_p5):
-    queue = _only(cluster, "AWS::Batch::JobQueue")
+    queue = _job_queue(cluster)
     assert queue["ComputeEnvironmentOrder"][0]["ComputeEnvironment"] == {
         "Ref": "ComputeEnvironment"
     }
     assert "SchedulingPolicyArn" not in queue
     assert not _resources(cluster, "AWS::Batch::SchedulingPolicy")
     prod = synth_p5.template()
-    assert _only(prod, "AWS::Batch::JobQueue")["SchedulingPolicyArn"] == {"Ref": "FairSharePolicy"}
+    assert _job_queue(prod)["SchedulingPolicyArn"] == {"Ref": "FairSharePolicy"}
     assert "FairsharePolicy" in _only(prod, "AWS::Batch::SchedulingPolicy")
 
 
@@ -187,7 +207,7 @@ def test_reservation_or_group_is_targeted_on_demand_in_the_placement_group(
     data = _launch_data(template)
     assert data["CapacityReservationSpecification"] == {"CapacityReservationTarget": target}
     assert "InstanceMarketOptions" not in data  # On-Demand in the reservation
-    resources = _only(template, "AWS::Batch::ComputeEnvironment")["ComputeResources"]
+    resources = _compute_environment(template)["ComputeResources"]
     assert resources["PlacementGroup"] == {"Ref": "PlacementGroup"}
 
 
@@ -200,7 +220,7 @@ def test_capacity_block_launches_on_its_market_without_a_placement_group(synth_c
     }
     # The block places its instances itself; EC2 needs no cluster placement group for it.
     assert not _resources(template, "AWS::EC2::PlacementGroup")
-    resources = _only(template, "AWS::Batch::ComputeEnvironment")["ComputeResources"]
+    resources = _compute_environment(template)["ComputeResources"]
     assert "PlacementGroup" not in resources
     # EFA and everything else stay as without a block.
     assert len(data["NetworkInterfaces"]) == 32
@@ -213,12 +233,10 @@ def test_without_a_reservation_nodes_launch_on_demand(cluster):
 
 
 def test_min_nodes_keep_whole_nodes_warm(synth_capacity_block, synth_variant):
-    resources = _only(synth_capacity_block.template(), "AWS::Batch::ComputeEnvironment")[
-        "ComputeResources"
-    ]
+    resources = _compute_environment(synth_capacity_block.template())["ComputeResources"]
     assert (resources["MinvCpus"], resources["MaxvCpus"]) == (2 * 192, 16 * 192)
     all_warm = synth_variant(min_nodes="2").template()
-    resources = _only(all_warm, "AWS::Batch::ComputeEnvironment")["ComputeResources"]
+    resources = _compute_environment(all_warm)["ComputeResources"]
     assert resources["MinvCpus"] == resources["MaxvCpus"] == 2 * 96
 
 
@@ -230,7 +248,7 @@ MISCONFIGURED = (
 
 
 def _time_limits(template: dict) -> dict[str, int] | None:
-    queue = _only(template, "AWS::Batch::JobQueue")
+    queue = _job_queue(template)
     if "JobStateTimeLimitActions" not in queue:
         return None
     actions = queue["JobStateTimeLimitActions"]
@@ -270,15 +288,16 @@ def test_new_vpc_has_one_zone_no_nat_flow_logs_and_endpoints(network, synth_defa
     assert len(gateway) == 1
 
 
-def test_endpoints_admit_https_from_cluster_nodes_and_task_interfaces_only(network):
+def test_endpoints_admit_https_from_cluster_nodes_task_interfaces_and_copy_jobs_only(network):
     ingress = [
         r["Properties"]
         for r in _resources(network, "AWS::EC2::SecurityGroupIngress").values()
         if r["Properties"]["IpProtocol"] == "tcp"
     ]
-    assert [(i["FromPort"], i["ToPort"]) for i in ingress] == [(443, 443)] * 2
+    assert [(i["FromPort"], i["ToPort"]) for i in ingress] == [(443, 443)] * 3
     sources = sorted(json.dumps(i["SourceSecurityGroupId"]) for i in ingress)
-    assert "ClusterSecurityGroup" in sources[0] and "DefaultSecurityGroup" in sources[1]
+    assert "ClusterSecurityGroup" in sources[0] and "CopySecurityGroup" in sources[1]
+    assert "DefaultSecurityGroup" in sources[2]
     assert not any("CidrIp" in i for i in ingress)
 
 
@@ -302,9 +321,7 @@ def test_imported_vpc_creates_no_vpc(synth_imported):
     network = synth.template("-Network")
     assert not _resources(network, "AWS::EC2::VPC")
     assert _only(network, "AWS::EC2::FlowLog")["ResourceId"] == "vpc-0123456789abcdef0"
-    subnets = _only(synth.template(), "AWS::Batch::ComputeEnvironment")["ComputeResources"][
-        "Subnets"
-    ]
+    subnets = _compute_environment(synth.template())["ComputeResources"]["Subnets"]
     assert subnets == ["subnet-0123456789abcdef0"]
 
 
@@ -314,7 +331,10 @@ def test_imported_vpc_creates_no_vpc(synth_imported):
 def test_repository_scans_encrypts_keeps_newest_and_is_immutable(storage, synth_default):
     props = _only(storage, "AWS::ECR::Repository")
     assert props["ImageScanningConfiguration"] == {"ScanOnPush": True}
-    assert props["EncryptionConfiguration"] == {"EncryptionType": "KMS"}
+    # ECR's default, AES256 (CDK omits the property): ordinary repositories' bases mount.
+    assert props.get("EncryptionConfiguration", {"EncryptionType": "AES256"}) == {
+        "EncryptionType": "AES256"
+    }
     assert props["ImageTagMutability"] == "IMMUTABLE"
     rule = json.loads(props["LifecyclePolicy"]["LifecyclePolicyText"])["rules"][0]
     assert rule["selection"]["countType"] == "imageCountMoreThan"

@@ -5,4 +5,10 @@ what AWS does with the templates and job definitions at run time. Importing the 
 registers every rule in ``tests.rules.registry.RULES``.
 """
 
-from tests.rules import compute_rules, job_rules, network_rules, storage_rules  # noqa: F401
+from tests.rules import (  # noqa: F401
+    compute_rules,
+    copy_rules,
+    job_rules,
+    network_rules,
+    storage_rules,
+)

@@ -525,7 +525,7 @@ def job_queue_feeds_the_compute_environment(d: Deployment) -> list[str]:
     the maximum value is 99" (https://docs.aws.amazon.com/batch/latest/APIReference/
     API_FairsharePolicy.html).
     """
-    queue = d.one("AWS::Batch::JobQueue")
+    queue = d.job_queue
     props = queue.props
     problems = []
     if props.get("State") != "ENABLED":
@@ -577,7 +577,7 @@ def queue_cancels_jobs_that_wait_at_its_head_too_long(d: Deployment) -> list[str
     MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT. capacity_wait_minutes times the first,
     misconfigured_wait_minutes the other two; 0 leaves a reason without an action.
     """
-    actions = d.one("AWS::Batch::JobQueue").props.get("JobStateTimeLimitActions", [])
+    actions = d.job_queue.props.get("JobStateTimeLimitActions", [])
     problems = []
     for a in actions:
         reason = a.get("Reason")

@@ -8,6 +8,8 @@ from functools import cached_property
 from infra.config import ClusterConfig
 from tests.rules.flows import Network
 
+FARGATE = ("FARGATE", "FARGATE_SPOT")
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -76,7 +78,44 @@ class Deployment:
 
     @cached_property
     def compute_environment(self) -> Resource:
-        return self.one("AWS::Batch::ComputeEnvironment")
+        """The multi-node cluster's (EC2) compute environment."""
+        (found,) = [
+            ce
+            for ce in self.of_type("AWS::Batch::ComputeEnvironment")
+            if ce.props.get("ComputeResources", {}).get("Type") not in FARGATE
+        ]
+        return found
+
+    @cached_property
+    def copy_compute_environment(self) -> Resource:
+        """The copy jobs' Fargate compute environment."""
+        (found,) = [
+            ce
+            for ce in self.of_type("AWS::Batch::ComputeEnvironment")
+            if ce.props.get("ComputeResources", {}).get("Type") in FARGATE
+        ]
+        return found
+
+    def _queue(self, suffix: str) -> Resource:
+        name = f"{self.config.stack_name}-{suffix}"
+        (found,) = [
+            q for q in self.of_type("AWS::Batch::JobQueue") if q.props.get("JobQueueName") == name
+        ]
+        return found
+
+    @cached_property
+    def job_queue(self) -> Resource:
+        return self._queue("jobs")
+
+    @cached_property
+    def copy_job_queue(self) -> Resource:
+        return self._queue("copy")
+
+    @cached_property
+    def copy_groups(self) -> frozenset[str]:
+        """The groups of a copy job's task interface (Fargate: the compute environment's)."""
+        ce = self.copy_compute_environment
+        return self._groups(ce.stack, ce.props["ComputeResources"].get("SecurityGroupIds", []))
 
     @cached_property
     def launch_template(self) -> Resource:

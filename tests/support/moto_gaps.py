@@ -82,9 +82,12 @@ def batch_service_role(t: Template) -> None:
 def batch_security_groups(t: Template) -> None:
     # Gap: moto requires SecurityGroupIds on the compute environment; AWS takes them from the
     # launch template's network interfaces (and rejects both at once). Copy them across.
+    # A Fargate compute environment names its groups itself (and takes no launch template).
     templates = dict(_resources(t, "AWS::EC2::LaunchTemplate"))
     for _, res in _resources(t, "AWS::Batch::ComputeEnvironment"):
         cr = res["Properties"]["ComputeResources"]
+        if "LaunchTemplate" not in cr:
+            continue
         lt = templates[cr["LaunchTemplate"]["LaunchTemplateId"]["Ref"]]
         data = lt["Properties"]["LaunchTemplateData"]
         groups = data.get("SecurityGroupIds") or data["NetworkInterfaces"][0]["Groups"]
@@ -106,8 +109,19 @@ def batch_job_queue_time_limits(t: Template) -> None:
         res.get("Properties", {}).pop("JobStateTimeLimitActions", None)
 
 
+def ecr_registry_settings(t: Template) -> None:
+    # Gap: moto's CloudFormation has no AWS::ECR::PullThroughCacheRule or
+    # AWS::ECR::RepositoryCreationTemplate (it skips them with a warning); nothing else in the
+    # templates refers to them. Drop them so the copy says what moto really deploys; the real
+    # templates keep them and the rules in tests/rules/copy_rules.py check them instead.
+    for type_ in ("AWS::ECR::PullThroughCacheRule", "AWS::ECR::RepositoryCreationTemplate"):
+        for logical_id, _ in list(_resources(t, type_)):
+            del t["Resources"][logical_id]
+
+
 GAPS: tuple[Callable[[Template], None], ...] = (
     ecr_generated_name,
+    ecr_registry_settings,
     kms_key_tags,
     efs_arn,
     batch_service_role,
