@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher import jobdef, jobspec
 from launcher.backend import Backend
@@ -30,8 +31,12 @@ from launcher.jobspec import JobSpec
 from launcher.outputs import DEFAULT_STACK_NAME
 from launcher.progress import ProgressFn, say
 
+if TYPE_CHECKING:
+    from launcher.copyjob import Copier
+
 STACK_ENV = "LAUNCHER_STACK"
 LOCAL_EFS_ENV = "LAUNCHER_LOCAL_EFS"
+COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"
 
 
 def default_stack() -> str:
@@ -127,9 +132,10 @@ class Job:
 class Cluster:
     """The cluster of one efa-batch stack, discovered from its outputs."""
 
-    def __init__(self, info: ClusterInfo, aws=None) -> None:
+    def __init__(self, info: ClusterInfo, aws=None, copier: Copier | None = None) -> None:
         self.info = info
         self._aws = aws
+        self._copier = copier
 
     @classmethod
     def from_stack(
@@ -152,6 +158,16 @@ class Cluster:
         if self._aws is None:
             self._aws = aws_session(region=self.info.region)
         return self._aws
+
+    @property
+    def copier(self) -> Copier:
+        """What copy jobs run: the stack's copier image (``$LAUNCHER_COPY_IMAGE`` overrides
+        it), unless the cluster was given another."""
+        from launcher.copyjob import Copier
+
+        if self._copier is not None:
+            return self._copier
+        return Copier(os.environ.get(COPY_IMAGE_ENV) or self.info.copy_image)
 
     @property
     def platform(self) -> str:
@@ -188,9 +204,15 @@ class Cluster:
         platform: str | None = None,
         dryrun: bool = False,
         progress: ProgressFn | None = None,
+        local: bool = False,
+        local_efs: str | os.PathLike | None = None,
+        stream_base: bool = False,
     ):
         """Patch ``workspace`` into ``image`` in the cluster's registry; ``.reference`` is
-        ``REPO@sha256:...``. With ``dryrun`` the digest is computed and nothing is pushed."""
+        ``REPO@sha256:...``. With ``dryrun`` the digest is computed and nothing is pushed.
+
+        Base layers missing from the registry are copied by a copy job on the cluster (the
+        local engine with ``local``), never through this machine unless ``stream_base``."""
         from launcher.image.build import workspace_image
 
         return workspace_image(
@@ -200,6 +222,55 @@ class Cluster:
             aws=self.aws,
             builder=builder,
             platform=platform or self.platform,
+            dryrun=dryrun,
+            progress=progress,
+            base_copy=None if stream_base else self.base_copy(local, local_efs, progress),
+            stream_base=stream_base,
+        )
+
+    def base_copy(
+        self,
+        local: bool = False,
+        local_efs: str | os.PathLike | None = None,
+        progress: ProgressFn | None = None,
+    ):
+        """Copy jobs on this cluster's copy queue (or the local engine), as ``BaseCopy``."""
+        from launcher.basecopy import JobCopy
+
+        if self.copier.mounts and not local:
+            raise UsageError("a copier with bind mounts runs on the local backend only")
+        if local:
+            return JobCopy(self.info, self.local_backend(local_efs), self.copier, progress)
+        return JobCopy(self.info, self.backend(), self.copier, progress, self._in_cache)
+
+    def _in_cache(self, ref) -> bool:
+        from launcher.image.auth import ECR_HOST
+
+        ecr = ECR_HOST.match(ref.registry)
+        return bool(ecr) and self.aws.has_image(
+            ref.repository, ref.digest, ecr["account"], ecr["region"]
+        )
+
+    def mirror(
+        self,
+        image: str,
+        *,
+        platform: str | None = None,
+        local: bool = False,
+        local_efs: str | os.PathLike | None = None,
+        dryrun: bool = False,
+        progress: ProgressFn | None = None,
+    ) -> str:
+        """Copy ``image`` (its manifest for the cluster's platform) into the cluster's
+        repository with a copy job; ``REPO@sha256:...``. Later runs on it move no base layer."""
+        from launcher.image.build import mirror
+
+        return mirror(
+            image,
+            self.info.repository_uri,
+            aws=self.aws,
+            platform=platform or self.platform,
+            base_copy=self.base_copy(local, local_efs, progress),
             dryrun=dryrun,
             progress=progress,
         )
@@ -213,30 +284,39 @@ class Cluster:
         platform: str | None = None,
         dryrun: bool = False,
         progress: ProgressFn | None = None,
+        **image_options,
     ) -> JobSpec:
-        """The spec with every image it names replaced by that image plus the workspace."""
+        """The spec with every image it names replaced by that image plus the workspace
+        (``image_options``: ``build``'s ``local``, ``local_efs``, ``stream_base``)."""
+        spec, _ = self._with_workspace(
+            spec,
+            workspace,
+            builder=builder,
+            platform=platform,
+            dryrun=dryrun,
+            progress=progress,
+            **image_options,
+        )
+        return spec
+
+    def _with_workspace(self, spec: JobSpec, workspace, **options) -> tuple[JobSpec, list]:
+        """``with_workspace``, and what each build did (``Patched``)."""
         if workspace is None:
-            return spec
+            return spec, []
         if not Path(workspace).is_dir():
             raise UsageError(f"--workspace {os.fspath(workspace)!r}: no such directory")
         images = {spec.image} | {g.image for g in spec.groups if g.image}
-        built = {}
+        built, results = {}, []
         for image in sorted(images):
-            result = self.build(
-                image,
-                workspace,
-                builder=builder,
-                platform=platform,
-                dryrun=dryrun,
-                progress=progress,
-            )
+            result = self.build(image, workspace, **options)
             reused = " (unchanged, reused)" if result.reused else ""
-            say(progress)(f"workspace image {result.reference}{reused}")
+            say(options.get("progress"))(f"workspace image {result.reference}{reused}")
             built[image] = result.reference
+            results.append(result)
         groups = tuple(
             dataclasses.replace(g, image=built[g.image]) if g.image else g for g in spec.groups
         )
-        return dataclasses.replace(spec, image=built[spec.image], groups=groups)
+        return dataclasses.replace(spec, image=built[spec.image], groups=groups), results
 
     # --- running ------------------------------------------------------------------------
 
@@ -249,15 +329,34 @@ class Cluster:
         builder: str = "auto",
         platform: str | None = None,
         progress: ProgressFn | None = None,
+        stream_base: bool = False,
         **options,
     ) -> dict:
         """The exact RegisterJobDefinition and SubmitJob requests (what ``--dryrun`` prints);
-        the workspace image's digest is computed from registry reads, nothing is pushed."""
+        the workspace image's digest is computed from registry reads, nothing is pushed.
+        ``copyBase``: the copy jobs a run would start for base layers not yet in place."""
         spec = self.spec(command, spec=spec, **options)
-        spec = self.with_workspace(
-            spec, workspace, builder=builder, platform=platform, dryrun=True, progress=progress
+        spec, built = self._with_workspace(
+            spec,
+            workspace,
+            builder=builder,
+            platform=platform,
+            dryrun=True,
+            progress=progress,
+            stream_base=stream_base,
         )
-        return self.requests(spec).as_dict()
+        document = self.requests(spec).as_dict()
+        copies = [b.plan for b in built if b.plan is not None and b.plan.how == "copy"]
+        if copies:  # what would move base layers, and where: the copy jobs' requests
+            from launcher.image.build import target_repository
+
+            target = target_repository(self.info.repository_uri)
+            base_copy = self.base_copy(progress=progress)
+            document["copyBase"] = [
+                {"bytes": plan.bytes, **base_copy.requests(plan.source, target).as_dict()}
+                for plan in copies
+            ]
+        return document
 
     def run(
         self,
@@ -270,13 +369,21 @@ class Cluster:
         local: bool = False,
         local_efs: str | os.PathLike | None = None,
         progress: ProgressFn | None = None,
+        stream_base: bool = False,
         **options,
     ) -> Job:
         """Validate, build the workspace image, then submit (``local=True``: run on Docker)."""
         spec = self.spec(command, spec=spec, **options)  # all checks before any side effect
         backend = self.local_backend(local_efs) if local else self.backend()
         spec = self.with_workspace(
-            spec, workspace, builder=builder, platform=platform, progress=progress
+            spec,
+            workspace,
+            builder=builder,
+            platform=platform,
+            progress=progress,
+            local=local,
+            local_efs=local_efs,
+            stream_base=stream_base,
         )
         requests = self.requests(spec)
         job_id = backend.schedule(requests, say(progress))

@@ -23,17 +23,21 @@ RETRY_CONFIG = botocore.config.Config(
 )
 
 
+def _as_remote(exc: botocore.exceptions.ClientError) -> RemoteError:
+    error = exc.response.get("Error", {})
+    return RemoteError(
+        f"AWS {exc.operation_name} failed: {error.get('Code', 'Error')}: "
+        f"{error.get('Message', exc)}"
+    )
+
+
 def _remote(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except botocore.exceptions.ClientError as exc:
-            error = exc.response.get("Error", {})
-            raise RemoteError(
-                f"AWS {exc.operation_name} failed: {error.get('Code', 'Error')}: "
-                f"{error.get('Message', exc)}"
-            ) from exc
+            raise _as_remote(exc) from exc
         except botocore.exceptions.NoCredentialsError as exc:
             raise RemoteError(f"AWS credentials not found: {exc}") from exc
         except botocore.exceptions.BotoCoreError as exc:
@@ -130,6 +134,24 @@ class Aws:
         token = data["authorizationData"][0]["authorizationToken"]
         user, _, password = base64.b64decode(token).decode().partition(":")
         return user, password
+
+    @_remote
+    def has_image(self, repository: str, digest: str, registry_id: str, region: str) -> bool:
+        """Whether an ECR repository holds the image ``digest`` (DescribeImages, which, unlike
+        a pull, never fetches through a pull-through cache rule)."""
+        client = self.client("ecr", region)
+        try:
+            client.describe_images(
+                registryId=registry_id,
+                repositoryName=repository,
+                imageIds=[{"imageDigest": digest}],
+            )
+        except (
+            client.exceptions.RepositoryNotFoundException,
+            client.exceptions.ImageNotFoundException,
+        ):
+            return False
+        return True
 
     # --- CloudWatch Logs --------------------------------------------------------------------
 

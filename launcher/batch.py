@@ -33,7 +33,9 @@ def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
     """A DescribeJobs (or ListJobs) entry, and optionally its node-level entries."""
     props = job.get("nodeProperties", {})
     ranges = props.get("nodeRangeProperties", [])
-    image = ranges[0].get("container", {}).get("image") if ranges else None
+    # A multi-node job's image is its first range's; a container job's (a copy job) its own.
+    container = ranges[0].get("container", {}) if ranges else job.get("container", {})
+    image = container.get("image")
     node_status = tuple(
         sorted(
             (
@@ -178,29 +180,35 @@ class BatchBackend:
             raise UsageError(f"--node {node}: job {job['jobId']} has nodes 0-{count - 1}")
         group = _log_group(job)
         wanted = [node] if node is not None else list(range(count))
-        ids = [f"{job['jobId']}#{n}" for n in wanted]
+        # A multi-node job's nodes each have a record (JOB#N) naming their stream; a container
+        # job (a copy job) is its own one node.
+        ids = [f"{job['jobId']}#{n}" for n in wanted] if "nodeProperties" in job else []
         state = {"job": job, "fresh": True}
+
+        def records() -> list[dict]:
+            if not ids:
+                return [state["job"]]
+            found = []
+            for first in range(0, len(ids), 100):  # DescribeJobs: at most 100 ids a call
+                with limit:
+                    found += self.aws.describe_jobs(ids[first : first + 100])
+            return found
 
         def refresh() -> tuple[bool, dict[str, int]]:
             if not state["fresh"]:
                 with limit:
                     state["job"] = self._describe_raw(job["jobId"])
             state["fresh"] = False
-            records = []
-            for first in range(0, len(ids), 100):  # DescribeJobs: at most 100 ids a call
-                with limit:
-                    records += self.aws.describe_jobs(ids[first : first + 100])
             streams = {}
-            for record in records:
+            for record in records():
                 stream = _stream_of(record, attempt)
                 if stream:
-                    streams[stream] = int(record["jobId"].rsplit("#", 1)[1])
+                    index = record["jobId"].rsplit("#", 1)[1] if "#" in record["jobId"] else 0
+                    streams[stream] = int(index)
             return JobState(state["job"]["status"]).terminal, streams
 
         if attempt is not None:
-            with limit:
-                records = self.aws.describe_jobs(ids[:100])
-            available = max((len(r.get("attempts", [])) for r in records), default=0)
+            available = max((len(r.get("attempts", [])) for r in records()), default=0)
             if not 1 <= attempt <= max(available, 1):
                 raise UsageError(
                     f"--attempt {attempt}: job {job['jobId']} has "
@@ -234,9 +242,10 @@ def _stream_of(record: dict, attempt: int | None) -> str | None:
 
 
 def _log_group(job: dict) -> str:
-    """The job's own awslogs group, from its node properties (no stack lookup needed)."""
-    for node_range in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
-        options = node_range.get("container", {}).get("logConfiguration", {}).get("options", {})
+    """The job's own awslogs group, from its containers (no stack lookup needed)."""
+    ranges = job.get("nodeProperties", {}).get("nodeRangeProperties", [])
+    for container in [r.get("container", {}) for r in ranges] or [job.get("container", {})]:
+        options = container.get("logConfiguration", {}).get("options", {})
         if "awslogs-group" in options:
             return options["awslogs-group"]
     raise UsageError(f"job {job['jobId']} does not log to CloudWatch Logs (no awslogs group)")

@@ -185,7 +185,11 @@ class Run(Command):
         spec = make_spec(command, **self.options(args, _base_image(args)))  # before any call
         cluster = _cluster(args)
         workspace = None if args.no_workspace else args.workspace
-        image_options = {"builder": args.builder, "platform": args.platform}
+        image_options = {
+            "builder": args.builder,
+            "platform": args.platform,
+            "stream_base": args.stream_base,
+        }
         if args.dryrun:
             requests = cluster.dryrun(
                 spec=spec, workspace=workspace, progress=_console(), **image_options
@@ -214,6 +218,34 @@ def _image_arguments(parser: argparse.ArgumentParser) -> None:
         "(auto: docker when the workspace has Dockerfile.launcher)",
     )
     parser.add_argument("--platform", help="image platform (default: the cluster's, linux/amd64)")
+    parser.add_argument(
+        "--stream-base",
+        action="store_true",
+        help="send base layers missing from the registry through this machine instead of "
+        "copying them with a copy job next to the registries",
+    )
+
+
+class Mirror(Command):
+    name = "mirror"
+    help = "copy a base image into the cluster's registry with a copy job (never through here)"
+
+    def add_arguments(self, parser):
+        parser.add_argument("image", help="the base image, e.g. a Deep Learning Container")
+        parser.add_argument("--platform", help="image platform (default: the cluster's)")
+        parser.add_argument("--local", action="store_true", help="copy with the local engine")
+        parser.add_argument("--dryrun", action="store_true", help="say what would move; move none")
+
+    def run(self, args):
+        reference = _cluster(args).mirror(
+            args.image,
+            platform=args.platform,
+            local=args.local,
+            dryrun=args.dryrun,
+            progress=_console(),
+        )
+        print(reference)
+        return 0
 
 
 class Build(Command):
@@ -235,6 +267,7 @@ class Build(Command):
             "builder": args.builder,
             "dryrun": args.dryrun,
             "progress": _console(),
+            "stream_base": args.stream_base,
         }
         if args.repo is None:  # the stack's repository, and the platform of its instances
             built = _cluster(args).build(base, args.workspace, platform=args.platform, **options)
@@ -439,6 +472,7 @@ class Check(Command):
 COMMANDS: tuple[Command, ...] = (
     Outputs(),
     Build(),
+    Mirror(),
     Run(),
     Status(),
     Describe(),

@@ -306,6 +306,29 @@ def node_ranges(definition: dict) -> list[tuple[tuple[int, int], dict]]:
     return ranges
 
 
+def as_one_node(register: dict, parameters: dict[str, str]) -> dict:
+    """A container job (a copy job) as a one-node job, for code that runs both kinds one way
+    (the local backend), with its ``Ref::NAME`` command arguments replaced by the submitted
+    parameters, or the definition's defaults, as Batch does."""
+    if "nodeProperties" in register:
+        return register
+    values = {**register.get("parameters", {}), **parameters}
+    container = dict(register["containerProperties"])
+    container["command"] = [
+        values.get(arg[len("Ref::") :], arg) if arg.startswith("Ref::") else arg
+        for arg in container.get("command", [])
+    ]
+    rest = {k: v for k, v in register.items() if k != "containerProperties"}
+    return {
+        **rest,
+        "nodeProperties": {
+            "numNodes": 1,
+            "mainNode": 0,
+            "nodeRangeProperties": [{"targetNodes": "0:", "container": container}],
+        },
+    }
+
+
 def with_environment(definition: dict, env: dict[str, str]) -> dict:
     """A copy of a job definition with ``env`` set in every node range's container."""
     import copy

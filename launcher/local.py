@@ -32,7 +32,14 @@ from pathlib import Path
 from launcher.backend import Say, newest_first
 from launcher.errors import RemoteError, UsageError
 from launcher.job import JobInfo, JobState, LogLine, NodeStatus
-from launcher.jobdef import Requests, groups_of, node_ranges, resumption, with_environment
+from launcher.jobdef import (
+    Requests,
+    as_one_node,
+    groups_of,
+    node_ranges,
+    resumption,
+    with_environment,
+)
 
 PREFIX = "local-"
 LABEL = "efa-batch.job"
@@ -115,7 +122,9 @@ def node_container(
         "network_mode": "host",
         "name": f"efa-batch-{job_id.removeprefix(PREFIX)[:12]}-{attempt}-{node}",
         "labels": {LABEL: job_id, f"{LABEL}.node": str(node), f"{LABEL}.name": job_name},
-        "ulimits": [_ulimit(u, (ulimit_caps or {}).get(u["name"])) for u in container["ulimits"]],
+        "ulimits": [
+            _ulimit(u, (ulimit_caps or {}).get(u["name"])) for u in container.get("ulimits", [])
+        ],
         "shm_size": f"{linux.get('sharedMemorySize', 64)}m",
         "init": bool(linux.get("initProcessEnabled")),
         "devices": devices,
@@ -286,19 +295,26 @@ class LocalBackend:
     def schedule(self, requests: Requests, say: Say = lambda _: None) -> str:
         from launcher.docker_client import docker_client
 
-        register, submit = requests.register, requests.submit
+        submit = requests.submit
+        register = as_one_node(requests.register, submit.get("parameters", {}))
         ranges = node_ranges(register)
-        env = {e["name"]: e["value"] for e in ranges[0][1]["environment"]}
-        _check_port(int(env["LAUNCHER_MAIN_PORT"]))
-        if self.efs_dir is None:
+        containers = [c for _, c in ranges]
+        env = {e["name"]: e["value"] for e in containers[0].get("environment", [])}
+        if "LAUNCHER_MAIN_PORT" in env:
+            _check_port(int(env["LAUNCHER_MAIN_PORT"]))
+        if any(c.get("secrets") for c in containers):
+            raise UsageError("a local run cannot read Secrets Manager secrets (job 'secrets')")
+        uses_efs = any(
+            "efsVolumeConfiguration" in v for c in containers for v in c.get("volumes", [])
+        )
+        if uses_efs and self.efs_dir is None:
             raise UsageError("a local run needs a directory standing in for EFS (--local-efs)")
         client = docker_client()
-        containers = [c for _, c in ranges]
         infiniband = Path("/dev/infiniband").is_dir()
         if not infiniband and any(
             d["hostPath"].startswith("/dev/infiniband/")
             for c in containers
-            for d in c["linuxParameters"].get("devices", [])
+            for d in c.get("linuxParameters", {}).get("devices", [])
         ):
             say("no /dev/infiniband on this machine: EFA devices dropped (NCCL falls back to TCP)")
         gpus = Path("/dev/nvidia0").exists()
@@ -306,7 +322,8 @@ class LocalBackend:
             r["type"] == "GPU" for c in containers for r in c["resourceRequirements"]
         ):
             say("no NVIDIA GPU on this machine: the job runs without GPUs")
-        Path(self.efs_dir).mkdir(parents=True, exist_ok=True)
+        if self.efs_dir is not None:
+            Path(self.efs_dir).mkdir(parents=True, exist_ok=True)
         job_id = f"{PREFIX}{uuid.uuid4()}"
         job = {
             "jobId": job_id,

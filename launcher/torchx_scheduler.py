@@ -72,7 +72,8 @@ class Request:
     requests: jobdef.Requests
     cluster: tuple  # (stack, profile, region): where schedule() sends it
     local: bool = False
-    pushes: list[tuple[str, str, str]] = field(default_factory=list)  # base, workspace, ref
+    # (base, workspace, reference, build options) of each workspace image to push
+    pushes: list[tuple[str, str, str, dict]] = field(default_factory=list)
 
     def __str__(self) -> str:
         return json.dumps(self.requests.as_dict(), indent=2)
@@ -230,6 +231,12 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         opts.add("efa", type_=str, default="auto", help="auto | require | off")
         opts.add("port", type_=int, default=29500, help="rendezvous port")
         opts.add("local", type_=bool, default=False, help="run on the local Docker engine")
+        opts.add(
+            "stream_base",
+            type_=bool,
+            default=False,
+            help="send base layers through this machine instead of a copy job",
+        )
         return opts
 
     def _cluster(self, cfg: Mapping[str, CfgVal]) -> Cluster:
@@ -254,17 +261,19 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         if repo:
             os.environ["LAUNCHER_REGISTRY"] = repo
         cluster = self._cluster(cfg)
-        built = cluster.build(role.image, path, dryrun=True)  # the digest; nothing pushed yet
+        options = {"local": bool(cfg.get("local")), "stream_base": bool(cfg.get("stream_base"))}
+        # The digest; nothing pushed yet.
+        built = cluster.build(role.image, path, dryrun=True, **options)
         if built.reused:
             role.image = built.reference
             return
         # TorchX (main) hands a merge of several directories over in a temporary directory
         # that is gone by schedule time: push that now. A plain directory waits for schedule.
         if os.path.basename(os.path.normpath(path)).endswith(TORCHX_MERGE_SUFFIX):
-            built = cluster.build(role.image, path)
+            built = cluster.build(role.image, path, **options)
         else:
             self._pending = getattr(self, "_pending", [])
-            self._pending.append((role.image, path, built.reference))
+            self._pending.append((role.image, path, built.reference, options))
         role.image = built.reference
 
     # --- dry run and schedule -------------------------------------------------------------
@@ -284,8 +293,8 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         request: Request = dryrun_info.request
         cluster = self._cluster_at(request.cluster)
-        for base, path, expected in request.pushes:
-            built = cluster.build(base, path)
+        for base, path, expected, options in request.pushes:
+            built = cluster.build(base, path, **options)
             if built.reference != expected:
                 raise UsageError(f"workspace {path} changed since the dry run; run again")
         job = cluster.submit(request.requests, local=request.local)

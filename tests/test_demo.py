@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -28,7 +29,7 @@ def test_demo_runs_the_main_job_both_ways_and_stops_cleanly(tmp_path, docker_eng
     try:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         out = result.stdout + result.stderr
-        assert "job_queue_name         EfaBatch-jobs" in out  # launcher outputs
+        assert re.search(r"^job_queue_name +EfaBatch-jobs$", out, re.M)  # launcher outputs
         assert " rendezvous RUNNABLE" in out  # submitted through the emulated Batch API
         assert "[node 0] rank 0 of 2: main at 127.0.0.1:29500" in out
         assert "[node 1] rank 1 of 2: main at 127.0.0.1:29500" in out

@@ -143,11 +143,20 @@ def test_basic_auth_from_the_docker_config(auth_registry, registry, busybox_base
     (config / "config.json").write_text(
         json.dumps({"auths": {auth_registry.host: {"auth": token}}})
     )
+    # The base is in another registry: without --stream-base nothing moves through here.
+    refused = patch_into(
+        busybox_base, ws, f"{auth_registry.host}/private", env={"DOCKER_CONFIG": str(config)}
+    )
+    assert refused.returncode == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert "of its layers are not in" in line and "--stream-base" in line
+    assert not [r for r in auth_registry.requests() if r.method in ("POST", "PATCH", "PUT")]
     ref = ok(
         patch_into(
             busybox_base,
             ws,
             f"{auth_registry.host}/private",
+            "--stream-base",
             env={"DOCKER_CONFIG": str(config)},
         )
     )
@@ -162,6 +171,7 @@ def test_basic_auth_from_the_docker_config(auth_registry, registry, busybox_base
         busybox_base,
         ws,
         f"{auth_registry.host}/private",
+        "--stream-base",
         env={"DOCKER_CONFIG": str(config)},
     )
     assert denied.returncode == 1
@@ -294,6 +304,7 @@ def test_failure_midway_leaves_no_tag(registry, busybox_base, tmp_path):
         f"{registry.host}/broken:1",
         ws,
         f"{registry.host}/halfway",
+        "--stream-base",  # the gone layer cannot be mounted: stream what is there
     )
     assert result.returncode == 1, result.stderr
     tags = requests.get(f"{host}/v2/halfway/tags/list", timeout=10)

@@ -22,6 +22,7 @@ import pytest
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
+from tests.support.host_python import host_python_mounts
 from tests.support.processes import required_or_skip
 
 TRAIN = """
@@ -52,16 +53,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def host_python_mounts() -> tuple[Mount, ...]:
-    """This machine's Python, venv (with torch) and system libraries, read-only."""
-    paths = {sys.base_prefix: sys.base_prefix, sys.prefix: sys.prefix, "/usr": "/usr"}
-    for lib in ("lib", "lib64"):
-        real = os.path.realpath(f"/{lib}")
-        if os.path.isdir(real):
-            paths[real] = f"/{lib}"
-    return tuple(Mount("bind", dst, src, readonly=True) for src, dst in paths.items())
 
 
 @pytest.fixture

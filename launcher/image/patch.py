@@ -2,9 +2,14 @@
 
 Composes the pure pieces (``layer``, ``manifest``) with the transport (``registry``), like
 ``crane append``: read the base's manifest and config only, upload the workspace layer, get
-the base layers into the target repository by cross-repository mount (or a streamed copy when
-the registries differ), then the config, and the manifest last, so a tag never names an
-image whose blobs are missing.
+the base layers into the target repository, then the config, and the manifest last, so a tag
+never names an image whose blobs are missing.
+
+The base layers never pass through this machine unless the caller says so. They are already
+in the repository (the base lives there, or a copy job copied it: ``base-sha256-...``), or
+they are mounted from another repository of the same registry, or a ``BaseCopy`` copies them
+next to the registries (a copy job in AWS), or, only with ``stream_base``, they are streamed
+through here. ``plan_base`` decides before anything moves and says so in one line.
 """
 
 from __future__ import annotations
@@ -13,15 +18,62 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from launcher.errors import UsageError
 from launcher.image import layer, manifest
+from launcher.image.copy import mirror_tag, transfer_blobs
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
-from launcher.progress import ProgressFn, Transfer
+from launcher.progress import ProgressFn, Transfer, say
 
 WORKDIR = "/workspace"
 ENV = {"LAUNCHER_WORKSPACE": WORKDIR}
+
+
+class BaseCopy(Protocol):
+    """Copies a base into the target repository away from this machine (``api`` provides
+    one that runs a copy job on the cluster's backend)."""
+
+    where: str  # "in AWS (copy job on QUEUE)": where the bytes move, for the plan's line
+
+    def check(self, base: Reference) -> None:
+        """UsageError if the copy could not read ``base`` (pinned); no side effects."""
+
+    def start(self, base: Reference, target: Reference) -> str:
+        """Start copying ``base`` into ``target``'s repository; a handle for ``wait``."""
+
+    def wait(self, handle: str) -> None:
+        """Until the copy is done; RemoteError if it failed."""
+
+
+@dataclass(frozen=True)
+class BasePlan:
+    """How the base's layers get into the target repository, decided before anything moves."""
+
+    how: str  # present | mounted | mount (dry run: would mount) | copy | stream
+    layers: int  # base layers
+    missing: int  # layers not in the target registry's repository yet
+    bytes: int  # their compressed size: what a copy or a stream moves
+    source: Reference  # the base, pinned to its platform's manifest
+    where: str = ""
+
+    def line(self) -> str:
+        if self.how == "present":
+            return f"base: all {self.layers} layers already in the repository"
+        if self.how == "mounted":
+            return f"base: {self.layers} layers mounted from {self.source.repository}"
+        if self.how == "mount":
+            return f"base: {self.layers} layers to mount from {self.source.repository}"
+        if self.how == "copy":
+            return f"copying {size_text(self.bytes)} of base layers {self.where}"
+        size = size_text(self.bytes)
+        return f"streaming {size} of base layers through this machine (--stream-base)"
+
+
+def size_text(n: int) -> str:
+    """Bytes as the plan says them: GB from 0.1 GB up, else MB."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 @dataclass(frozen=True)
@@ -30,6 +82,7 @@ class Patched:
     tag: str
     reused: bool  # the same workspace on the same base was already there
     layer_size: int = 0
+    plan: BasePlan | None = None  # how the base got (or would get) there; None when reused
 
 
 RegistryFor = Callable[[Reference], Registry]
@@ -76,8 +129,9 @@ def resolve_base(client: Registry, base: Reference) -> str:
 
 def base_image(
     client: Registry, base: Reference, digest: str, platform: manifest.Platform
-) -> tuple[dict, str, dict]:
-    """(manifest, media type, config) of the base for ``platform``: two or three GETs."""
+) -> tuple[dict, str, dict, str]:
+    """(manifest, media type, config, manifest digest) of the base for ``platform``: two or
+    three GETs."""
     found = client.get_manifest(base.repository, digest, manifest.ACCEPT)
     if found is None:
         raise UsageError(f"--image {base}: base image not found in {base.registry}")
@@ -92,30 +146,62 @@ def base_image(
         kind = manifest.media_type(raw, content_type)
         if kind not in manifest.MANIFESTS:
             raise UsageError(f"--image {base}: nested index for {platform} is not supported")
+        digest = desc["digest"]
     document = json.loads(raw)
     config = json.loads(client.get_blob(base.repository, document["config"]["digest"]))
     manifest.check_platform(config, platform)
-    return document, kind, config
+    return document, kind, config, digest
 
 
-def _copy_base_layers(
-    source: Registry, target: Registry, base: Reference, repo: Reference, layers: list[dict]
-) -> None:
-    same_registry = source.host == target.host
-    for desc in layers:
-        digest = desc["digest"]
-        if same_registry:
-            if base.repository == repo.repository:
-                continue  # already in this repository
-            location = target.mount_blob(repo.repository, digest, base.repository)
-            if location is None:
-                continue
-        else:
-            if target.has_blob(repo.repository, digest):
-                continue
-            location = target.start_upload(repo.repository)
-        # The mount was refused (202) or the registries differ: stream the blob across.
-        target.upload(location, source.stream_blob(base.repository, digest), lambda d=digest: d)
+def plan_base(
+    source: Registry,
+    target: Registry,
+    base: Reference,
+    repo: Reference,
+    layers: list[dict],
+    *,
+    base_copy: BaseCopy | None,
+    stream_base: bool,
+    dryrun: bool,
+) -> BasePlan:
+    """Where the base's layers are and how the rest would move; UsageError if only through
+    this machine and the caller did not allow it. Mounting moves nothing, so it is tried here
+    (not in a dry run); every other request is a read."""
+    count = len(layers)
+    if source.host == target.host and base.repository == repo.repository:
+        return BasePlan("present", count, 0, 0, base)
+    tag = mirror_tag(base.digest or "")
+    if target.head_manifest(repo.repository, tag, manifest.ACCEPT) == base.digest:
+        return BasePlan("present", count, 0, 0, base)  # a copy job copied it before
+    if source.host == target.host and dryrun:
+        return BasePlan("mount", count, 0, 0, base)
+    if source.host == target.host:
+        missing = [d for d in layers if not _mounted(target, repo, base, d["digest"])]
+        if not missing:
+            return BasePlan("mounted", count, 0, 0, base)
+    else:
+        missing = [d for d in layers if not target.has_blob(repo.repository, d["digest"])]
+        if not missing:
+            return BasePlan("present", count, 0, 0, base)
+    size = sum(int(d.get("size", 0)) for d in missing)
+    if stream_base:
+        return BasePlan("stream", count, len(missing), size, base)
+    if base_copy is None:
+        raise UsageError(
+            f"--image {base}: {size_text(size)} of its layers are not in {repo.name} and nothing "
+            "can copy them next to the registries here; run `launcher mirror` on a cluster "
+            "with a copy queue, or pass --stream-base to send them through this machine"
+        )
+    base_copy.check(base)
+    return BasePlan("copy", count, len(missing), size, base, base_copy.where)
+
+
+def _mounted(target: Registry, repo: Reference, base: Reference, digest: str) -> bool:
+    location = target.mount_blob(repo.repository, digest, base.repository)
+    if location is None:
+        return True
+    target.cancel_upload(location)  # refused (202): the opened upload is not wanted
+    return False
 
 
 def patch(
@@ -127,15 +213,31 @@ def patch(
     *,
     dryrun: bool = False,
     progress: ProgressFn | None = None,
+    base_copy: BaseCopy | None = None,
+    stream_base: bool = False,
 ) -> Patched:
     found = lookup(base, repo, workspace, platform, registry_for, json.dumps(ENV) + WORKDIR)
     if found.existing:
         return found.existing
     entries, diff_id, tag = found.entries, found.diff_id, found.tag
     source, target = registry_for(base), registry_for(repo)
-    base_manifest, kind, base_config = base_image(source, base, found.base_digest, platform)
+    base_manifest, kind, base_config, digest = base_image(source, base, found.base_digest, platform)
+    plan = plan_base(
+        source,
+        target,
+        base.with_digest(digest),
+        repo,
+        base_manifest["layers"],
+        base_copy=base_copy,
+        stream_base=stream_base,
+        dryrun=dryrun,
+    )
+    say(progress)(plan.line())
+    copying = None
+    if plan.how == "copy" and not dryrun and base_copy is not None:
+        copying = base_copy.start(plan.source, repo)  # runs while the workspace goes up
     digests = layer.LayerDigests()
-    transfer = Transfer("workspace layer", progress)
+    transfer = Transfer("uploading workspace" if not dryrun else "workspace layer", progress)
     if dryrun:
         for chunk in layer.gzip_layer(workspace, entries, digests):
             transfer.update(len(chunk))
@@ -147,6 +249,8 @@ def patch(
             transfer.update,
         )
     transfer.close()
+    verb = "would upload" if dryrun else "uploaded"
+    say(progress)(f"{verb} {size_text(digests.size)} of workspace")
     if digests.diff_id != diff_id:
         raise UsageError(f"--workspace {workspace}: files changed while the layer was built")
     config = manifest.patched_config(
@@ -161,10 +265,21 @@ def patch(
         manifest.patched_manifest(base_manifest, kind, config_bytes, digests.digest, digests.size)
     )
     if dryrun:
-        return Patched(
-            str(repo.with_digest(manifest.digest_of(new_manifest))), tag, False, digests.size
+        reference = str(repo.with_digest(manifest.digest_of(new_manifest)))
+        return Patched(reference, tag, False, digests.size, plan)
+    if copying is not None and base_copy is not None:
+        base_copy.wait(copying)
+    elif plan.how == "stream":
+        streamed = Transfer("streaming base layers", progress, plan.bytes)
+        transfer_blobs(
+            source,
+            base.repository,
+            target,
+            repo.repository,
+            base_manifest["layers"],
+            on_bytes=streamed.update,
         )
-    _copy_base_layers(source, target, base, repo, base_manifest["layers"])
+        streamed.close()
     target.put_blob(repo.repository, config_bytes)
-    digest = target.put_manifest(repo.repository, tag, new_manifest, kind)  # last
-    return Patched(str(repo.with_digest(digest)), tag, False, digests.size)
+    pushed = target.put_manifest(repo.repository, tag, new_manifest, kind)  # last
+    return Patched(str(repo.with_digest(pushed)), tag, False, digests.size, plan)

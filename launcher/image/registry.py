@@ -197,6 +197,10 @@ class Registry:
         response = self.request("POST", f"/v2/{repo}/blobs/uploads/?{query}", ok=(201, 202))
         return None if response.status_code == 201 else self._location(response)
 
+    def cancel_upload(self, location: str) -> None:
+        """Give up an upload session (DELETE, OCI distribution spec); gone already is fine."""
+        self.request("DELETE", location, ok=(202, 204, 404))
+
     def start_upload(self, repo: str) -> str:
         return self._location(self.request("POST", f"/v2/{repo}/blobs/uploads/", ok=(202,)))
 

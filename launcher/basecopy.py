@@ -1,0 +1,88 @@
+"""Copy jobs on a backend: the ``BaseCopy`` that image code calls when a base must move.
+
+On AWS the job runs on the stack's Fargate copy queue, next to the registries; on the local
+backend it runs as a container on the Docker engine (the dress rehearsal). Either way the
+bytes move in the job, not in this process: here only the job's state and its log lines
+("copy: sha256:... 1.20 GB copied") are read, and reported as progress.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from launcher import copyjob
+from launcher.backend import Backend
+from launcher.cluster import ClusterInfo
+from launcher.copyjob import Copier
+from launcher.errors import RemoteError
+from launcher.image.reference import Reference
+from launcher.jobdef import Requests
+from launcher.progress import ProgressFn, say
+
+
+class JobCopy:
+    def __init__(
+        self,
+        cluster: ClusterInfo,
+        backend: Backend,
+        copier: Copier,
+        progress: ProgressFn | None = None,
+        cached: Callable[[Reference], bool] | None = None,
+    ) -> None:
+        """``cached(ref)``: whether the pull-through cache already holds ``ref`` (the AWS
+        backend asks ECR; without NAT a rule serves nothing else)."""
+        self.cluster, self.backend, self.copier = cluster, backend, copier
+        self.cached = cached
+        self.say = say(progress)
+        queue = cluster.copy_queue_arn.rsplit("/", 1)[-1]
+        self.where = (
+            "in a local copy job (Docker engine)"
+            if backend.name == "local"
+            else f"in AWS (copy job on {queue})"
+        )
+
+    def source(self, base: Reference) -> Reference:
+        """Where the job reads the base: the cluster's route to it; a local job reads what
+        this machine reads."""
+        if self.backend.name == "local":
+            return base
+        route = copyjob.cache_route(base, self.cluster)
+        cached = bool(
+            route
+            and self.cluster.internet_egress == "none"
+            and self.cached is not None
+            and self.cached(route)
+        )
+        return copyjob.source_for(base, self.cluster, cached)
+
+    def check(self, base: Reference) -> None:
+        self.source(base)
+
+    def requests(self, base: Reference, target: Reference) -> Requests:
+        return copyjob.build(self.source(base), target, self.cluster, self.copier)
+
+    def start(self, base: Reference, target: Reference) -> str:
+        job_id = self.backend.schedule(self.requests(base, target), self.say)
+        self.say(f"copy job {job_id} started")
+        return job_id
+
+    def wait(self, handle: str, poll: float = 2.0) -> None:
+        """Until the copy job ends, its copy lines reported as they come; RemoteError if it
+        failed (with its last error line)."""
+        last_error = ""
+        while True:
+            for line in self.backend.log_iter(handle, follow=True):
+                if line.message.startswith("copy: "):
+                    self.say(line.message)
+                    if line.message.startswith("copy: error: "):
+                        last_error = line.message.removeprefix("copy: error: ")
+            info = self.backend.describe(handle)
+            if info.state.terminal:
+                break
+            time.sleep(poll)  # the logs ended before the job did (a follower's drain)
+        if info.state.value != "SUCCEEDED":
+            why = last_error or info.reason or "no reason given"
+            raise RemoteError(
+                f"copy job {handle} {info.state.value}: {why} (launcher logs {handle})"
+            )

@@ -1,0 +1,186 @@
+"""Copy a base image into the cluster's repository, next to the registries.
+
+What a copy job runs (``python3 -m launcher.image.copy SOURCE@DIGEST TARGET_REPOSITORY``): the
+image's blobs go registry to registry (a cross-repository mount when both repositories are in
+one registry, else a stream through the job), then its manifest, byte for byte, under a tag
+named after its digest (``base-sha256-<hex>``). Content-addressed, so a base copied once is
+found by one HEAD and never copied again, by anyone; a blob the target already has is never
+sent again, so a copy that was interrupted resumes where it stopped.
+
+``transfer_blobs`` is also the launcher's own path when a user asks to stream a base through
+their machine (``--stream-base``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from launcher.errors import LauncherError, RemoteError, UsageError
+from launcher.image import auth, manifest
+from launcher.image.reference import Reference, parse
+from launcher.image.registry import Registry
+
+# Credentials for the source registry, given to a copy job from a Secrets Manager secret
+# (the job definition names the secret; ECS puts its JSON keys in these variables).
+SOURCE_USER_ENV = "LAUNCHER_SOURCE_USERNAME"
+SOURCE_SECRET_ENV = "LAUNCHER_SOURCE_TOKEN"
+
+OnBlob = Callable[[dict, str], None]  # (descriptor, "present" | "mounted" | "copied")
+
+
+def mirror_tag(digest: str) -> str:
+    """The tag a copied base gets in the target repository: its own digest, as a tag."""
+    return "base-" + digest.replace(":", "-")
+
+
+def transfer_blobs(
+    source: Registry,
+    source_repo: str,
+    target: Registry,
+    target_repo: str,
+    descriptors: list[dict],
+    on_blob: OnBlob = lambda d, how: None,
+    on_bytes: Callable[[int], None] = lambda n: None,
+) -> int:
+    """Put every blob into ``target_repo`` unless it is there; return the bytes sent.
+
+    Within one registry a cross-repository mount moves nothing; ECR answers 202 instead when
+    it cannot mount (blob mounting off, different encryption, a pull-through cache source),
+    and the opened upload takes the stream instead.
+    """
+    sent = 0
+    for desc in descriptors:
+        digest = desc["digest"]
+        if source.host == target.host:
+            if source_repo == target_repo:
+                on_blob(desc, "present")
+                continue
+            location = target.mount_blob(target_repo, digest, source_repo)
+            if location is None:
+                on_blob(desc, "mounted")
+                continue
+        elif target.has_blob(target_repo, digest):
+            on_blob(desc, "present")
+            continue
+        else:
+            location = target.start_upload(target_repo)
+        target.upload(
+            location, source.stream_blob(source_repo, digest), lambda d=digest: d, on_bytes
+        )
+        sent += int(desc.get("size", 0))
+        on_blob(desc, "copied")
+    return sent
+
+
+@dataclass(frozen=True)
+class Copied:
+    reference: str  # TARGET_REPOSITORY@DIGEST (the source's digest: the manifest is unchanged)
+    tag: str
+    bytes_sent: int
+    already: bool  # the target had the copy; nothing was sent
+
+
+def copy_image(
+    source: Reference,
+    target: Reference,
+    source_registry: Registry,
+    target_registry: Registry,
+    on_blob: OnBlob = lambda d, how: None,
+) -> Copied:
+    """Copy one single-platform image (``source`` pinned by digest) into ``target``'s repository."""
+    if not source.digest:
+        raise UsageError(f"copy source {source}: pin it by digest (REPO@sha256:...)")
+    tag = mirror_tag(source.digest)
+    pinned = target.with_digest(source.digest)
+    if target_registry.head_manifest(target.repository, tag, manifest.ACCEPT) == source.digest:
+        return Copied(str(pinned), tag, 0, True)
+    found = source_registry.get_manifest(source.repository, source.digest, manifest.ACCEPT)
+    if found is None:
+        raise UsageError(f"copy source {source}: no such manifest in {source.registry}")
+    raw, content_type, _ = found
+    kind = manifest.media_type(raw, content_type)
+    if kind not in manifest.MANIFESTS:
+        raise UsageError(f"copy source {source}: a {kind}; copy one platform's manifest")
+    document = json.loads(raw)
+    sent = transfer_blobs(
+        source_registry,
+        source.repository,
+        target_registry,
+        target.repository,
+        [document["config"], *document["layers"]],
+        on_blob,
+    )
+    try:
+        digest = target_registry.put_manifest(target.repository, tag, raw, kind)
+    except RemoteError:
+        # Another copy of the same base finished first: with immutable tags (ECR) the second
+        # PUT of the tag is refused, and the tag already names these very bytes.
+        if target_registry.head_manifest(target.repository, tag, manifest.ACCEPT) != source.digest:
+            raise
+        digest = source.digest
+    if digest != source.digest:
+        raise RemoteError(f"registry {target.registry}: stored {digest}, copied {source.digest}")
+    return Copied(str(pinned), tag, sent, False)
+
+
+# --- the copy job's program -------------------------------------------------------------------
+
+
+def _source_credentials(host: str, aws) -> auth.Credentials | None:
+    user, token = os.environ.get(SOURCE_USER_ENV), os.environ.get(SOURCE_SECRET_ENV)
+    if user and token:
+        return user, token
+    return auth.credentials(host, aws)
+
+
+def _gb(size: int) -> str:
+    return f"{size / 1e9:.2f} GB" if size >= 1e8 else f"{size / 1e6:.1f} MB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m launcher.image.copy",
+        description="copy a base image (pinned by digest) into a repository, blobs first",
+    )
+    parser.add_argument("source", help="REGISTRY/REPO@sha256:... (one platform's manifest)")
+    parser.add_argument("target", help="REGISTRY/REPO to copy into")
+    args = parser.parse_args(argv)
+    try:
+        source, target = parse(args.source, "source"), parse(args.target, "target")
+        aws = None
+        if auth.is_ecr(source.registry) or auth.is_ecr(target.registry):
+            from launcher.aws import Aws
+
+            aws = Aws()
+        pull = [f"repository:{source.repository}:pull"]
+        push = [f"repository:{target.repository}:pull,push"]
+        if source.registry == target.registry:
+            pull = push = [*pull, *push]
+        source_registry = Registry(
+            source.registry, lambda: _source_credentials(source.registry, aws), pull
+        )
+        target_registry = (
+            source_registry
+            if source.registry == target.registry
+            else Registry(target.registry, lambda: auth.credentials(target.registry, aws), push)
+        )
+
+        def report(desc: dict, how: str) -> None:
+            print(f"copy: {desc['digest']} {_gb(int(desc.get('size', 0)))} {how}", flush=True)
+
+        copied = copy_image(source, target, source_registry, target_registry, report)
+    except LauncherError as exc:
+        print(f"copy: error: {exc}", file=sys.stderr, flush=True)
+        return 2 if isinstance(exc, UsageError) else 1
+    what = "already there" if copied.already else f"{_gb(copied.bytes_sent)} sent"
+    print(f"copy: done {copied.reference} ({what})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

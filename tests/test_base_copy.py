@@ -1,0 +1,387 @@
+"""Bases from other registries are copied next to the registries, never through the launcher.
+
+Two real registries (Debian's docker-registry on 127.0.0.1): a "remote" one holding the base,
+as AWS's Deep Learning Containers registry or GHCR would, and the "cluster" one the workspace
+images go to. The local backend on the real Docker engine stands in for AWS: it runs the copy
+job as a container, the launcher's own copy program in it (this machine's Python, mounted
+read-only into a busybox container: there is no Python image offline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+from launcher import copyjob, local
+from launcher.errors import UsageError
+from launcher.image import copy, manifest
+from launcher.image.reference import Reference, parse
+from launcher.image.registry import Registry
+from tests.clusters import cluster_info
+from tests.support.host_python import host_python_mounts
+from tests.support.images import push_random_base
+from tests.support.local_run import launcher_run
+from tests.support.service_model import assert_valid
+
+LAYERS_MIB = [48, 48, 48]  # plus busybox: big enough to interrupt a copy between two layers
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory):
+    from tests.conftest import _registry
+
+    server = _registry(tmp_path_factory)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def remote_base(remote, tmp_path_factory) -> str:
+    push_random_base(remote.host, "dlc/pytorch", "1", LAYERS_MIB, tmp_path_factory.mktemp("b"))
+    return f"{remote.host}/dlc/pytorch:1"
+
+
+def pinned(base: str) -> Reference:
+    ref = parse(base)
+    digest = Registry(ref.registry, lambda: None).head_manifest(
+        ref.repository, ref.ref, manifest.ACCEPT
+    )
+    return ref.with_digest(digest)
+
+
+def blobs_of(base: Reference) -> list[dict]:
+    raw, _, _ = Registry(base.registry, lambda: None).get_manifest(
+        base.repository, base.digest, manifest.ACCEPT
+    )
+    document = json.loads(raw)
+    return [document["config"], *document["layers"]]
+
+
+def uploads(server) -> list[str]:
+    """Digests of blob uploads the registry completed since the last look (PUT ?digest=)."""
+    return [
+        r.path.split("digest=", 1)[1].replace("%3A", ":")
+        for r in server.requests()
+        if r.method == "PUT" and "/blobs/uploads/" in r.path and r.status == 201
+    ]
+
+
+def has_blob(server, repo: str, digest: str) -> bool:
+    url = f"http://{server.host}/v2/{repo}/blobs/{digest}"
+    return requests.head(url, timeout=10).status_code == 200
+
+
+# --- the copy program -------------------------------------------------------------------------
+
+
+def test_an_interrupted_copy_resumes_without_sending_finished_layers(
+    remote, remote_base, registry, tmp_path
+):
+    source = pinned(remote_base)
+    repo = f"{registry.host}/resume-{os.getpid()}"
+    blobs = blobs_of(source)
+    command = [sys.executable, "-m", "launcher.image.copy", str(source), repo]
+    registry.requests()
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    target = repo.split("/", 1)[1]
+    deadline = time.monotonic() + 60
+    while not has_blob(registry, target, blobs[2]["digest"]):  # config, busybox, first big one
+        assert first.poll() is None and time.monotonic() < deadline, "copy ended too early"
+        time.sleep(0.01)
+    first.send_signal(signal.SIGKILL)  # the job's host is gone mid-copy
+    first.wait()
+    finished = [b["digest"] for b in blobs if has_blob(registry, target, b["digest"])]
+    assert 3 <= len(finished) < len(blobs)
+    registry.requests()
+
+    second = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert second.returncode == 0, second.stderr
+    resent = uploads(registry)
+    assert resent and not set(resent) & set(finished)  # only what was missing went up
+    assert sorted(resent) == sorted(set(b["digest"] for b in blobs) - set(finished))
+    assert f"copy: done {repo}@{source.digest}" in second.stdout
+    tag = copy.mirror_tag(source.digest)
+    assert pinned(f"{repo}:{tag}").digest == source.digest  # byte-identical manifest
+
+    third = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert "(already there)" in third.stdout and not uploads(registry)
+
+
+def test_a_copy_of_an_index_or_an_unpinned_base_is_refused(remote_base, registry):
+    code = copy.main([remote_base, f"{registry.host}/x"])
+    assert code == 2
+
+
+# --- copy jobs: requests ----------------------------------------------------------------------
+
+
+def test_the_copy_job_is_a_valid_fargate_job_reading_secrets_by_arn_only():
+    """Fargate: platformCapabilities FARGATE, VCPU 1 with 2-8 GiB, an execution role, no
+    public IP (ECR, S3 and Logs through the VPC's endpoints), Secrets Manager JSON keys
+    (``ARN:json-key::``) resolved by ECS at start; the source and target are parameters."""
+    secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ngc-AbCdEf"
+    cluster = cluster_info(internet_egress="nat", registry_secrets={"nvcr.io": secret})
+    source = Reference("nvcr.io", "nvidia/pytorch", None, "sha256:" + "a" * 64)
+    target = Reference("123456789012.dkr.ecr.us-east-1.amazonaws.com", "workspace")
+    requests_ = copyjob.build(source, target, cluster, copyjob.Copier(cluster.copy_image))
+    assert_valid("batch", "RegisterJobDefinition", requests_.register)
+    assert_valid("batch", "SubmitJob", requests_.submit)
+    container = requests_.register["containerProperties"]
+    assert requests_.register["platformCapabilities"] == ["FARGATE"]
+    assert container["networkConfiguration"] == {"assignPublicIp": "DISABLED"}
+    assert container["command"][-2:] == ["Ref::source", "Ref::target"]
+    assert requests_.submit["parameters"] == {"source": str(source), "target": target.name}
+    assert requests_.submit["jobQueue"] == cluster.copy_queue_arn
+    assert {s["valueFrom"] for s in container["secrets"]} == {
+        f"{secret}:username::",
+        f"{secret}:accessToken::",
+    }
+    assert secret not in json.dumps(container["environment"])
+    other = copyjob.build(
+        dataclasses.replace(source, digest="sha256:" + "b" * 64),
+        target,
+        cluster,
+        copyjob.Copier(cluster.copy_image),
+    )
+    assert other.register == requests_.register  # one definition for every copy
+
+
+def test_the_copy_job_reads_a_base_where_the_vpc_can_reach_it():
+    """ECR user guide, vpc-endpoints.html: "When an image is pulled using a pull through cache
+    rule for the first time, if you've configured Amazon ECR to use an interface VPC endpoint
+    ..., then you need to create a public subnet in the same VPC, with a NAT gateway ...
+    Subsequent image pulls don't require this." So without NAT a rule serves only what it
+    already holds, and a same-region ECR base is read directly, never through a rule."""
+    public = "public.ecr.aws"
+    digest = "sha256:" + "c" * 64
+    base = Reference(public, "org/pytorch", None, digest)
+    cached_name = "123456789012.dkr.ecr.us-east-1.amazonaws.com/ecr-public/org/pytorch"
+    no_nat = cluster_info(internet_egress="none", pull_through_cache={"ecr-public": public})
+    assert copyjob.source_for(base, no_nat, cached=True).name == cached_name
+    with pytest.raises(UsageError) as info:
+        copyjob.source_for(base, no_nat, cached=False)
+    assert "needs a NAT gateway" in str(info.value) and "--stream-base" in str(info.value)
+    with_nat = cluster_info(internet_egress="nat", pull_through_cache={"ecr-public": public})
+    assert copyjob.source_for(base, with_nat).name == cached_name  # ECR keeps it for everyone
+
+    same_region = Reference("210987654321.dkr.ecr.us-east-1.amazonaws.com", "base", None, digest)
+    with_rule = cluster_info(pull_through_cache={"dlc": same_region.registry})
+    assert copyjob.source_for(same_region, with_rule) == same_region  # by the ECR endpoints
+
+    ghcr = Reference("ghcr.io", "org/base", None, digest)
+    with pytest.raises(UsageError) as info:
+        copyjob.source_for(ghcr, cluster_info(internet_egress="none"))
+    assert "no route to ghcr.io" in str(info.value) and "--stream-base" in str(info.value)
+    assert copyjob.source_for(ghcr, cluster_info(internet_egress="nat")) == ghcr
+    assert copyjob.source_for(ghcr, cluster_info(internet_egress="imported")) == ghcr
+
+
+# --- a run on a base in another registry, the local backend standing in for AWS ---------------
+
+
+@pytest.fixture
+def env(docker_engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", docker_engine.host)
+    monkeypatch.setenv("LAUNCHER_LOCAL_STATE", str(tmp_path / "state"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "hello.txt").write_text("hello from the workspace\n")
+    (ws / "data.bin").write_bytes(os.urandom(512 * 1024))
+    return tmp_path
+
+
+def copy_jobs() -> list:
+    return [j for j in local.LocalBackend().list(include_finished=True) if j.name == "copy-base"]
+
+
+def test_a_base_in_another_registry_is_copied_by_a_job_not_through_the_launcher(
+    env, remote_base, registry, busybox_base
+):
+    info = dataclasses.replace(cluster_info(), repository_uri=f"{registry.host}/ws-{os.getpid()}")
+    base_bytes = sum(int(b["size"]) for b in blobs_of(pinned(remote_base)))
+    workspace_bytes = sum(p.stat().st_size for p in (env / "ws").iterdir())
+
+    lines, moved, _ = launcher_run(env, remote_base, env / "ws", info, busybox_base)
+    assert "JOB SUCCEEDED" in lines
+    plan = next(x for x in lines if "of base layers" in x)
+    assert "copying 0.15 GB of base layers in a local copy job (Docker engine)" in plan
+    assert any(x.startswith("PROGRESS uploaded") and "of workspace" in x for x in lines)
+    (job,) = copy_jobs()
+    assert job.state.value == "SUCCEEDED"
+    # The launcher's processes moved the workspace and metadata over TCP, not the base.
+    assert moved < workspace_bytes + 2**20 < base_bytes / 10
+    tag = copy.mirror_tag(pinned(remote_base).digest)
+    assert pinned(f"{info.repository_uri}:{tag}").digest == pinned(remote_base).digest
+
+    (env / "ws" / "hello.txt").write_text("hello again\n")  # a new workspace, the same base
+    lines, moved, _ = launcher_run(env, remote_base, env / "ws", info, busybox_base)
+    assert "JOB SUCCEEDED" in lines
+    assert "PROGRESS base: all 4 layers already in the repository" in lines
+    assert len(copy_jobs()) == 1  # the second run copied nothing
+    assert moved < workspace_bytes + 2**20
+
+
+def test_streaming_the_base_through_this_machine_is_what_the_copy_job_saves(
+    env, remote_base, registry, busybox_base
+):
+    """The baseline: --stream-base moves every base byte through the launcher, twice (in
+    from the remote registry, out to the cluster's)."""
+    info = dataclasses.replace(cluster_info(), repository_uri=f"{registry.host}/st-{os.getpid()}")
+    base_bytes = sum(int(b["size"]) for b in blobs_of(pinned(remote_base)))
+    lines, moved, _ = launcher_run(env, remote_base, env / "ws", info, busybox_base, stream=True)
+    assert "JOB SUCCEEDED" in lines and not copy_jobs()
+    assert any("streaming 0.15 GB of base layers through this machine" in x for x in lines)
+    assert moved > 2 * base_bytes
+
+
+def test_a_base_for_another_platform_or_an_unreachable_registry_moves_nothing(
+    env, remote_base, registry, busybox_base
+):
+    info = dataclasses.replace(
+        cluster_info("hpc7g.16xlarge", efa=False), repository_uri=f"{registry.host}/arm"
+    )
+    from launcher.api import Cluster
+    from launcher.copyjob import Copier
+
+    cluster = Cluster(info, copier=Copier(busybox_base, mounts=host_python_mounts()))
+    registry.requests()
+    with pytest.raises(UsageError) as wrong:
+        cluster.build(remote_base, env / "ws", local=True)
+    assert "linux/arm64" in str(wrong.value)
+    from launcher.errors import RemoteError
+    from tests.support.processes import free_port
+
+    with pytest.raises(RemoteError) as unreachable:
+        cluster.build(f"127.0.0.1:{free_port()}/gone:1", env / "ws", local=True)
+    assert "unreachable" in str(unreachable.value)
+    assert not copy_jobs()
+    assert not [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")]
+
+
+# --- the AWS path: the stack in moto, the cluster's registry a real local one -----------------
+
+
+@pytest.fixture(scope="module")
+def stack(moto_server, synth_default):
+    moto_server.reset()
+    return moto_server.deploy(synth_default.outdir, synth_default.stack_names)["EfaBatch"]
+
+
+@pytest.fixture
+def aws(moto_server, monkeypatch):
+    """A launcher ``Aws`` talking to the moto server over HTTP."""
+    from launcher.aws import Aws
+
+    for key, value in moto_server.env.items():
+        monkeypatch.setenv(key, value)
+    return Aws()
+
+
+def launcher(moto_server, registry, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **moto_server.env, "LAUNCHER_REGISTRY": registry.host}
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_a_base_the_vpc_cannot_reach_is_refused_before_anything_moves(
+    moto_server, stack, remote_base, registry, env
+):
+    """The default stack has no NAT (InternetEgress none): a copy job could not read a
+    registry outside AWS, so `launcher run` and `launcher mirror` say so in one line, exit 2,
+    and neither upload nor submit."""
+    assert stack["InternetEgress"] == "none"
+    registry.requests()
+    run = launcher(
+        moto_server, registry, "run", "--image", remote_base, "--workspace", str(env / "ws"),
+        "--nodes", "2", "--", "true",
+    )  # fmt: skip
+    mirror = launcher(moto_server, registry, "mirror", remote_base)
+    for result in (run, mirror):
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert f"no route to {parse(remote_base).registry}" in line and "--stream-base" in line
+    assert not [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")]
+    batch = moto_server.client("batch")
+    assert batch.describe_job_definitions(status="ACTIVE")["jobDefinitions"] == []
+    assert not batch.list_jobs(jobQueue=stack["JobQueueArn"])["jobSummaryList"]
+
+
+def test_the_dry_run_names_the_copy_job_and_what_it_moves(
+    moto_server, stack, remote_base, registry, env, aws
+):
+    """With a route out (NAT), `--dryrun` prints the copy job's requests (valid for the
+    botocore model) and the bytes it would copy in AWS; the workspace digest is computed from
+    reads alone."""
+    from launcher.api import Cluster
+    from launcher.cluster import from_stack
+
+    info = dataclasses.replace(
+        from_stack(aws.describe_stack("EfaBatch")),
+        internet_egress="nat",
+        repository_uri=f"{registry.host}/{stack['RepositoryUri'].split('/', 1)[1]}",
+    )
+    registry.requests()
+    messages: list = []
+    document = Cluster(info, aws).dryrun(
+        ["true"], nodes=2, image=remote_base, workspace=env / "ws", progress=messages.append
+    )
+    (copy_base,) = document["copyBase"]
+    layers = blobs_of(pinned(remote_base))[1:]
+    assert copy_base["bytes"] == sum(int(b["size"]) for b in layers)
+    assert_valid("batch", "RegisterJobDefinition", copy_base["registerJobDefinition"])
+    assert_valid("batch", "SubmitJob", copy_base["submitJob"])
+    assert copy_base["submitJob"]["jobQueue"] == stack["CopyQueueArn"]
+    assert copy_base["submitJob"]["parameters"]["source"] == str(pinned(remote_base))
+    assert any("copying 0.15 GB of base layers in AWS (copy job on" in m.text for m in messages)
+    assert not [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")]
+
+
+def test_without_nat_a_cache_rule_serves_only_what_ecr_already_holds(moto_server, stack, aws):
+    """ECR user guide, vpc-endpoints.html: the first pull through a pull-through cache rule
+    from a VPC with ECR interface endpoints needs a NAT gateway. The launcher asks ECR
+    (DescribeImages, which never pulls through) whether the cache holds the base."""
+    from launcher.api import Cluster
+    from launcher.cluster import from_stack
+
+    digest = "sha256:" + "d" * 64
+    base = Reference("public.ecr.aws", "org/pytorch", None, digest)
+    info = from_stack(aws.describe_stack("EfaBatch"))
+    assert info.pull_through_cache == {"ecr-public": "public.ecr.aws"}
+    copier = Cluster(info, aws).base_copy()
+    with pytest.raises(UsageError) as refused:
+        copier.check(base)
+    assert "not yet in the pull-through cache ecr-public/org/pytorch" in str(refused.value)
+    ecr = moto_server.client("ecr")
+    ecr.create_repository(repositoryName="ecr-public/org/pytorch")
+    manifest_ = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": "sha256:" + "e" * 64,
+                "size": 2,
+            },
+            "layers": [],
+        }
+    )
+    pushed = ecr.put_image(
+        repositoryName="ecr-public/org/pytorch", imageManifest=manifest_, imageTag="1"
+    )["image"]["imageId"]["imageDigest"]
+    cached = dataclasses.replace(base, digest=pushed)
+    registry = info.repository_uri.split("/", 1)[0]
+    assert copier.source(cached).name == f"{registry}/ecr-public/org/pytorch"
