@@ -18,6 +18,7 @@ from constructs import Construct
 from infra.config import ClusterConfig
 from infra.copy_jobs import CopyJobs
 from infra.log_groups import job_log_group_name, log_group
+from infra.roles import grant_ecr_login, grant_log_streams
 from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey, format_pairs
 
 # The RUNNABLE reasons a queue may act on (Batch user guide,
@@ -323,30 +324,8 @@ class ClusterStack(Stack):
                 resources=[repository.repository_arn, *config.extra_pull_repository_arns],
             )
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["ecr:GetAuthorizationToken"],
-                # GetAuthorizationToken has no resource type: IAM accepts only "*" for it.
-                resources=["*"],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[self.log_group.log_group_arn],
-            )
-        )
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="ecr:GetAuthorizationToken supports no resource-level permission; it is "
-                "the only action granted on *.",
-            ),
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::<JobLogGroupF9AB0CAD.Arn>]",
-                reason="Log group ARN ends in :* so streams can be written; scoped to one group.",
-            ),
-        )
+        grant_ecr_login(role)
+        grant_log_streams(role, self.log_group)
         return role
 
     def _job_role(self, file_system: efs.IFileSystem, access_point: efs.IAccessPoint) -> iam.Role:

@@ -22,7 +22,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import pull_through
+from infra import pull_through, roles
 from infra.config import ClusterConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,29 +141,14 @@ class CopyJobs(Construct):
             assumed_by=self._ecs_tasks(stack),
             description="Copy jobs: pull the copier image, write logs, read registry secrets",
         )
-        self.image.repository.grant_pull(role)
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[log_group.log_group_arn],
-            )
-        )
+        self.image.repository.grant_pull(role)  # with ecr:GetAuthorizationToken on *
+        Validations.of(role).acknowledge(roles.ANY_RESOURCE_IS_THE_AUTH_TOKEN)
+        roles.grant_log_streams(role, log_group)
         secrets = sorted(set(self.config.registry_secrets.values()))
         if secrets:
             role.add_to_policy(
                 iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=secrets)
             )
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="ecr:GetAuthorizationToken supports no resource-level permission; it is "
-                "the only action granted on *.",
-            ),
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::<JobLogGroupF9AB0CAD.Arn>]",
-                reason="Log group ARN ends in :* so streams can be written; scoped to one group.",
-            ),
-        )
         return role
 
     def _job_role(self, stack: Stack, repository: ecr.IRepository) -> iam.Role:
@@ -173,13 +158,7 @@ class CopyJobs(Construct):
             assumed_by=self._ecs_tasks(stack),
             description="Copy jobs: read ECR images of the region, push the workspace repository",
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["ecr:GetAuthorizationToken"],
-                # GetAuthorizationToken has no resource type: IAM accepts only "*" for it.
-                resources=["*"],
-            )
-        )
+        roles.grant_ecr_login(role)
         any_account = stack.format_arn(
             service="ecr", account="*", resource="repository", resource_name="*"
         )
@@ -208,11 +187,6 @@ class CopyJobs(Construct):
                 )
             )
         Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="ecr:GetAuthorizationToken supports no resource-level permission; it is "
-                "the only action granted on *.",
-            ),
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{_nag_arn(any_account, stack)}]",
                 reason="Copy jobs read base images from any account's ECR repositories of the "
@@ -331,9 +305,7 @@ class CopyJobs(Construct):
             assumed_by=iam.ServicePrincipal("pullthroughcache.ecr.amazonaws.com"),
             description=f"ECR pull-through cache reads {rule.upstream.url_in(stack.region)}",
         )
-        role.add_to_policy(
-            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
-        )
+        roles.grant_ecr_login(role)
         upstream = stack.format_arn(
             service="ecr",
             account=pull_through.DLC_ACCOUNT,
@@ -347,11 +319,6 @@ class CopyJobs(Construct):
             iam.PolicyStatement(actions=list(ECR_UPSTREAM), resources=[upstream, own])
         )
         Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="ecr:GetAuthorizationToken supports no resource-level permission; it is "
-                "the only action granted on *.",
-            ),
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{_nag_arn(upstream, stack)}]",
                 reason="The upstream registry's repositories: ECR reads whichever one is pulled "
