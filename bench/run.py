@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from bench import images, launcher_calls, logs, synth
+from bench import base_copy, images, launcher_calls, logs, synth
 
 BENCHES = {
     "synth": synth.run,
     "launcher": launcher_calls.run,
     "logs": logs.run,
     "images": images.run,
+    "base_copy": base_copy.run,
 }
 
 
