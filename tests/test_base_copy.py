@@ -26,6 +26,7 @@ from launcher.image import copy, manifest
 from launcher.image.reference import Reference, parse
 from launcher.image.registry import Registry
 from tests.clusters import cluster_info
+from tests.support import cli
 from tests.support.host_python import host_python_mounts
 from tests.support.images import push_random_base
 from tests.support.local_run import launcher_run
@@ -287,14 +288,7 @@ def aws(moto_server, monkeypatch):
 
 def launcher(moto_server, registry, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **moto_server.env, "LAUNCHER_REGISTRY": registry.host}
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return cli.launcher(*args, env=env)
 
 
 def test_a_base_the_vpc_cannot_reach_is_refused_before_anything_moves(

@@ -6,13 +6,13 @@ import json
 import os
 import socket
 import subprocess
-import sys
 
 import pytest
 
 from launcher import check, check_script
 from tests.clusters import cluster_info
 from tests.conftest import ROOT
+from tests.support import cli
 
 FIXTURES = ROOT / "tests" / "fixtures" / "check"
 
@@ -156,14 +156,7 @@ def free_port() -> int:
 
 
 def launcher(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return cli.launcher(*args, env=env)
 
 
 def test_check_local_runs_rendezvous_and_efs_for_real(

@@ -6,13 +6,11 @@ import base64
 import json
 import os
 import subprocess
-import sys
 
 import requests
 
 from launcher.image import manifest
-
-LAUNCHER = [sys.executable, "-m", "launcher"]
+from tests.support import cli
 
 
 def build(*args: str, env: dict | None = None, docker=None) -> subprocess.CompletedProcess:
@@ -20,14 +18,7 @@ def build(*args: str, env: dict | None = None, docker=None) -> subprocess.Comple
     full_env.pop("LAUNCHER_REGISTRY", None)
     if docker is not None:
         full_env["DOCKER_HOST"] = docker.host
-    return subprocess.run(
-        [*LAUNCHER, "build", *args],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return cli.launcher("build", *args, env=full_env, timeout=600)
 
 
 def patch_into(base: str, ws, repo: str, *extra: str, **kwargs) -> subprocess.CompletedProcess:

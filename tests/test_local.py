@@ -6,7 +6,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
@@ -15,6 +14,7 @@ from launcher import jobdef, local
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
 from tests.conftest import ROOT
+from tests.support import cli
 
 RENDEZVOUS = (ROOT / "demo" / "workspace" / "rendezvous.sh").read_text()
 
@@ -92,14 +92,7 @@ def env(moto_server, docker_engine, registry, tmp_path, monkeypatch):
 
 
 def launcher(env, *args, timeout=180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return cli.launcher(*args, env=env, timeout=timeout)
 
 
 def no_job_containers(docker_engine) -> bool:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ import pytest
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
+from tests.support import cli
 from tests.support.host_python import host_python_mounts
 from tests.support.processes import required_or_skip
 
@@ -116,14 +115,7 @@ def test_a_lost_worker_is_retried_and_the_next_attempt_resumes(env, busybox_base
     assert "rank 0 done at step 12 (attempt 2)" in second
 
     # resubmit: a new job, the same checkpoint directory: it finds the run finished.
-    result = subprocess.run(
-        [sys.executable, "-m", "launcher", "resubmit", job_id],
-        env={**os.environ},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = cli.launcher("resubmit", job_id, timeout=120)
     assert result.returncode == 0, result.stderr
     again = result.stdout.strip().splitlines()[-1]
     assert local.wait(again, timeout=120).state == "SUCCEEDED", lines(again)
@@ -141,15 +133,7 @@ def test_an_application_error_on_a_worker_is_not_retried(env, busybox_base):
 def test_bad_attempt_and_unknown_job_exit_2(env, busybox_base):
     job_id = start(env, busybox_base, ("true",))
     local.wait(job_id, timeout=60)
-    run = [sys.executable, "-m", "launcher"]
-    bad = subprocess.run(
-        [*run, "logs", job_id, "--attempt", "2"], capture_output=True, text=True, check=False
-    )
+    bad = cli.launcher("logs", job_id, "--attempt", "2")
     assert bad.returncode == 2 and "--attempt 2: job" in bad.stderr and "one attempt" in bad.stderr
-    unknown = subprocess.run(
-        [*run, "resubmit", "local-00000000-0000-0000-0000-000000000000"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    unknown = cli.launcher("resubmit", "local-00000000-0000-0000-0000-000000000000")
     assert unknown.returncode == 2 and "no such local job" in unknown.stderr

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import requests
 
+from tests.support import cli
 from tests.test_image_build import workspace
 
 
@@ -25,14 +25,7 @@ def stack(moto_server, synth_default):
 
 def run(moto_server, registry, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **moto_server.env, "LAUNCHER_REGISTRY": registry.host}
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", "run", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return cli.launcher("run", *args, env=env)
 
 
 def test_dryrun_computes_the_exact_image_and_pushes_nothing_then_run_pushes_it(
