@@ -116,6 +116,41 @@ def test_an_interrupted_copy_resumes_without_sending_finished_layers(
     assert "(already there)" in third.stdout and not uploads(registry)
 
 
+class ImmutableTags(Registry):
+    """The cluster registry as ECR with immutable tags sees a race: another copy of the same
+    base puts the tag first, then ours is refused (ImageTagAlreadyExistsException)."""
+
+    def __init__(self, host: str, other_digest: str | None = None) -> None:
+        super().__init__(host, lambda: None)
+        self.other_digest = other_digest
+
+    def put_manifest(self, repo: str, ref: str, raw: bytes, media_type: str) -> str:
+        if self.other_digest is None:
+            super().put_manifest(repo, ref, raw, media_type)  # the other copy, just before
+        from launcher.errors import RemoteError
+
+        raise RemoteError(f"registry {self.host}: PUT manifest {ref}: tag already exists")
+
+    def head_manifest(self, repo: str, ref: str, accept: str) -> str | None:
+        if self.other_digest is not None:
+            return self.other_digest
+        return super().head_manifest(repo, ref, accept)
+
+
+def test_two_copies_of_one_base_racing_for_its_tag_both_succeed(remote_base, registry):
+    source = pinned(remote_base)
+    target = parse(f"{registry.host}/race-{os.getpid()}")
+    remote_client = Registry(source.registry, lambda: None)
+    copied = copy.copy_image(source, target, remote_client, ImmutableTags(registry.host))
+    assert copied.reference == f"{target.name}@{source.digest}" and not copied.already
+    # A tag naming other bytes is no race won by an equal copy: the refusal stands.
+    other = ImmutableTags(registry.host, other_digest="sha256:" + "0" * 64)
+    from launcher.errors import RemoteError
+
+    with pytest.raises(RemoteError, match="tag already exists"):
+        copy.copy_image(source, parse(f"{registry.host}/race2-{os.getpid()}"), remote_client, other)
+
+
 def test_a_copy_of_an_index_or_an_unpinned_base_is_refused(remote_base, registry):
     code = copy.main([remote_base, f"{registry.host}/x"])
     assert code == 2
@@ -228,6 +263,36 @@ def test_a_base_in_another_registry_is_copied_by_a_job_not_through_the_launcher(
     assert "PROGRESS base: all 4 layers already in the repository" in lines
     assert len(copy_jobs()) == 1  # the second run copied nothing
     assert moved < workspace_bytes + 2**20
+
+
+def test_mirror_copies_a_base_once_and_a_dry_run_moves_nothing(
+    env, remote_base, registry, busybox_base
+):
+    """`launcher mirror` (Cluster.mirror) for platform teams that pre-seed bases: the copy job
+    alone; the base's own digest comes back; a second mirror finds it and starts no job."""
+    from launcher.api import Cluster
+    from launcher.copyjob import Copier
+
+    info = dataclasses.replace(cluster_info(), repository_uri=f"{registry.host}/m-{os.getpid()}")
+    program = (sys.executable, "-m", "launcher.image.copy")  # this machine's, mounted
+    cluster = Cluster(info, copier=Copier(busybox_base, program, host_python_mounts()))
+    digest = pinned(remote_base).digest
+    registry.requests()
+    said: list = []
+    dry = cluster.mirror(remote_base, local=True, dryrun=True, progress=said.append)
+    assert dry == f"{info.repository_uri}@{digest}"
+    assert any(e.text.startswith("copying 0.15 GB of base layers in a local") for e in said)
+    assert not copy_jobs()
+    assert not [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")]
+
+    assert cluster.mirror(remote_base, local=True) == f"{info.repository_uri}@{digest}"
+    (job,) = copy_jobs()
+    assert job.state.value == "SUCCEEDED"
+    assert pinned(f"{info.repository_uri}:{copy.mirror_tag(digest)}").digest == digest
+    said.clear()
+    cluster.mirror(remote_base, local=True, progress=said.append)
+    assert [e.text for e in said] == [f"base: already copied to {info.repository_uri}"]
+    assert len(copy_jobs()) == 1
 
 
 def test_streaming_the_base_through_this_machine_is_what_the_copy_job_saves(
