@@ -183,6 +183,11 @@ class NetworkStack(Stack):
         endpoints = dict(_INTERFACE_ENDPOINTS)
         if not config.nat_gateway:
             endpoints.update(_SESSION_MANAGER_ENDPOINTS)
+        if config.registry_secrets:
+            # ECS reads a copy job's registry secret (execution role) before the job starts;
+            # with interface endpoints in the VPC, Batch requires one for Secrets Manager too
+            # (Batch user guide, specifying-sensitive-data-secrets.html).
+            endpoints["SecretsManager"] = ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
         for name, service in endpoints.items():
             self.vpc.add_interface_endpoint(
                 f"{name}Endpoint",

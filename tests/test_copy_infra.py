@@ -394,6 +394,20 @@ def test_network_rule_catches_all_traffic_out_and_a_closed_endpoint(synth_defaul
     assert any("layer bucket" in p for p in rule(_broken(synth_default, layers_blocked)))
 
 
+def test_network_rule_catches_registry_secrets_without_their_endpoint(synth_registries):
+    """Batch user guide, specifying-sensitive-data-secrets.html: secrets in a job definition
+    plus interface endpoints in the VPC need a Secrets Manager endpoint too."""
+    rule = copy_rules.copy_tasks_reach_the_image_the_layers_and_the_logs
+
+    def no_secrets_endpoint(t):
+        for stack in t.values():
+            for k in [k for k in stack["Resources"] if k.startswith("VpcSecretsManagerEndpoint")]:
+                del stack["Resources"][k]
+
+    assert rule(_deployment(synth_registries)) == []
+    assert "no secretsmanager endpoint" in rule(_broken(synth_registries, no_secrets_endpoint))
+
+
 def test_fargate_rule_catches_instance_settings_and_a_mixed_queue(synth_default):
     rule = copy_rules.copy_compute_environment_is_a_fargate_pool_in_the_cluster_subnet
 

@@ -103,6 +103,11 @@ LAYER_BUCKET = Page(
     "https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html",
     "arn:aws:s3:::prod-region-starport-layer-bucket/*",
 )
+SECRETS_ENDPOINT = Page(
+    "https://docs.aws.amazon.com/batch/latest/userguide/specifying-sensitive-data-secrets.html",
+    "if you're also using interface VPC endpoints, you must create the interface VPC endpoints "
+    "for Secrets Manager",
+)
 DEFAULT_ENDPOINT_POLICY = Model(
     "ec2",
     "CreateVpcEndpointRequest",
@@ -518,6 +523,7 @@ def copy_queue_feeds_the_fargate_pool_only(d: Deployment) -> list[str]:
     ENDPOINT_ADMITS_443,
     LAYER_BUCKET,
     DEFAULT_ENDPOINT_POLICY,
+    SECRETS_ENDPOINT,
     covers=(
         "AWS::EC2::SecurityGroup.SecurityGroupEgress",
         "AWS::EC2::SecurityGroupIngress",
@@ -546,8 +552,11 @@ def copy_tasks_reach_the_image_the_layers_and_the_logs(d: Deployment) -> list[st
     from the private subnet of the VPC". The S3 gateway carries no policy, so "we attach a
     default policy that allows full access to the service"
     (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateVpcEndpoint.html):
-    another account's layers (Deep Learning Containers) pass too. An imported VPC brings its
-    own endpoints or NAT; only the group's own rule is checked there.
+    another account's layers (Deep Learning Containers) pass too. With registry secrets, ECS
+    reads them before the job starts, and "if you're also using interface VPC endpoints, you
+    must create the interface VPC endpoints for Secrets Manager"
+    (https://docs.aws.amazon.com/batch/latest/userguide/specifying-sensitive-data-secrets.html).
+    An imported VPC brings its own endpoints or NAT; only the group's own rule is checked there.
     """
     problems = []
     groups = d.copy_groups
@@ -564,7 +573,10 @@ def copy_tasks_reach_the_image_the_layers_and_the_logs(d: Deployment) -> list[st
     if d.config.imports_vpc:
         return problems
     endpoints = d.interface_endpoints
-    for service in ("ecr.api", "ecr.dkr", "logs"):
+    needed = ["ecr.api", "ecr.dkr", "logs"]
+    if d.config.registry_secrets:
+        needed.append("secretsmanager")
+    for service in needed:
         if service not in endpoints:
             problems.append(f"no {service} endpoint")
             continue
