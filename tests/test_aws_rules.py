@@ -11,10 +11,11 @@ import dataclasses
 
 import pytest
 
-from launcher import catalog, jobdef
+from launcher import catalog, copyjob, jobdef
+from launcher.image.reference import Reference, parse
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
-from tests.rules import compute_rules, job_rules, network_rules, storage_rules
+from tests.rules import compute_rules, copy_job_rules, job_rules, network_rules, storage_rules
 from tests.rules.deployment import Deployment
 from tests.rules.registry import RULES, UNCITED, CloudFormation, Model
 
@@ -34,6 +35,7 @@ VARIANTS = {
 }
 STACK_RULES = [r for r in RULES if r.kind == "stack"]
 JOB_RULES = [r for r in RULES if r.kind == "job"]
+COPY_JOB_RULES = [r for r in RULES if r.kind == "copyjob"]
 EFA_TYPES = sorted(n for n, t in catalog.CATALOG.items() if t.efa_capable)
 
 
@@ -71,6 +73,65 @@ JOBS = {
 @pytest.mark.parametrize("rule", JOB_RULES, ids=[r.name for r in JOB_RULES])
 def test_job_rule(rule, job):
     assert rule.check(JOBS[job]()) == []
+
+
+SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:registry/ngc-AbCdEf"
+DIGEST = "sha256:" + "a" * 64
+
+
+def _copy_job(source: str, **cluster) -> copy_job_rules.CopyJob:
+    info = cluster_info(**cluster)
+    target = Reference("123456789012.dkr.ecr.us-east-1.amazonaws.com", "workspace")
+    source_ref = parse(f"{source}@{DIGEST}")
+    requests = copyjob.build(source_ref, target, info, copyjob.Copier(info.copy_image))
+    return copy_job_rules.CopyJob(requests.register, requests.submit, info)
+
+
+COPY_JOBS = {
+    "ecr-same-region": lambda: _copy_job("210987654321.dkr.ecr.us-east-1.amazonaws.com/base"),
+    "registry-secret": lambda: _copy_job(
+        "nvcr.io/nvidia/pytorch", internet_egress="nat", registry_secrets={"nvcr.io": SECRET}
+    ),
+}
+
+
+@pytest.mark.parametrize("job", sorted(COPY_JOBS))
+@pytest.mark.parametrize("rule", COPY_JOB_RULES, ids=[r.name for r in COPY_JOB_RULES])
+def test_copy_job_rule(rule, job):
+    assert rule.check(COPY_JOBS[job]()) == []
+
+
+def test_every_copy_job_field_is_governed_by_a_rule():
+    covers = {c for r in COPY_JOB_RULES for c in r.covers}
+    fields = set()
+    for make in COPY_JOBS.values():
+        job = make()
+        fields |= set(job.register) | set(job.submit) | set(job.container)
+    assert sorted(fields - covers) == []
+
+
+def test_copy_job_rules_catch_a_secret_in_clear_a_host_volume_and_retried_bad_requests():
+    job = COPY_JOBS["registry-secret"]()
+    container = job.container
+    container["environment"].append({"name": "SOURCE_TOKEN", "value": "hunter2"})
+    container["secrets"][0]["valueFrom"] = SECRET  # the whole JSON, not a key of it
+    assert copy_job_rules.copy_job_credentials_are_roles_and_secret_references(job) == [
+        "LAUNCHER_SOURCE_USERNAME: not a Secrets Manager ARN with a JSON key",
+        "SOURCE_TOKEN: a credential in clear text",
+    ]
+    container["volumes"] = [{"name": "v", "host": {"sourcePath": "/tmp"}}]
+    container["resourceRequirements"] = [
+        {"type": "VCPU", "value": "1"},
+        {"type": "MEMORY", "value": "1024"},
+    ]
+    assert copy_job_rules.copy_job_is_a_fargate_container_job_on_the_copy_queue(job) == [
+        "{'VCPU': '1', 'MEMORY': '1024'}: not a Fargate size for 1 vCPU",
+        "a host volume on Fargate",
+    ]
+    job.register["retryStrategy"]["evaluateOnExit"] = [{"onReason": "*", "action": "RETRY"}]
+    assert copy_job_rules.copy_job_retries_transfers_but_not_bad_requests(job) == [
+        "a bad request (exit 2) is attempted again"
+    ]
 
 
 # --- the rules themselves --------------------------------------------------------------------

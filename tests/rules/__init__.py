@@ -7,6 +7,7 @@ registers every rule in ``tests.rules.registry.RULES``.
 
 from tests.rules import (  # noqa: F401
     compute_rules,
+    copy_job_rules,
     copy_rules,
     job_rules,
     network_rules,
