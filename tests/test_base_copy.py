@@ -444,3 +444,120 @@ def test_without_nat_a_cache_rule_serves_only_what_ecr_already_holds(moto_server
     cached = dataclasses.replace(base, digest=pushed)
     registry = info.repository_uri.split("/", 1)[0]
     assert copier.source(cached).name == f"{registry}/ecr-public/org/pytorch"
+
+
+class Fargate:
+    """Plays Fargate's part for the moto stack's copy queue: each copy job the launcher submits
+    runs as this machine's copy program (the copier image's command, `python3` being this
+    interpreter), its output going to the job's CloudWatch Logs stream."""
+
+    def __init__(self, queue_arn: str, program=None) -> None:
+        import threading
+
+        self.queue_arn, self.ran = queue_arn, []
+        self.program = program or self.copy_program
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+
+    @staticmethod
+    def copy_program(command: list[str]) -> tuple[int, list[str]]:
+        argv = [sys.executable if word == "python3" else word for word in command]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        return done.returncode, (done.stdout + done.stderr).splitlines()
+
+    def serve(self) -> None:
+        from tests.support import moto_gaps
+        from tests.support.emulator import ACCOUNT, REGION
+
+        while not self.stop.is_set():
+            for job_id in moto_gaps.held_jobs(ACCOUNT, REGION, self.queue_arn):
+                self.ran.append(job_id)
+                moto_gaps.run_container_job(ACCOUNT, REGION, job_id, self.program)
+            time.sleep(0.1)
+
+    def __enter__(self) -> Fargate:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def nat_cluster(aws, stack, registry, repo: str):
+    """The moto stack as one with a NAT gateway, its workspace repository in the real local
+    registry (LAUNCHER_REGISTRY's role: moto's ECR host does not exist)."""
+    from launcher.api import Cluster
+    from launcher.cluster import from_stack
+
+    info = dataclasses.replace(
+        from_stack(aws.describe_stack("EfaBatch")),
+        internet_egress="nat",
+        repository_uri=f"{registry.host}/{repo}",
+    )
+    return Cluster(info, aws)
+
+
+def test_on_aws_the_run_waits_for_the_copy_job_then_submits_on_the_copied_base(
+    moto_server, stack, remote_base, registry, env, aws
+):
+    """The AWS path end to end: the copy job goes to the Fargate copy queue with the base as a
+    parameter, the launcher follows its lines in CloudWatch Logs as progress, and only once it
+    succeeded submits the training job on the workspace image over the copied base."""
+    cluster = nat_cluster(aws, stack, registry, f"aws-{os.getpid()}")
+    said: list = []
+    with Fargate(stack["CopyQueueArn"]) as fargate:
+        job = cluster.run(
+            ["true"], nodes=2, image=remote_base, workspace=env / "ws", progress=said.append
+        )
+    texts = [e.text for e in said]
+    assert "copying 0.15 GB of base layers in AWS (copy job on EfaBatch-copy)" in texts
+    (copy_id,) = fargate.ran
+    assert f"copy job {copy_id} started" in texts
+    done = [t for t in texts if t.startswith("copy: done ")]
+    assert done and pinned(remote_base).digest in done[0]  # a line read from CloudWatch Logs
+    submitted = next(i for i, t in enumerate(texts) if t.startswith("submitted true to"))
+    assert texts.index(done[0]) < submitted  # the job only once its base is in place
+    (copy_job,) = moto_server.client("batch").describe_jobs(jobs=[copy_id])["jobs"]
+    assert copy_job["parameters"]["source"] == str(pinned(remote_base))
+    digest = pinned(remote_base).digest
+    assert pinned(f"{cluster.info.repository_uri}:{copy.mirror_tag(digest)}").digest == digest
+    (training,) = moto_server.client("batch").describe_jobs(jobs=[job.job_id])["jobs"]
+    image = training["nodeProperties"]["nodeRangeProperties"][0]["container"]["image"]
+    assert image.startswith(f"{cluster.info.repository_uri}@sha256:")
+    workspace_image = parse(image)
+    raw, _, _ = Registry(workspace_image.registry, lambda: None).get_manifest(
+        workspace_image.repository, workspace_image.digest, manifest.ACCEPT
+    )
+    for layer in json.loads(raw)["layers"]:  # every layer of the job's image is in place
+        assert has_blob(registry, workspace_image.repository, layer["digest"])
+
+
+def test_on_aws_a_failed_copy_job_says_why_and_submits_nothing(
+    moto_server, stack, remote_base, registry, env, aws
+):
+    cluster = nat_cluster(aws, stack, registry, f"aws-fail-{os.getpid()}")
+    refused = "copy: error: registry nvcr.io: GET /v2/nvidia/pytorch/manifests: 401 unauthorized"
+    before = {
+        j["jobId"]
+        for j in moto_server.client("batch").list_jobs(
+            jobQueue=stack["JobQueueArn"], filters=[{"name": "JOB_NAME", "values": ["*"]}]
+        )["jobSummaryList"]
+    }
+    from launcher.errors import RemoteError
+
+    fargate = Fargate(stack["CopyQueueArn"], lambda command: (1, [refused]))
+    with fargate, pytest.raises(RemoteError) as failed:
+        cluster.run(["true"], nodes=2, image=remote_base, workspace=env / "ws")
+    (copy_id,) = fargate.ran
+    assert str(failed.value) == (
+        f"copy job {copy_id} FAILED: registry nvcr.io: GET /v2/nvidia/pytorch/manifests: "
+        f"401 unauthorized (launcher logs {copy_id})"
+    )
+    after = {
+        j["jobId"]
+        for j in moto_server.client("batch").list_jobs(
+            jobQueue=stack["JobQueueArn"], filters=[{"name": "JOB_NAME", "values": ["*"]}]
+        )["jobSummaryList"]
+    }
+    assert after == before  # no training job

@@ -197,6 +197,20 @@ def patch_moto_models() -> None:
 
     BatchBackend.describe_jobs = describe_jobs
 
+    # Gap: moto's DescribeJobs gives a single-container job's container without its
+    # logConfiguration; Batch's ContainerDetail carries it (the launcher finds the job's log
+    # group there).
+    original_details = Job._container_details
+
+    def container_details(self) -> dict[str, Any]:
+        details = original_details(self)
+        log = self.job_definition.container_properties.get("logConfiguration")
+        if log is not None:
+            details["logConfiguration"] = log
+        return details
+
+    Job._container_details = container_details
+
     # Gap: moto's ListJobs ignores maxResults/nextToken and returns everything in one page;
     # Batch pages (100 by default), which is what the launcher's call count depends on.
     from moto.batch.responses import BatchResponse
@@ -314,6 +328,53 @@ def run_job(
     start_job(account, region, job_id)
     put_node_lines(account, region, job_id, node_logs or {})
     finish_job(account, region, job_id, success=success)
+
+
+def run_container_job(
+    account: str,
+    region: str,
+    job_id: str,
+    program: Callable[[list[str]], tuple[int, list[str]]],
+) -> None:
+    """Play Fargate's part for a held single-container job (a copy job): start a task, run
+    ``program`` on the job's command with its ``Ref::`` parameters filled in (as Batch does),
+    write the lines it printed to the task's awslogs stream (PREFIX/default/TASK), and end the
+    job with its exit code."""
+    import datetime
+    import time
+
+    from moto.batch.models import batch_backends
+    from moto.logs.models import logs_backends
+
+    job = batch_backends[account][region]._jobs[job_id]
+    container = job.job_definition.container_properties
+    options = container["logConfiguration"]["options"]
+    group, logs = options["awslogs-group"], logs_backends[account][region]
+    if group not in logs.groups:
+        logs.create_log_group(group, {})
+    task = f"{job_id}-{len(job.attempts) + 1}"  # each attempt is a new task
+    job.log_stream_name = f"{options['awslogs-stream-prefix']}/default/{task}"
+    logs.create_log_stream(group, job.log_stream_name)
+    job.job_started_at = datetime.datetime.now()
+    job.status = "RUNNING"
+    job._start_attempt()
+    values = {**job.job_definition.parameters, **job.parameters}
+    command = [values.get(w[5:], w) if w.startswith("Ref::") else w for w in container["command"]]
+    code, lines = program(command)
+    now = int(time.time() * 1000)
+    events = [{"timestamp": now + i, "message": line} for i, line in enumerate(lines)]
+    if events:
+        logs.put_log_events(group, job.log_stream_name, events)
+    job.exit_code = code
+    job._mark_stopped(success=code == 0)
+
+
+def held_jobs(account: str, region: str, queue_arn: str) -> list[str]:
+    """Ids of the jobs a queue holds RUNNABLE (see the SubmitJob gap above)."""
+    from moto.batch.models import batch_backends
+
+    jobs = batch_backends[account][region]._jobs.values()
+    return [j.job_id for j in jobs if j.job_queue.arn == queue_arn and j.status == "RUNNABLE"]
 
 
 def prepare_account(session, endpoint_url: str) -> None:
