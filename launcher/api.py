@@ -241,7 +241,10 @@ class Cluster:
             raise UsageError("a copier with bind mounts runs on the local backend only")
         if local:
             return JobCopy(self.info, self.local_backend(local_efs), self.copier, progress)
-        return JobCopy(self.info, self.backend(), self.copier, progress, self._in_cache)
+        from launcher.batch import BatchBackend
+
+        copies = BatchBackend(self.aws, self.info.copy_queue_arn)
+        return JobCopy(self.info, copies, self.copier, progress, self._in_cache)
 
     def _in_cache(self, ref) -> bool:
         from launcher.image.auth import ECR_HOST

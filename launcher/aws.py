@@ -112,14 +112,16 @@ class Aws:
         self.client("batch").terminate_job(jobId=job_id, reason=reason)
 
     @_remote
-    def list_jobs(self, queue: str) -> list[dict]:
-        # A filter lists every status in one pass (jobStatus alone lists one status per call).
+    def list_jobs(self, queue: str, name: str | None = None) -> list[dict]:
+        # A filter lists every status in one pass (jobStatus alone lists one status per call);
+        # JOB_NAME matches a name exactly unless it ends in "*" (ListJobs, KeyValuesPair).
+        match = {"name": "JOB_NAME", "values": [name]} if name else None
         pages = (
             self.client("batch")
             .get_paginator("list_jobs")
             .paginate(
                 jobQueue=queue,
-                filters=[{"name": "AFTER_CREATED_AT", "values": ["0"]}],
+                filters=[match or {"name": "AFTER_CREATED_AT", "values": ["0"]}],
                 PaginationConfig={"PageSize": 100},
             )
         )

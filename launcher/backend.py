@@ -49,5 +49,6 @@ class Backend(Protocol):
     def resubmit(self, job_id: str, say: Say) -> tuple[str, str]:
         """The job again, resuming from its checkpoint directory; (new id, directory)."""
 
-    def list(self, include_finished: bool = False) -> list[JobInfo]:
-        """Every job of this backend's queue, newest first (complete, not one page)."""
+    def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
+        """Every job of this backend's queue (or only those named ``name``), newest first
+        (complete, not one page)."""

@@ -63,7 +63,13 @@ class JobCopy:
         return copyjob.build(self.source(base), target, self.cluster, self.copier)
 
     def start(self, base: Reference, target: Reference) -> str:
-        job_id = self.backend.schedule(self.requests(base, target), self.say)
+        """A copy job for ``base``: the one already copying it into ``target``, if any (two
+        runs on a new base share one copy), else a new one."""
+        requests = self.requests(base, target)
+        for running in self.backend.list(name=requests.submit["jobName"]):
+            self.say(f"copy job {running.job_id} is copying this base already; waiting for it")
+            return running.job_id
+        job_id = self.backend.schedule(requests, self.say)
         self.say(f"copy job {job_id} started")
         return job_id
 

@@ -150,10 +150,11 @@ class BatchBackend:
         say(f"resubmitted {job['jobId']} as {new_id}")
         return new_id, checkpoint
 
-    def list(self, include_finished: bool = False) -> list[JobInfo]:
+    def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         if self.queue_arn is None:
             raise UsageError("listing jobs needs the cluster's queue (from its stack)")
-        return newest_first(map(job_info, self.aws.list_jobs(self.queue_arn)), include_finished)
+        found = self.aws.list_jobs(self.queue_arn, name)
+        return newest_first(map(job_info, found), include_finished)
 
     # --- logs ---------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ before anything moves, a base the job could not reach.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from launcher.cluster import ClusterInfo
@@ -31,6 +32,13 @@ VCPU, MEMORY_MIB = "1", "2048"
 TIMEOUT_SECONDS = 3 * 3600
 ATTEMPTS = 3  # a copy resumes where it stopped, so another attempt costs little
 USAGE_EXIT = "2"  # the copy program's exit code for a bad request: never worth another attempt
+
+
+def job_name(source: Reference, target: Reference) -> str:
+    """One name per base and target repository, so a run finds a copy already under way
+    (ListJobs' JOB_NAME filter) instead of starting a second."""
+    key = hashlib.sha256(f"{source.digest} {target.name}".encode()).hexdigest()
+    return f"copy-{key[:32]}"
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,7 @@ def build(source: Reference, target: Reference, cluster: ClusterInfo, copier: Co
     }
     name = definition_name(body).replace("efa-batch-", f"{COPY_DEFINITION_PREFIX}-", 1)
     submit = {
-        "jobName": "copy-base",
+        "jobName": job_name(source, target),
         "jobQueue": cluster.copy_queue_arn,
         "jobDefinition": name,
         "parameters": {"source": str(source), "target": target.name},

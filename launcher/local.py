@@ -411,9 +411,9 @@ class LocalBackend:
             self.efs_dir = job["efsDir"]
         return self.schedule(Requests(register, submit), say), checkpoint
 
-    def list(self, include_finished: bool = False) -> list[JobInfo]:
+    def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         jobs = (job_info(json.loads(p.read_text())) for p in state_dir().glob(f"{PREFIX}*.json"))
-        return newest_first(jobs, include_finished)
+        return newest_first((j for j in jobs if name in (None, j.name)), include_finished)
 
     def log_iter(
         self,

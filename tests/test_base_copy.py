@@ -235,7 +235,8 @@ def env(docker_engine, tmp_path, monkeypatch):
 
 
 def copy_jobs() -> list:
-    return [j for j in local.LocalBackend().list(include_finished=True) if j.name == "copy-base"]
+    jobs = local.LocalBackend().list(include_finished=True)
+    return [j for j in jobs if j.name.startswith("copy-")]
 
 
 def test_a_base_in_another_registry_is_copied_by_a_job_not_through_the_launcher(
@@ -293,6 +294,36 @@ def test_mirror_copies_a_base_once_and_a_dry_run_moves_nothing(
     cluster.mirror(remote_base, local=True, progress=said.append)
     assert [e.text for e in said] == [f"base: already copied to {info.repository_uri}"]
     assert len(copy_jobs()) == 1
+
+
+def test_two_runs_on_a_new_base_share_one_copy_job(env, remote_base, registry, busybox_base):
+    """A second run (another user, another terminal) while a copy of the same base into the
+    same repository is under way waits for that copy instead of starting another."""
+    from launcher.api import Cluster
+    from launcher.copyjob import Copier
+
+    info = dataclasses.replace(cluster_info(), repository_uri=f"{registry.host}/s-{os.getpid()}")
+    program = (sys.executable, "-m", "launcher.image.copy")
+    cluster = Cluster(info, copier=Copier(busybox_base, program, host_python_mounts()))
+    base, target = pinned(remote_base), parse(info.repository_uri)
+    said: list = []
+    first_copy, second_copy = (
+        cluster.base_copy(local=True),
+        cluster.base_copy(local=True, progress=said.append),
+    )
+    first = first_copy.start(base, target)
+    second = second_copy.start(base, target)
+    assert second == first and len(copy_jobs()) == 1
+    assert [e.text for e in said] == [
+        f"copy job {first} is copying this base already; waiting for it"
+    ]
+    second_copy.wait(second, poll=0.2)
+    assert pinned(f"{info.repository_uri}:{copy.mirror_tag(base.digest)}").digest == base.digest
+    other = parse(f"{registry.host}/other-{os.getpid()}")  # another repository: its own copy
+    assert (
+        first_copy.requests(base, other).submit["jobName"]
+        != (first_copy.requests(base, target).submit["jobName"])
+    )
 
 
 def test_streaming_the_base_through_this_machine_is_what_the_copy_job_saves(
