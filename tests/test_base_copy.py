@@ -326,6 +326,49 @@ def test_two_runs_on_a_new_base_share_one_copy_job(env, remote_base, registry, b
     )
 
 
+def test_a_refused_mount_becomes_a_copy_and_its_upload_session_is_closed(
+    env, registry, busybox_base, tmp_path
+):
+    """A mount the registry refuses is answered 202 with a fresh upload session (OCI
+    distribution spec); ECR refuses so when blob mounting is off, the encryption differs, or no
+    manifest of the source repository references the blob (ECR user guide,
+    blob-mounting.html; aws/containers-roadmap issue 2860). Here the source repository of the
+    cluster's own registry stops linking one layer, so the reference registry refuses that
+    mount: the layer is planned as a copy (never streamed), and the abandoned session is
+    closed (DELETE) rather than left open."""
+    from launcher.api import Cluster
+    from launcher.image.patch import plan_base
+
+    source_repo = f"shared-{os.getpid()}"
+    push_random_base(registry.host, source_repo, "1", [1, 1], tmp_path)
+    base = pinned(f"{registry.host}/{source_repo}:1")
+    layers = blobs_of(base)[1:]
+    storage = registry.root / "data" / "docker" / "registry" / "v2" / "repositories"
+    hexdigest = layers[-1]["digest"].removeprefix("sha256:")
+    (storage / source_repo / "_layers" / "sha256" / hexdigest / "link").unlink()
+    info = dataclasses.replace(cluster_info(), repository_uri=f"{registry.host}/ws-{os.getpid()}")
+    client = Registry(registry.host, lambda: None)
+    registry.requests()
+    plan = plan_base(
+        client,
+        client,
+        base,
+        parse(info.repository_uri),
+        layers,
+        base_copy=Cluster(info).base_copy(local=True),
+        stream_base=False,
+        dryrun=False,
+    )
+    assert (plan.how, plan.layers, plan.missing) == ("copy", len(layers), 1)
+    assert plan.bytes == int(layers[-1]["size"])
+    seen = registry.requests()
+    mounts = [r for r in seen if r.method == "POST" and "mount=" in r.path]
+    assert [r.status for r in mounts].count(202) == 1 and len(mounts) == len(layers)
+    closed = [r for r in seen if r.method == "DELETE" and "/blobs/uploads/" in r.path]
+    assert len(closed) == 1 and closed[0].status in (202, 204)
+    assert not [r for r in seen if r.method in ("PATCH", "PUT")]  # nothing sent from here
+
+
 def test_streaming_the_base_through_this_machine_is_what_the_copy_job_saves(
     env, remote_base, registry, busybox_base
 ):
