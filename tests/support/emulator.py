@@ -33,11 +33,11 @@ class MotoServer:
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
         host, bound = server.get_host_and_port()
-        url = f"http://{host}:{bound}"
-        # moto's own Batch runner would start containers on Docker's bridge network; jobs here
-        # only move through their states.
-        requests.post(f"{url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10)
-        return cls(server, url)
+        started = cls(server, f"http://{host}:{bound}")
+        # moto keeps accounts in module-level backends that outlive a stopped server, so a
+        # second server in one process (`make bench`) would see the first one's stacks.
+        started.reset()
+        return started
 
     def stop(self) -> None:
         self.server.stop()
@@ -57,6 +57,8 @@ class MotoServer:
         return session().client(service, endpoint_url=self.url)
 
     def reset(self) -> None:
+        """Empty every account; Batch jobs only move through their states (moto's own runner
+        would start containers on Docker's bridge network)."""
         requests.post(f"{self.url}/moto-api/reset", timeout=10)
         requests.post(
             f"{self.url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10
