@@ -10,7 +10,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from infra.cluster import ClusterStack
-from infra.config import ClusterConfig, ConfigError, load
+from infra.config import CLUSTER_TAG, ClusterConfig, ConfigError, load
 from infra.network import NetworkStack
 from infra.storage import StorageStack
 
@@ -50,10 +50,24 @@ def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
         env=env,
         description="EFA Batch cluster: compute environment, job queue, roles, logs",
     )
-    cdk.Tags.of(app).add("efa-batch:cluster", name)
-    for key, value in config.tags.items():
-        cdk.Tags.of(app).add(key, value)
+    tag(app, config)
     return {"network": network, "storage": storage, "cluster": cluster}
+
+
+# Resource types whose Tags are create-only (CloudFormation resource provider schemas,
+# createOnlyProperties): a tag change replaces them, and a replaced compute environment takes
+# its running jobs with it. They get the cluster tag (fixed for the stack's life) and
+# creation_tags only; the nodes get `tags` through ComputeResources.Tags (infra/cluster.py),
+# which an infrastructure update changes in place.
+TAGS_FIXED_AT_CREATION = ("AWS::Batch::ComputeEnvironment", "AWS::EC2::PlacementGroup")
+
+
+def tag(app: cdk.App, config: ClusterConfig) -> None:
+    cdk.Tags.of(app).add(CLUSTER_TAG, config.stack_name)
+    for key, value in config.tags.items():
+        cdk.Tags.of(app).add(key, value, exclude_resource_types=list(TAGS_FIXED_AT_CREATION))
+    for key, value in config.creation_tags.items():
+        cdk.Tags.of(app).add(key, value, include_resource_types=list(TAGS_FIXED_AT_CREATION))
 
 
 def create_app(

@@ -6,7 +6,14 @@ everything a job submission needs, including values re-exported from the other s
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
+from aws_cdk import (
+    Acknowledgment,
+    CfnDeletionPolicy,
+    CfnOutput,
+    CfnResource,
+    Stack,
+    Validations,
+)
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
@@ -15,7 +22,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra.config import ClusterConfig
+from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.copy_jobs import CopyJobs
 from infra.log_groups import job_log_group_name, log_group
 from infra.roles import grant_ecr_login, grant_log_streams
@@ -73,6 +80,37 @@ def _capacity_reservation(
             capacity_reservation_id=reservation_id,
             capacity_reservation_resource_group_arn=group_arn,
         )
+    )
+
+
+def job_queue_name(config: ClusterConfig) -> str:
+    """Batch cannot add a fair-share policy to a queue or remove one ("After a job queue has a
+    fair-share scheduling policy, it can be replaced but can't be removed", CreateJobQueue), so
+    each mode has its own queue: changing fair_share replaces the queue under a new name."""
+    return f"{config.stack_name}-jobs" + ("-fairshare" if config.fair_share else "")
+
+
+def node_tags(config: ClusterConfig) -> dict[str, str]:
+    """Tags on every node (EC2 instance): the cluster's, a Name for the console, the user's."""
+    return {CLUSTER_TAG: config.stack_name, "Name": f"{config.stack_name} node", **config.tags}
+
+
+def _only_on_replacement(resource: CfnResource) -> None:
+    """Retained when replaced, deleted with the stack: cfn-lint's W3011 asks for both
+    policies, which would leave the resource behind on `cdk destroy`."""
+    reason = (
+        "retained when a setting replaces it, so its jobs run on; deleted with the stack, "
+        "where keeping it would leave the compute environment in use"
+    )
+    resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3011"]}})
+    Validations.of(resource).acknowledge(
+        Acknowledgment(id="CloudFormation-Validate::W3011", reason=reason)
+    )
+
+
+def _deletion_policy(config: ClusterConfig) -> CfnDeletionPolicy:
+    return (
+        CfnDeletionPolicy.RETAIN if config.removal_policy == "retain" else CfnDeletionPolicy.DELETE
     )
 
 
@@ -144,6 +182,9 @@ class ClusterStack(Stack):
                 minv_cpus=config.min_vcpus,
                 maxv_cpus=config.max_vcpus,
                 instance_types=[config.instance_type],
+                # The nodes' tags: a change is an infrastructure update, never a replacement
+                # (the compute environment's own Tags are create-only: infra/app.py).
+                tags=node_tags(config),
                 subnets=[subnet.subnet_id],
                 placement_group=placement_group.ref if placement_group else None,
                 instance_role=instance_profile.attr_arn,
@@ -179,7 +220,12 @@ class ClusterStack(Stack):
                     share_decay_seconds=3600, compute_reservation=0
                 ),
             )
-        queue_name = f"{config.stack_name}-jobs"
+            # Turning fair_share off leaves the old queue (retained, see below) using this policy,
+            # and Batch refuses to delete a policy "that's used in any job queues"
+            # (DeleteSchedulingPolicy): keep it unless the environment is disposable.
+            scheduling_policy.cfn_options.deletion_policy = _deletion_policy(config)
+            scheduling_policy.cfn_options.update_replace_policy = _deletion_policy(config)
+        queue_name = job_queue_name(config)
         queue = batch.CfnJobQueue(
             self,
             "JobQueue",
@@ -194,6 +240,11 @@ class ClusterStack(Stack):
             scheduling_policy_arn=scheduling_policy.ref if scheduling_policy else None,
             job_state_time_limit_actions=_time_limit_actions(config) or None,
         )
+        # A queue replaced by a fair_share change keeps running the jobs it holds: CloudFormation
+        # retains it instead of deleting it (DeleteJobQueue would terminate them). Deleting the
+        # stack still deletes it: a retained queue would keep the compute environment in use.
+        queue.cfn_options.update_replace_policy = CfnDeletionPolicy.RETAIN
+        _only_on_replacement(queue)
 
         self.copy_jobs = CopyJobs(
             self,

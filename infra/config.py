@@ -21,6 +21,7 @@ from launcher import catalog
 from launcher.outputs import DEFAULT_STACK_NAME
 
 DEFAULT_ENVIRONMENT = "demo"
+CLUSTER_TAG = "efa-batch:cluster"  # on every resource: the stack's name, fixed for its life
 
 _ACCOUNT = re.compile(r"^\d{12}$")
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
@@ -105,6 +106,10 @@ class ClusterConfig:
     default_security_group_id: str | None = None
     vpc_cidr: str = "10.42.0.0/16"
     nat_gateway: bool = False
+    # Where the new VPC's public subnet (NAT) sits: after the cluster subnet, so turning NAT on
+    # or off later never moves the cluster subnet. Stacks first deployed with NAT by 0.1.0 have
+    # it first; they set this to keep their subnets where they are (infra/updates.py).
+    public_subnet_first: bool = False
     # Where nodes launch: at most one of an On-Demand Capacity Reservation, an EC2 Capacity
     # Block for ML (also a cr- id; the launch template then uses the capacity-block market) or
     # a Capacity Reservation group (an AWS Resource Groups ARN). None: On-Demand, open ODCRs.
@@ -126,7 +131,12 @@ class ClusterConfig:
     # before it replaces their nodes (Batch UpdatePolicy.jobExecutionTimeoutMinutes, 1-7200).
     update_timeout_minutes: int = 1440
     extra_pull_repository_arns: tuple[str, ...] = ()
+    # Tags on every resource that updates its tags in place, and on the nodes (EC2 instances)
+    # through the compute environment; a change never replaces anything.
     tags: Mapping[str, str] = field(default_factory=dict)
+    # Tags on the resources whose tags AWS fixes at creation (the compute environments and the
+    # placement group): changing them replaces those resources and ends their running jobs.
+    creation_tags: Mapping[str, str] = field(default_factory=dict)
     # The workspace repository's encryption: aes256 (ECR's default, what ordinary repositories
     # use, so their bases mount) or kms (the AWS managed key aws/ecr).
     repository_encryption: str = "aes256"
@@ -253,6 +263,8 @@ class ClusterConfig:
                 "(AWS Batch UpdatePolicy.jobExecutionTimeoutMinutes)"
             )
         self._validate_registries()
+        for key in ("tags", "creation_tags"):
+            _check_tags(key, getattr(self, key))
         if not 1 <= self.keep_images <= 10000:
             raise ConfigError(f"keep_images: {self.keep_images}; allowed: 1-10000")
         if self.log_retention_days not in _LOG_RETENTION_DAYS:
@@ -348,6 +360,28 @@ class ClusterConfig:
                     f"{found['account']}; the group must be in the cluster's region "
                     f"{self.region} and account {self.account}"
                 )
+
+
+# AWS tag limits (Tagging AWS resources, tag naming limits); aws: is reserved, and the stack
+# sets efa-batch:cluster itself.
+_TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
+MAX_TAGS = 40  # of the 50 a resource may carry, the rest are CDK's and CloudFormation's own
+
+
+def _check_tags(key: str, tags: Mapping[str, str]) -> None:
+    if len(tags) > MAX_TAGS:
+        raise ConfigError(f"{key}: {len(tags)} tags; allowed: at most {MAX_TAGS}")
+    for name, value in tags.items():
+        if (
+            not _TAG_KEY.match(name)
+            or name.lower().startswith("aws:")
+            or name == CLUSTER_TAG
+            or len(value) > 256
+        ):
+            raise ConfigError(
+                f"{key}: {name!r}={value!r}; allowed: keys of 1-128 letters, digits, spaces and "
+                f"_.:/=+-@ (not aws:*, not {CLUSTER_TAG}), values of at most 256 characters"
+            )
 
 
 def _check(pattern: re.Pattern[str], key: str, value: object, allowed: str) -> None:

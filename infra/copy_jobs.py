@@ -228,8 +228,9 @@ class CopyJobs(Construct):
                 custom_role_arn=role.role_arn if role else None,
             )
             if role is not None:
-                # ECR uses the role as soon as the rule exists: its policy first.
-                cfn_rule.node.add_dependency(role)
+                # ECR uses the role as soon as the rule exists: its policy first (the rule
+                # already follows the role itself, through its ARN).
+                cfn_rule.node.add_dependency(_policy_of(role))
             template = ecr.CfnRepositoryCreationTemplate(
                 self,
                 f"RepositoryTemplate-{rule.name}",
@@ -249,7 +250,7 @@ class CopyJobs(Construct):
                 custom_role_arn=template_role.role_arn if template_role else None,
             )
             if template_role is not None:
-                template.node.add_dependency(template_role)
+                template.node.add_dependency(_policy_of(template_role))
 
     def _templates_need_role(self) -> bool:
         """ECR needs a role of ours to create repositories from a template that uses KMS or
@@ -330,6 +331,12 @@ class CopyJobs(Construct):
             ),
         )
         return role
+
+
+def _policy_of(role: iam.Role) -> Construct:
+    policy = role.node.try_find_child("DefaultPolicy")
+    assert policy is not None, f"{role.node.path} has no policy yet"
+    return policy
 
 
 def _keep_newest(count: int) -> dict:

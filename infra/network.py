@@ -47,6 +47,31 @@ _SESSION_MANAGER_ENDPOINTS = {
 }
 
 
+def _subnet_layout(
+    config: ClusterConfig, private_type: ec2.SubnetType
+) -> list[ec2.SubnetConfiguration]:
+    """The new VPC's subnet groups, in address order.
+
+    CDK hands out CIDR blocks in the order of the groups, and a subnet's CidrBlock is
+    create-only (CloudFormation resource schema of AWS::EC2::Subnet): a group inserted before
+    another moves it, which would replace the cluster subnet (an export the other stacks use,
+    holding the EFS mount target), and CloudFormation refuses that update. So the public
+    subnet (for the NAT gateway) comes after the cluster subnet and appears or goes with
+    nat_gateway without moving anything. Stacks that 0.1.0 created with NAT have it first
+    (public_subnet_first); with NAT off, their public block stays reserved.
+    """
+    cluster = ec2.SubnetConfiguration(name="Cluster", subnet_type=private_type, cidr_mask=18)
+    public = ec2.SubnetConfiguration(
+        name="Public",
+        subnet_type=ec2.SubnetType.PUBLIC,
+        cidr_mask=24,
+        reserved=not config.nat_gateway,
+    )
+    if config.public_subnet_first:
+        return [public, cluster]
+    return [cluster, public] if config.nat_gateway else [cluster]
+
+
 class NetworkStack(Stack):
     """One availability zone: EFA traffic cannot cross zones, so the cluster never spans two."""
 
@@ -132,14 +157,7 @@ class NetworkStack(Stack):
             if config.nat_gateway
             else ec2.SubnetType.PRIVATE_ISOLATED
         )
-        subnets = [ec2.SubnetConfiguration(name="Cluster", subnet_type=private_type, cidr_mask=18)]
-        if config.nat_gateway:
-            subnets.insert(
-                0,
-                ec2.SubnetConfiguration(
-                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24
-                ),
-            )
+        subnets = _subnet_layout(config, private_type)
         vpc = ec2.Vpc(
             self,
             "Vpc",

@@ -8,6 +8,7 @@ import copy
 import pytest
 from botocore.exceptions import ParamValidationError
 
+from infra.cluster import job_queue_name
 from tests.conftest import cdk_context
 from tests.infra_synth import synthesize
 from tests.rules import compute_rules
@@ -32,7 +33,7 @@ def _queue(synth) -> dict:
         r["Properties"]
         for r in synth.template()["Resources"].values()
         if r["Type"] == "AWS::Batch::JobQueue"
-        and r["Properties"]["JobQueueName"] == f"{synth.config.stack_name}-jobs"
+        and r["Properties"]["JobQueueName"] == job_queue_name(synth.config)
     ]
     return queue
 

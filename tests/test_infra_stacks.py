@@ -34,7 +34,7 @@ def _job_queue(template: dict) -> dict:
     (props,) = [
         r["Properties"]
         for r in _resources(template, "AWS::Batch::JobQueue").values()
-        if r["Properties"]["JobQueueName"].endswith("-jobs")
+        if not r["Properties"]["JobQueueName"].endswith("-copy")
     ]
     return props
 

@@ -12,4 +12,5 @@ from tests.rules import (  # noqa: F401
     job_rules,
     network_rules,
     storage_rules,
+    update_rules,
 )

@@ -96,8 +96,7 @@ class Deployment:
         ]
         return found
 
-    def _queue(self, suffix: str) -> Resource:
-        name = f"{self.config.stack_name}-{suffix}"
+    def _queue(self, name: str) -> Resource:
         (found,) = [
             q for q in self.of_type("AWS::Batch::JobQueue") if q.props.get("JobQueueName") == name
         ]
@@ -105,11 +104,15 @@ class Deployment:
 
     @cached_property
     def job_queue(self) -> Resource:
-        return self._queue("jobs")
+        from infra.cluster import job_queue_name
+
+        return self._queue(job_queue_name(self.config))
 
     @cached_property
     def copy_job_queue(self) -> Resource:
-        return self._queue("copy")
+        from infra.copy_jobs import copy_queue_name
+
+        return self._queue(copy_queue_name(self.config))
 
     @cached_property
     def copy_groups(self) -> frozenset[str]:

@@ -65,10 +65,17 @@ class CloudFormation:
     resource: str  # ComputeEnvironment
     prop: str  # replace_compute_environment
     quote: str
+    property_type: str = ""  # ComputeResources: a property type's page, not the resource's
 
     @property
     def url(self) -> str:
         service = self.module.removeprefix("aws_")
+        if self.property_type:
+            return (
+                "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
+                f"aws-properties-{service}-{self.resource.lower()}-"
+                f"{self.property_type.lower()}.html"
+            )
         return (
             "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
             f"aws-resource-{service}-{self.resource.lower()}.html"
@@ -77,14 +84,39 @@ class CloudFormation:
     def found(self) -> bool:
         import importlib
 
-        props = getattr(
-            importlib.import_module(f"aws_cdk.{self.module}"), f"Cfn{self.resource}Props"
-        )
+        module = importlib.import_module(f"aws_cdk.{self.module}")
+        if self.property_type:
+            props = getattr(getattr(module, f"Cfn{self.resource}"), f"{self.property_type}Property")
+        else:
+            props = getattr(module, f"Cfn{self.resource}Props")
         text = (props.__init__.__doc__ or "").replace("``", "")
         return normalize(self.quote) in normalize(text)
 
 
-Evidence = Model | Page | CloudFormation
+@dataclass(frozen=True)
+class Schema:
+    """A property AWS fixes at creation: listed in ``createOnlyProperties`` of the resource
+    type's provider schema (as cfn-lint bundles it), so changing it replaces the resource. The
+    CloudFormation reference page says the same as "Update requires: Replacement"."""
+
+    type: str  # AWS::Batch::ComputeEnvironment
+    pointer: str  # /properties/Tags
+
+    @property
+    def url(self) -> str:
+        _, service, resource = self.type.split("::")
+        return (
+            "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
+            f"aws-resource-{service.lower()}-{resource.lower()}.html"
+        )
+
+    def found(self) -> bool:
+        from tests.rules.updates import create_only
+
+        return tuple(self.pointer.removeprefix("/properties/").split("/")) in create_only(self.type)
+
+
+Evidence = Model | Page | CloudFormation | Schema
 
 
 @cache

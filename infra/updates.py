@@ -1,0 +1,146 @@
+"""What changing each setting does to a deployed cluster: the README's update table.
+
+Every setting of ``ClusterConfig`` has one entry, so a new setting must say how it behaves on
+the second ``cdk deploy``. ``tests/test_day2.py`` deploys each example change over the default
+environment's templates, works out from the CloudFormation resource schemas what would be
+replaced or refused (``tests/rules/updates.py``), and fails when an entry says otherwise.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class Effect(str, enum.Enum):
+    IN_PLACE = "in place"
+    # An infrastructure update: Batch replaces the nodes as their jobs finish (within
+    # update_timeout_minutes), so no running job is ended by the deploy.
+    NODES_ROLL = "in place, nodes replaced as their jobs finish"
+    REPLACES = "replaces"
+    # CloudFormation refuses the update (an export in use, a named resource) and rolls back.
+    REFUSED = "refused"
+    NEW_CLUSTER = "a new cluster"
+
+
+@dataclass(frozen=True)
+class Update:
+    effect: Effect
+    note: str = ""
+    # REPLACES: the resource types replaced (a replaced job queue is retained, its jobs run on).
+    replaces: tuple[str, ...] = ()
+    # Settings that, deployed over the default environment, show the effect (tests/test_day2.py).
+    example: Mapping[str, object] = field(default_factory=dict)
+
+
+_CR = "cr-0123456789abcdef0"
+_GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/training"
+_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:registry/ngc-AbCdEf"
+_IMPORTED = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "subnet_id": "subnet-0123456789abcdef0",
+    "default_security_group_id": "sg-0123456789abcdef0",
+}
+_MOVES_THE_SUBNET = "moves the cluster subnet, which the other stacks import"
+
+UPDATES: dict[str, Update] = {
+    "account": Update(Effect.NEW_CLUSTER, "another account is another cluster"),
+    "region": Update(Effect.NEW_CLUSTER, "another region is another cluster"),
+    "stack_name": Update(Effect.NEW_CLUSTER, "new stacks beside the old ones"),
+    "availability_zone": Update(
+        Effect.REFUSED, _MOVES_THE_SUBNET, example={"availability_zone": "us-east-1b"}
+    ),
+    "vpc_cidr": Update(Effect.REFUSED, _MOVES_THE_SUBNET, example={"vpc_cidr": "10.43.0.0/16"}),
+    "vpc_id": Update(Effect.REFUSED, _MOVES_THE_SUBNET, example=_IMPORTED),
+    "subnet_id": Update(Effect.REFUSED, _MOVES_THE_SUBNET, example=_IMPORTED),
+    "default_security_group_id": Update(Effect.REFUSED, _MOVES_THE_SUBNET, example=_IMPORTED),
+    "public_subnet_first": Update(
+        Effect.REFUSED,
+        "set once, at creation (0.1.0 stacks created with NAT: true); " + _MOVES_THE_SUBNET,
+        example={"public_subnet_first": True},
+    ),
+    "nat_gateway": Update(
+        Effect.IN_PLACE,
+        "the public subnet and the NAT gateway come or go after the cluster subnet",
+        example={"nat_gateway": True},
+    ),
+    "instance_type": Update(Effect.NODES_ROLL, example={"instance_type": "p5.48xlarge"}),
+    "efa": Update(Effect.NODES_ROLL, example={"efa": False}),
+    "root_volume_gib": Update(Effect.NODES_ROLL, example={"root_volume_gib": 300}),
+    "capacity_reservation_id": Update(Effect.NODES_ROLL, example={"capacity_reservation_id": _CR}),
+    "capacity_reservation_group_arn": Update(
+        Effect.NODES_ROLL, example={"capacity_reservation_group_arn": _GROUP}
+    ),
+    "capacity_block_id": Update(
+        Effect.NODES_ROLL,
+        "also drops the placement group, which EC2 deletes once its nodes are gone",
+        example={"capacity_block_id": _CR},
+    ),
+    "tags": Update(
+        Effect.NODES_ROLL,
+        "the nodes get them through the compute environment's node tags; everything else's "
+        "tags change in place",
+        example={"tags": {"efa-batch:environment": "demo", "cost-centre": "ml-research"}},
+    ),
+    "creation_tags": Update(
+        Effect.REPLACES,
+        "AWS fixes these tags at creation: the compute environments are replaced, ending "
+        "their running jobs; set them once",
+        replaces=("AWS::Batch::ComputeEnvironment", "AWS::EC2::PlacementGroup"),
+        example={"creation_tags": {"team": "ml"}},
+    ),
+    "fair_share": Update(
+        Effect.REPLACES,
+        "Batch cannot add or remove a queue's fair-share policy: a new queue named for the "
+        "mode; the old one is retained and runs its jobs to the end (then delete it)",
+        replaces=("AWS::Batch::JobQueue",),
+        example={"fair_share": True},
+    ),
+    "repository_encryption": Update(
+        Effect.REFUSED,
+        "ECR fixes encryption at creation; a new repository would change what the cluster "
+        "stack imports",
+        example={"repository_encryption": "kms"},
+    ),
+    "max_nodes": Update(Effect.IN_PLACE, example={"max_nodes": 4}),
+    "min_nodes": Update(Effect.IN_PLACE, example={"min_nodes": 1}),
+    "capacity_wait_minutes": Update(Effect.IN_PLACE, example={"capacity_wait_minutes": 60}),
+    "misconfigured_wait_minutes": Update(
+        Effect.IN_PLACE, example={"misconfigured_wait_minutes": 30}
+    ),
+    "update_timeout_minutes": Update(Effect.IN_PLACE, example={"update_timeout_minutes": 60}),
+    "removal_policy": Update(Effect.IN_PLACE, example={"removal_policy": "retain"}),
+    "keep_images": Update(Effect.IN_PLACE, example={"keep_images": 20}),
+    "log_retention_days": Update(Effect.IN_PLACE, example={"log_retention_days": 30}),
+    "extra_pull_repository_arns": Update(
+        Effect.IN_PLACE,
+        example={
+            "extra_pull_repository_arns": (
+                "arn:aws:ecr:us-east-1:123456789012:repository/team/base",
+            )
+        },
+    ),
+    "pull_through_cache": Update(
+        Effect.IN_PLACE, example={"pull_through_cache": "ecr-public,quay"}
+    ),
+    "registry_secrets": Update(
+        Effect.IN_PLACE,
+        "(needs nat_gateway)",
+        example={"nat_gateway": True, "registry_secrets": {"nvcr.io": _SECRET}},
+    ),
+    "copy_max_vcpus": Update(Effect.IN_PLACE, example={"copy_max_vcpus": 32}),
+}
+
+
+def markdown_table() -> str:
+    """The README's table: one row per setting, in the order of the effect's severity."""
+    order = list(Effect)
+    rows = ["| setting | a change on a deployed cluster | why |", "| --- | --- | --- |"]
+    for key, update in sorted(UPDATES.items(), key=lambda kv: (order.index(kv[1].effect), kv[0])):
+        effect = update.effect.value
+        if update.replaces:
+            kinds = ", ".join(t.split("::")[-1] for t in update.replaces)
+            effect = f"replaces: {kinds}"
+        rows.append(f"| `{key}` | {effect} | {update.note} |")
+    return "\n".join(rows)

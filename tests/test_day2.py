@@ -1,0 +1,234 @@
+"""The second ``cdk deploy``: every setting change does what the README's update table says.
+
+Each example change is synthesized over the default environment and compared with the
+deployed templates by ``tests/rules/updates.py`` (CloudFormation's create-only properties,
+cascading references, exports in use, Batch's own refusals). An upgrade from the last
+release's templates (``tests/fixtures/release-0.1.0``, synthesized from commit 8f8a401) is
+held to the README's upgrade note. The real CDK CLI's ``cdk diff`` cross-checks the analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from infra.config import ClusterConfig
+from infra.updates import UPDATES, Effect, markdown_table
+from tests.conftest import ROOT, cdk_context
+from tests.rules.updates import Change, of, plan
+
+RELEASE = ROOT / "tests" / "fixtures" / "release-0.1.0"
+CE = "AWS::Batch::ComputeEnvironment"
+LT = "AWS::EC2::LaunchTemplate"
+# What an infrastructure update of the compute environment is made of (anything else on it,
+# such as MaxvCpus, is a scaling update that leaves the nodes alone).
+NODE_CHANGES = (
+    "ComputeResources.InstanceTypes",
+    "ComputeResources.Tags",
+    "ComputeResources.Ec2Configuration",
+    "ComputeResources.PlacementGroup",
+    "ComputeResources.LaunchTemplate",
+)
+
+
+def synth(tmp_path_factory, **overrides) -> dict[str, dict]:
+    from infra.app import create_app
+
+    context = cdk_context(**{k: _context_value(v) for k, v in overrides.items()})
+    app, _, _ = create_app(context, outdir=str(tmp_path_factory.mktemp("day2")), nag=False)
+    assembly = app.synth()
+    return {s.stack_name: s.template for s in assembly.stacks}
+
+
+def _context_value(value) -> str:
+    """As `-c key=value` would give it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def release(name: str) -> dict[str, dict]:
+    return {
+        p.name.removesuffix(".template.json"): json.loads(p.read_text())
+        for p in (RELEASE / name).glob("*.template.json")
+    }
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory) -> dict[str, dict]:
+    return synth(tmp_path_factory)
+
+
+def test_every_setting_says_what_a_change_does():
+    settings = {f.name for f in fields(ClusterConfig)} - {"env_name"}
+    assert sorted(settings ^ set(UPDATES)) == []
+
+
+def _rolls_nodes(changes: list[Change]) -> bool:
+    return any(c.type == LT for c in changes) or any(
+        c.type == CE and any(r.startswith(NODE_CHANGES) for r in c.reasons) for c in changes
+    )
+
+
+EXAMPLES = sorted(k for k, u in UPDATES.items() if u.example)
+
+
+@pytest.mark.parametrize("setting", EXAMPLES)
+def test_a_change_does_what_the_update_table_says(setting, deployed, tmp_path_factory):
+    update = UPDATES[setting]
+    changes = plan(deployed, synth(tmp_path_factory, **update.example))
+    refused = of(changes, "refuse")
+    replaced = of(changes, "replace")
+    if update.effect is Effect.REFUSED:
+        assert refused, changes
+        return
+    assert refused == []
+    if update.effect is Effect.REPLACES:
+        assert {c.type for c in replaced} == set(update.replaces)
+        # A replaced queue keeps its jobs: CloudFormation retains the old one.
+        assert all(c.retained for c in replaced if c.type == "AWS::Batch::JobQueue")
+        return
+    assert replaced == []
+    if update.effect is Effect.NODES_ROLL:
+        assert _rolls_nodes(changes), changes
+    else:
+        assert not _rolls_nodes(changes), changes
+
+
+def test_a_tag_change_keeps_every_compute_environment(deployed, tmp_path_factory):
+    """The change that once replaced the compute environment: a cost-centre tag."""
+    new = synth(tmp_path_factory, tags={"efa-batch:environment": "demo", "cost": "ml"})
+    ces = [c for c in plan(deployed, new) if c.type == CE]
+    assert {c.action for c in ces} == {"update"}
+
+
+def test_nat_gateway_on_and_off_keeps_the_cluster_subnet(tmp_path_factory):
+    without = synth(tmp_path_factory)
+    with_nat = synth(tmp_path_factory, nat_gateway=True)
+    for old, new in ((without, with_nat), (with_nat, without)):
+        changes = plan(old, new)
+        assert of(changes, "replace", "refuse") == []
+        assert [
+            c
+            for c in changes
+            if c.type == "AWS::EC2::Subnet" and "Cluster" in c.logical_id and c.action != "update"
+        ] == []
+
+
+def test_fair_share_off_and_on_and_off_never_refused(tmp_path_factory):
+    states = [synth(tmp_path_factory), synth(tmp_path_factory, fair_share=True)]
+    for old, new in (states, states[::-1]):
+        changes = plan(old, new)
+        assert of(changes, "refuse") == []
+        (queue,) = [
+            c for c in changes if c.type == "AWS::Batch::JobQueue" and c.action == "replace"
+        ]
+        assert queue.retained
+
+
+# --- upgrading from the last release ------------------------------------------------------------
+
+DEMO_TAGS = {"efa-batch:environment": "demo"}
+PROD_TAGS = {"efa-batch:environment": "prod"}
+CAPACITY_BLOCK = {"capacity_block_id": "cr-0123456789abcdef0", "min_nodes": 2}
+# name -> (environment overrides, the README's upgrade settings for it, what is replaced)
+UPGRADES = {
+    "demo": ({}, {"creation_tags": DEMO_TAGS}, set()),
+    # Fair share has a queue of its own now. 0.1.0 did not retain a replaced queue, so this
+    # one deploy deletes the old queue: the README's upgrade note says to drain it first.
+    "prod": (
+        {"env": "prod"},
+        {"creation_tags": PROD_TAGS, "public_subnet_first": True},
+        {"AWS::Batch::JobQueue"},
+    ),
+    "prod-capacity-block": (
+        {"env": "prod", **CAPACITY_BLOCK},
+        {"creation_tags": PROD_TAGS, "public_subnet_first": True},
+        {"AWS::Batch::JobQueue"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPGRADES))
+def test_upgrading_from_the_last_release_keeps_what_runs_jobs(name, tmp_path_factory):
+    environment, settings, replaced = UPGRADES[name]
+    changes = plan(release(name), synth(tmp_path_factory, **environment, **settings))
+    assert of(changes, "refuse") == []
+    assert {c.type for c in of(changes, "replace")} == replaced
+    kept = ("AWS::EFS::FileSystem", "AWS::ECR::Repository", "AWS::IAM::Role", "AWS::EC2::Subnet")
+    assert [c for c in of(changes, "remove") if c.type in kept] == []
+
+
+def test_upgrading_without_the_upgrade_settings_is_what_the_readme_warns_of(tmp_path_factory):
+    demo = plan(release("demo"), synth(tmp_path_factory))
+    assert {(c.type, c.action) for c in of(demo, "replace", "refuse")} == {
+        (CE, "replace"),
+        ("AWS::EC2::PlacementGroup", "replace"),
+    }
+    prod = plan(release("prod"), synth(tmp_path_factory, env="prod", creation_tags=PROD_TAGS))
+    refused = of(prod, "refuse")
+    assert any("ClusterSubnet" in c.logical_id for c in refused), prod
+
+
+# --- the analysis agrees with the real CDK CLI ---------------------------------------------------
+
+
+def _cdk_replacements(assembly: Path, stack: str, old: Path) -> set[str]:
+    """Logical ids `cdk diff --template OLD` marks for replacement."""
+    result = subprocess.run(
+        [
+            str(ROOT / "node_modules" / ".bin" / "cdk"),
+            "diff",
+            "--exclusively",
+            "--app",
+            str(assembly),
+            "--template",
+            str(old),
+            stack,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=assembly,
+    )
+    found = re.findall(
+        r"^\[~\] AWS::\S+ \S+ (\S+) (?:replace|may be replaced)",
+        result.stdout + result.stderr,
+        re.M,
+    )
+    return set(found)
+
+
+@pytest.mark.parametrize("name", ["demo", "prod"])
+def test_cdk_diff_replaces_what_the_analysis_replaces(name, tmp_path_factory):
+    from infra.app import create_app
+
+    environment, settings, _ = UPGRADES[name]
+    outdir = tmp_path_factory.mktemp("cdk-diff")
+    overrides = {k: _context_value(v) for k, v in {**environment, **settings}.items()}
+    app, config, _ = create_app(cdk_context(**overrides), outdir=str(outdir), nag=False)
+    assembly = app.synth()
+    new = {s.stack_name: s.template for s in assembly.stacks}
+    changes = plan(release(name), new)
+    for stack in new:
+        expected = {
+            c.logical_id
+            for c in changes
+            if c.stack == stack and c.type != "Export" and c.action in ("replace", "refuse")
+        }
+        assert (
+            _cdk_replacements(outdir, stack, RELEASE / name / f"{stack}.template.json") == expected
+        )
+
+
+def test_the_readme_shows_the_update_table():
+    assert markdown_table() in (ROOT / "README.md").read_text()
