@@ -22,12 +22,22 @@
   and one ``launcher: NCCL network ...`` line per node, so the transport NCCL chose is in the
   job log without thousands of INFO lines around the user's own output.
 
-Written for dash and busybox ash (no arrays, no ``local``), tested on busybox in Docker.
+- Behind any entrypoint: a job's command is the image's Cmd, and Batch cannot override the
+  image's ENTRYPOINT, which runs first. Most pass their arguments on with ``exec "$@"`` (NGC's
+  ``nvidia_entrypoint.sh``, tini); AWS's own PyTorch training images for EC2 end
+  ``dockerd_entrypoint.sh`` with ``eval "$@"``, which joins the arguments and parses them
+  again as shell: the first line of this script would run in a shell of its own and the rest
+  in the entrypoint's, with the main node's address lost on every worker. ``REPARSE_GUARD``
+  makes the command correct either way (see there).
+
+Written for dash, bash and busybox ash (no arrays, no ``local``), tested in Docker behind each
+kind of entrypoint.
 """
 
 from __future__ import annotations
 
 EFA_REQUIRED_EXIT = 78  # EX_CONFIG: the image cannot do what the job asked
+ARGV0 = "launcher"  # the script's $0: how it knows it runs as the command it was given
 NODE_LOST_EXIT = 75  # EX_TEMPFAIL: a node was lost; the job's retry rules try again
 MONITOR_DIR = "/tmp/launcher-monitor"
 HEARTBEAT_SECONDS = 5
@@ -53,6 +63,24 @@ SYSTEM_LIB_DIRS = (
     "/usr/lib/x86_64-linux-gnu",
     "/usr/lib/aarch64-linux-gnu",
 )
+
+# The first lines, for an entrypoint that runs its arguments through `eval "$@"` (or `eval
+# "$*"`): the joined command is parsed again, so only "/bin/sh -c false" runs in a shell of its
+# own (a failure: no entrypoint can make the job succeed without running it), and the rest of
+# the first line and the block run in the entrypoint's shell, whose $0 is not ours and whose
+# own arguments are still the job's command, unparsed: that is run again, as given. Run as
+# given (exec "$@", tini, no entrypoint), $0 is ours and the block is skipped. The script ends
+# in a comment, which is where such an entrypoint's parse puts the command's arguments.
+REPARSE_GUARD = f"""\
+false || [ "$0" = {ARGV0} ] || {{
+  if [ "${{1:-}}" = /bin/sh ] && [ "${{2:-}}" = -c ] && [ "${{4:-}}" = {ARGV0} ]; then
+    echo "launcher: the image's entrypoint ($0) parsed the command again (eval); running it as given" >&2
+    _script=$3; shift 4; exec /bin/sh -c "$_script" {ARGV0} "$@"
+  fi
+  echo "launcher: ERROR: the image's entrypoint ($0) changed the command's arguments; the job needs an image whose ENTRYPOINT passes them on unchanged, as exec does (see the README's base image contract)" >&2
+  exit {EFA_REQUIRED_EXIT}
+}}
+"""
 
 RENDEZVOUS = """\
 main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-${LAUNCHER_MAIN_ADDR:-}}"
@@ -231,14 +259,14 @@ if [ -n "$_monitor" ]; then
   fi
 fi
 exit "$_code"
-"""
+#"""
 
-SCRIPT = RENDEZVOUS + EFA_CHECK + NCCL_WATCH + MONITOR + RUN
+SCRIPT = REPARSE_GUARD + RENDEZVOUS + EFA_CHECK + NCCL_WATCH + MONITOR + RUN
 
 
 def command(user_command: list[str] | tuple[str, ...]) -> list[str]:
     """The container command: the prelude, then the user's command as its arguments."""
-    return ["/bin/sh", "-c", SCRIPT, "launcher", *user_command]
+    return ["/bin/sh", "-c", SCRIPT, ARGV0, *user_command]
 
 
 def user_command(container_command: list[str]) -> list[str]:

@@ -102,7 +102,11 @@ def test_missing_workspace_is_a_usage_error(tmp_path):
 BASE_CONFIG = {
     "architecture": "amd64",
     "os": "linux",
-    "config": {"Env": ["PATH=/bin", "LAUNCHER_WORKSPACE=/old"], "Cmd": ["/bin/sh"]},
+    "config": {
+        "Env": ["PATH=/bin", "LAUNCHER_WORKSPACE=/old"],
+        "Cmd": ["/bin/sh"],
+        "Entrypoint": ["bash", "-m", "dockerd_entrypoint.sh"],
+    },
     "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "1" * 64]},
     "history": [{"created_by": "base"}],
 }
@@ -121,6 +125,10 @@ def test_patched_config_appends_one_layer_and_sets_the_working_directory():
     assert new["config"]["WorkingDir"] == "/workspace"
     assert new["config"]["Env"] == ["PATH=/bin", "LAUNCHER_WORKSPACE=/workspace"]
     assert BASE_CONFIG["rootfs"]["diff_ids"] == ["sha256:" + "1" * 64]  # base untouched
+    # The base's entrypoint stays: it sets up what the image's authors rely on (the node
+    # command is made correct behind it, launcher.prelude.REPARSE_GUARD).
+    assert new["config"]["Entrypoint"] == ["bash", "-m", "dockerd_entrypoint.sh"]
+    assert new["config"]["Cmd"] == ["/bin/sh"]
 
 
 @pytest.mark.parametrize(

@@ -106,9 +106,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="module")
+def eval_base(docker_engine, registry) -> str:
+    """A base whose ENTRYPOINT re-parses the command with eval, as AWS's PyTorch DLCs do."""
+    from tests.support.images import push_entrypoint_base
+
+    return push_entrypoint_base(docker_engine.client(), f"{registry.host}/dlc-like", "dlc-eval")
+
+
+@pytest.mark.parametrize("base", ["busybox_base", "eval_base"])
 def test_two_nodes_rendezvous_over_tcp_with_the_launcher_variables(
-    stack, env, busybox_base, docker_engine, tmp_path
+    stack, env, base, docker_engine, tmp_path, request
 ):
+    busybox_base = request.getfixturevalue(base)
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "rendezvous.sh").write_text(RENDEZVOUS)

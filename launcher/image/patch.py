@@ -27,6 +27,11 @@ from launcher.image.reference import Reference
 from launcher.image.registry import Registry
 from launcher.progress import ProgressFn, Transfer, say
 
+# The workspace image keeps the base's ENTRYPOINT and Cmd: entrypoints set up what the image's
+# authors rely on (NGC's sources entrypoint.d, AWS's newer DLCs export CUDA's compatibility
+# libraries), and the job's command is made correct behind any of them instead
+# (launcher.prelude.REPARSE_GUARD). Batch has no entrypoint override, so clearing it here
+# would also make --no-workspace runs behave differently from workspace runs.
 WORKDIR = "/workspace"
 ENV = {"LAUNCHER_WORKSPACE": WORKDIR}
 
