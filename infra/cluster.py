@@ -11,6 +11,7 @@ from aws_cdk import (
     CfnDeletionPolicy,
     CfnOutput,
     CfnResource,
+    Fn,
     Stack,
     Validations,
 )
@@ -26,6 +27,7 @@ from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.copy_jobs import CopyJobs
 from infra.log_groups import job_log_group_name, log_group
 from infra.roles import grant_ecr_login, grant_log_streams
+from infra.user_data import ecs_agent_settings, mime_multipart
 from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey, format_pairs
 
 # The RUNNABLE reasons a queue may act on (Batch user guide,
@@ -81,6 +83,14 @@ def _capacity_reservation(
             capacity_reservation_resource_group_arn=group_arn,
         )
     )
+
+
+# The ECS agent's settings on every node. Multi-node jobs run in awsvpc mode, whose containers
+# reach the instance metadata service (and the instance role's credentials) unless the agent
+# blocks it; the task (job) role's credentials come from the agent's own endpoint
+# (169.254.170.2, AWS_CONTAINER_CREDENTIALS_RELATIVE_URI) and are not affected (ECS developer
+# guide, task-iam-roles.html; amazon-ecs-agent README).
+NODE_AGENT_SETTINGS = {"ECS_AWSVPC_BLOCK_IMDS": "true"}
 
 
 def job_queue_name(config: ClusterConfig) -> str:
@@ -298,9 +308,12 @@ class ClusterStack(Stack):
             metadata_options=LT.MetadataOptionsProperty(
                 http_tokens="required",  # IMDSv2 only
                 http_endpoint="enabled",
-                # Containers are one hop further than the host; 1 would cut them off.
-                http_put_response_hop_limit=2,
+                # The host (the ECS agent runs in the host's network) needs IMDS; containers in
+                # bridge mode are a hop further and stay out, awsvpc ones are blocked by the
+                # agent (NODE_AGENT_SETTINGS). AWS's p6 Batch sample uses 1 too.
+                http_put_response_hop_limit=1,
             ),
+            user_data=Fn.base64(mime_multipart([ecs_agent_settings(NODE_AGENT_SETTINGS)])),
             block_device_mappings=[
                 LT.BlockDeviceMappingProperty(
                     device_name="/dev/xvda",

@@ -151,7 +151,9 @@ def evaluate(
                 results.append(Result("efa devices", NA, here))
             else:
                 ok = devices == want_efa
-                results.append(Result("efa devices", PASS if ok else FAIL, f"{devices}/{want_efa}"))
+                listing = facts.get("infiniband", "").strip() or "no /dev/infiniband"
+                detail = f"{devices}/{want_efa} ({listing})"
+                results.append(Result("efa devices", PASS if ok else FAIL, detail))
             provider = facts.get("efa_provider", "none")
             if provider == "none":
                 status = NA if local else FAIL
@@ -170,6 +172,7 @@ def evaluate(
             else:
                 ok = gpus.isdigit() and int(gpus) == want_gpus
                 results.append(Result("gpus", PASS if ok else FAIL, f"{gpus}/{want_gpus}"))
+        results += _credentials(facts, local)
         write, shared = facts.get("efs_write"), facts.get("efs_shared", "0")
         efs_ok = write == "ok" and shared == str(nodes)
         results.append(
@@ -184,6 +187,35 @@ def evaluate(
         report.nodes[node] = results
     report.cluster.append(_nccl(seen.get(0, {}), nccl_lines, cluster, nodes, local))
     return report
+
+
+def _credentials(facts: dict[str, str], local: bool) -> list[Result]:
+    """The job role through the ECS agent, and the instance's metadata service out of reach."""
+    role, imds = facts.get("job_role"), facts.get("imds")
+    if role is None and imds is None:
+        if local:
+            return [Result(name, NA, "not on ECS (local run)") for name in ("job role", "imds")]
+        why = "the container has no job-role credentials endpoint (not run by ECS with a role?)"
+        return [Result("job role", FAIL, why), Result("imds", NA, "not probed")]
+    tools = "no python3 or curl in the image"
+    if role == "ok":
+        role_result = Result("job role", PASS, "credentials from the ECS agent (169.254.170.2)")
+    elif role == "none":
+        role_result = Result("job role", NA, tools)
+    else:
+        role_result = Result("job role", FAIL, f"credentials endpoint: {role}")
+    if imds == "blocked":
+        imds_result = Result("imds", PASS, "the instance's metadata service is out of reach")
+    elif imds == "none":
+        imds_result = Result("imds", NA, tools)
+    else:
+        imds_result = Result(
+            "imds",
+            FAIL,
+            "reachable: job containers can read the instance role's credentials "
+            "(the nodes' ECS_AWSVPC_BLOCK_IMDS is not in effect)",
+        )
+    return [role_result, imds_result]
 
 
 def _nccl(main: dict, lines: list[str], cluster: ClusterInfo, nodes: int, local: bool) -> Result:

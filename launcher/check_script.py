@@ -17,6 +17,20 @@ MIN_BYTES = 256 * 2**20  # all_reduce_perf's sweep: 256 MiB to 2 GiB, sizes the 
 SSH_PORT = 2022  # the check's own sshd, beside anything the image runs
 WAIT_SECONDS = 300  # for the other nodes to appear; Batch starts them within minutes
 
+# Job-role credentials from the ECS agent's endpoint, and whether IMDS answers at all (any
+# answer, even IMDSv2's 401, means a container could ask it for the instance role).
+CREDENTIALS_PROBE = """import socket, sys, urllib.request
+try:
+    body = urllib.request.urlopen("http://169.254.170.2" + sys.argv[1], timeout=5).read()
+    print("job_role=" + ("ok" if b"AccessKeyId" in body else "no-credentials"))
+except Exception:
+    print("job_role=unreachable")
+s = socket.socket(); s.settimeout(2)
+try:
+    s.connect(("169.254.169.254", 80)); print("imds=reachable")
+except OSError:
+    print("imds=blocked")"""
+
 SCRIPT = f"""\
 node="${{AWS_BATCH_JOB_NODE_INDEX:-0}}"; nodes="${{AWS_BATCH_JOB_NUM_NODES:-1}}"
 job="${{AWS_BATCH_JOB_ID%%#*}}"; shared="${{LAUNCHER_EFS:-/mnt/efs}}/.launcher-check/$job"
@@ -26,10 +40,22 @@ wait_for() {{ _t=0; while [ "$(ls "$shared" 2>/dev/null | grep -c "$1")" -lt "$2
   [ "$_t" -ge {WAIT_SECONDS} ] && return 1; sleep 1; _t=$((_t + 1)); done; return 0; }}
 
 out efa_devices "$(ls /dev/infiniband/ 2>/dev/null | grep -c '^uverbs')"
+out infiniband "$(ls /dev/infiniband/ 2>/dev/null | tr '\n' ' ')"
 fi="$(command -v fi_info || echo /opt/amazon/efa/bin/fi_info)"
 if [ -x "$fi" ]; then out efa_provider "$("$fi" -p efa -t FI_EP_RDM 2>&1 | grep -c 'provider: efa')"
 else out efa_provider none; fi
 if have nvidia-smi; then out gpus "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"; else out gpus none; fi
+
+# On ECS the job role's credentials come from the agent's endpoint (169.254.170.2), and the
+# instance's metadata service must be out of reach (ECS_AWSVPC_BLOCK_IMDS on the nodes).
+if [ -n "${{AWS_CONTAINER_CREDENTIALS_RELATIVE_URI:-}}" ]; then
+  if have python3; then
+    python3 -c '{CREDENTIALS_PROBE}' "$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI" | while read -r kv; do out "${{kv%%=*}}" "${{kv#*=}}"; done
+  elif have curl; then
+    if curl -s -m 5 "http://169.254.170.2$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI" | grep -q AccessKeyId; then out job_role ok; else out job_role unreachable; fi
+    if curl -s -m 2 -o /dev/null http://169.254.169.254/; then out imds reachable; else out imds blocked; fi
+  else out job_role none; out imds none; fi
+fi
 
 addr="$(hostname -i 2>/dev/null | cut -d' ' -f1)"
 if mkdir -p "$shared" && echo "$addr" > "$shared/node-$node"; then out efs_write ok; else out efs_write failed; fi

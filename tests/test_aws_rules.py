@@ -303,6 +303,30 @@ def test_rules_catch_the_defects_that_once_shipped(synth_default):
     rule = compute_rules.launch_template_has_one_efa_device_per_card_and_room_for_the_task
     assert rule(_broken(ok, efa_on_every_card))
 
+    def bridge_mode_hop_limit(t):
+        (lt,) = _resources(t, "AWS::EC2::LaunchTemplate")
+        lt["Properties"]["LaunchTemplateData"]["MetadataOptions"]["HttpPutResponseHopLimit"] = 2
+
+    rule = compute_rules.job_containers_cannot_reach_the_instance_role
+    assert rule(_broken(ok, bridge_mode_hop_limit)) == [
+        "hop limit 2: containers reach IMDS; 1 is the host"
+    ]
+
+    def imds_open_to_awsvpc_tasks(t):
+        (lt,) = _resources(t, "AWS::EC2::LaunchTemplate")
+        data = lt["Properties"]["LaunchTemplateData"]
+        data["UserData"]["Fn::Base64"] = data["UserData"]["Fn::Base64"].replace("true", "false")
+
+    assert rule(_broken(ok, imds_open_to_awsvpc_tasks)) == [
+        "ECS_AWSVPC_BLOCK_IMDS is not true: job containers reach the instance role"
+    ]
+
+    def plain_script(t):
+        (lt,) = _resources(t, "AWS::EC2::LaunchTemplate")
+        lt["Properties"]["LaunchTemplateData"]["UserData"] = {"Fn::Base64": "#!/bin/bash\ntrue"}
+
+    assert "not a MIME multi-part archive" in rule(_broken(ok, plain_script))[0]
+
     def no_policy(t):
         (fs,) = _resources(t, "AWS::EFS::FileSystem")
         del fs["Properties"]["FileSystemPolicy"]

@@ -55,6 +55,8 @@ def node_lines(node: int, **facts: str) -> list[str]:
         "efs_write": "ok",
         "efs_shared": "2",
         "rendezvous": "1/1" if node == 0 else "ok",
+        "job_role": "ok",
+        "imds": "blocked",
     }
     return [f"LAUNCHER_CHECK node={node} {k}={v}" for k, v in (base | facts).items()]
 
@@ -121,6 +123,23 @@ def test_missing_efa_devices_and_a_silent_node_fail():
     assert found["1:report"] == "FAIL"
     assert "the node never reported" in report.table()
     assert json.loads(json.dumps(report.as_dict()))["verdict"] == "fail"
+
+
+def test_a_container_that_reaches_imds_or_lacks_its_role_fails():
+    """The instance role must be out of reach of jobs (ECS_AWSVPC_BLOCK_IMDS), the job role
+    reachable through the ECS agent; the efa row shows what /dev/infiniband holds."""
+    lines = node_lines(0, imds="reachable", infiniband="rdma_cm uverbs0 uverbs1 uverbs2 uverbs3")
+    lines += node_lines(1, job_role="unreachable") + nccl_lines(*EFA_P4DE)
+    report = check.evaluate(lines, 2, P4D)
+    found = statuses(report)
+    assert (found["0:imds"], found["0:job role"]) == ("FAIL", "pass")
+    assert (found["1:imds"], found["1:job role"]) == ("pass", "FAIL")
+    assert "job containers can read the instance role's credentials" in report.table()
+    assert "4/4 (rdma_cm uverbs0 uverbs1 uverbs2 uverbs3)" in report.table()
+    missing = [ln for ln in node_lines(0) if "job_role" not in ln and "imds" not in ln]
+    aws = statuses(check.evaluate(missing, 1, P4D))
+    local = statuses(check.evaluate(missing, 1, P4D, local=True))
+    assert (aws["0:job role"], local["0:job role"], local["0:imds"]) == ("FAIL", "n/a", "n/a")
 
 
 def test_the_check_job_is_a_valid_batch_job():

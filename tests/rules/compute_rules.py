@@ -113,6 +113,24 @@ IMDS_HOP_LIMIT = Model(
     "HttpPutResponseHopLimit",
     "The larger the number, the further instance metadata requests can travel.",
 )
+AWSVPC_BLOCK_IMDS = Page(
+    "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html",
+    "set the ECS_AWSVPC_BLOCK_IMDS agent configuration variable to true in the agent "
+    "configuration file and restart the agent.",
+)
+AGENT_BLOCK_IMDS_DEFAULT = Page(
+    "https://github.com/aws/amazon-ecs-agent/blob/master/README.md",
+    "ECS_AWSVPC_BLOCK_IMDS",
+)
+USER_DATA_MIME = Page(
+    "https://docs.aws.amazon.com/batch/latest/userguide/launch-templates.html",
+    "Amazon EC2 user data in launch templates must be in the MIME multi-part archive format.",
+)
+P6_SAMPLE_HOP_LIMIT = Page(
+    "https://github.com/aws-samples/awsome-distributed-training/blob/main/1.architectures/"
+    "3.aws-batch/aws-batch-distributed-training-p6.yaml",
+    "HttpPutResponseHopLimit: 1",
+)
 IMDS_TOKENS = Model(
     "ec2",
     "LaunchTemplateInstanceMetadataOptionsRequest",
@@ -461,30 +479,63 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
     IMDS_HOP_LIMIT,
     IMDS_TOKENS,
     EBS_ENCRYPTED,
+    AWSVPC_BLOCK_IMDS,
+    USER_DATA_MIME,
+    AGENT_BLOCK_IMDS_DEFAULT,
+    P6_SAMPLE_HOP_LIMIT,
     covers=(
         "AWS::EC2::LaunchTemplate.LaunchTemplateData.MetadataOptions",
         "AWS::EC2::LaunchTemplate.LaunchTemplateData.BlockDeviceMappings",
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.UserData",
     ),
 )
-def nodes_require_imdsv2_and_encrypt_their_root_volume(d: Deployment) -> list[str]:
-    """IMDSv2 only, reachable from containers; an encrypted gp3 root volume on the AMI's device.
+def job_containers_cannot_reach_the_instance_role(d: Deployment) -> list[str]:
+    """IMDSv2 only, out of reach of job containers; an encrypted gp3 root volume.
 
-    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
-    API_LaunchTemplateInstanceMetadataOptionsRequest.html: HttpTokens "required - IMDSv2 is
-    required."; for the hop limit "The larger the number, the further instance metadata
-    requests can travel": a container is one hop further than the host, so 2. The
-    ECS-optimized AL2023 AMIs' root device is /dev/xvda: a mapping under another name adds a
-    second volume and leaves the root at its default size; Encrypted "Indicates whether the
-    EBS volume is encrypted" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
-    API_LaunchTemplateEbsBlockDeviceRequest.html).
+    Multi-node jobs run in awsvpc mode, and their containers reach the instance metadata
+    service, with the instance role's credentials, unless the ECS agent blocks it: "To prevent
+    containers run by tasks that use the awsvpc network mode from accessing the credential
+    information supplied to the Amazon EC2 instance profile, while still allowing the
+    permissions that are provided by the task role, set the ECS_AWSVPC_BLOCK_IMDS agent
+    configuration variable to true" (https://docs.aws.amazon.com/AmazonECS/latest/
+    developerguide/task-iam-roles.html); its default is false ("ECS_AWSVPC_BLOCK_IMDS",
+    https://github.com/aws/amazon-ecs-agent/blob/master/README.md). The job role's credentials
+    come from the agent's own endpoint (169.254.170.2), which the setting leaves alone. The
+    setting goes to /etc/ecs/ecs.config from the launch template's user data, which "must be
+    in the MIME multi-part archive format" because Batch merges it with its own
+    (https://docs.aws.amazon.com/batch/latest/userguide/launch-templates.html), and must not
+    set ECS_CLUSTER or ECS_INSTANCE_ATTRIBUTES (Batch's own).
+
+    The hop limit is 1: "The larger the number, the further instance metadata requests can
+    travel" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_LaunchTemplateInstanceMetadataOptionsRequest.html), and only the host (the ECS agent
+    runs in the host's network) needs IMDS; 2 would let bridge-mode containers through. AWS's
+    p6 Batch sample sets "HttpPutResponseHopLimit: 1"
+    (https://github.com/aws-samples/awsome-distributed-training/blob/main/1.architectures/
+    3.aws-batch/aws-batch-distributed-training-p6.yaml). HttpTokens "required - IMDSv2 is
+    required." The ECS-optimized AL2023 AMIs' root device is /dev/xvda: a mapping under
+    another name adds a second volume and leaves the root at its default size; Encrypted
+    "Indicates whether the EBS volume is encrypted" (https://docs.aws.amazon.com/AWSEC2/
+    latest/APIReference/API_LaunchTemplateEbsBlockDeviceRequest.html).
     """
     data = d.launch_template.props["LaunchTemplateData"]
     problems = []
     meta = data.get("MetadataOptions", {})
     if meta.get("HttpTokens") != "required":
         problems.append("IMDSv1 allowed")
-    if meta.get("HttpEndpoint", "enabled") != "enabled" or meta.get("HttpPutResponseHopLimit") != 2:
-        problems.append("IMDS not reachable from containers (endpoint enabled, hop limit 2)")
+    if meta.get("HttpEndpoint", "enabled") != "enabled":
+        problems.append("IMDS off: the ECS agent on the host needs it")
+    if meta.get("HttpPutResponseHopLimit") != 1:
+        problems.append(
+            f"hop limit {meta.get('HttpPutResponseHopLimit')}: containers reach IMDS; 1 is the host"
+        )
+    settings, errors = _ecs_agent_settings(data.get("UserData"))
+    problems += errors
+    if settings.get("ECS_AWSVPC_BLOCK_IMDS") != "true":
+        problems.append("ECS_AWSVPC_BLOCK_IMDS is not true: job containers reach the instance role")
+    for reserved in ("ECS_CLUSTER", "ECS_INSTANCE_ATTRIBUTES"):
+        if reserved in settings:
+            problems.append(f"user data sets {reserved}, which Batch writes itself")
     (root,) = data.get("BlockDeviceMappings", [{}])
     ebs = root.get("Ebs", {})
     if root.get("DeviceName") != "/dev/xvda":
@@ -494,6 +545,27 @@ def nodes_require_imdsv2_and_encrypt_their_root_volume(d: Deployment) -> list[st
     if ebs.get("DeleteOnTermination") is not True:
         problems.append("root volume outlives its instance")
     return problems
+
+
+def _ecs_agent_settings(user_data) -> tuple[dict[str, str], list[str]]:
+    """What the user data appends to /etc/ecs/ecs.config, and why it is unusable, if it is:
+    it must decode (Fn::Base64 of a string) into a MIME multi-part archive of shell parts."""
+    import email
+
+    if not (isinstance(user_data, dict) and isinstance(user_data.get("Fn::Base64"), str)):
+        return {}, ["no user data a node could read (Fn::Base64 of a MIME archive)"]
+    message = email.message_from_string(user_data["Fn::Base64"])
+    if not message.is_multipart() or message.get_content_type() != "multipart/mixed":
+        return {}, ["user data is not a MIME multi-part archive: Batch cannot merge it"]
+    settings = {}
+    for part in message.get_payload():
+        if part.get_content_type() != "text/x-shellscript":
+            return {}, [f"a user data part of type {part.get_content_type()}"]
+        for line in part.get_payload().splitlines():
+            found = re.fullmatch(r"echo (\w+)=(\S+) >> /etc/ecs/ecs\.config", line.strip())
+            if found:
+                settings[found[1]] = found[2]
+    return settings, []
 
 
 @rule(
