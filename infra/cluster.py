@@ -26,7 +26,12 @@ from constructs import Construct
 from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.copy_jobs import CopyJobs
 from infra.log_groups import job_log_group_name, log_group
-from infra.roles import grant_ecr_login, grant_log_streams
+from infra.roles import (
+    execution_role_principal,
+    grant_ecr_login,
+    grant_log_streams,
+    task_role_principal,
+)
 from infra.user_data import ecs_agent_settings, mime_multipart
 from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey, format_pairs
 
@@ -375,7 +380,7 @@ class ClusterStack(Stack):
         role = iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            assumed_by=execution_role_principal(),
             description="Pulls workspace images and writes job logs",
         )
         role.add_to_policy(
@@ -396,7 +401,7 @@ class ClusterStack(Stack):
         role = iam.Role(
             self,
             "JobRole",
-            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            assumed_by=task_role_principal(self),
             description="Role of the training containers: EFS through the jobs access point",
         )
         role.add_to_policy(

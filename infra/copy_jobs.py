@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, ArnFormat, IgnoreMode, Stack, Validations
+from aws_cdk import Acknowledgment, IgnoreMode, Stack, Validations
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
@@ -117,28 +117,13 @@ class CopyJobs(Construct):
 
     # --- roles ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _ecs_tasks(stack: Stack) -> iam.IPrincipal:
-        """ECS tasks of this account and region only (the confused-deputy conditions)."""
-        return iam.ServicePrincipal(
-            "ecs-tasks.amazonaws.com",
-            conditions={
-                "StringEquals": {"aws:SourceAccount": stack.account},
-                "ArnLike": {
-                    "aws:SourceArn": stack.format_arn(
-                        service="ecs", resource="*", arn_format=ArnFormat.NO_RESOURCE_NAME
-                    )
-                },
-            },
-        )
-
     def _execution_role(self, stack: Stack, log_group: logs.ILogGroup) -> iam.Role:
         """What ECS does before the copy runs: pull the copier image, ship its log lines and
         read the registry secrets the job definition names (and nothing else)."""
         role = iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=self._ecs_tasks(stack),
+            assumed_by=roles.execution_role_principal(),
             description="Copy jobs: pull the copier image, write logs, read registry secrets",
         )
         self.image.repository.grant_pull(role)  # with ecr:GetAuthorizationToken on *
@@ -155,7 +140,7 @@ class CopyJobs(Construct):
         role = iam.Role(
             self,
             "JobRole",
-            assumed_by=self._ecs_tasks(stack),
+            assumed_by=roles.task_role_principal(stack),
             description="Copy jobs: read ECR images of the region, push the workspace repository",
         )
         roles.grant_ecr_login(role)

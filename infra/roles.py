@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 
@@ -11,6 +11,35 @@ ANY_RESOURCE_IS_THE_AUTH_TOKEN = Acknowledgment(
     reason="ecr:GetAuthorizationToken supports no resource-level permission; it is the only "
     "action granted on *.",
 )
+
+
+def task_role_principal(stack: Stack) -> iam.IPrincipal:
+    """Who may assume a job's (task's) role: ECS tasks of this account and region only.
+
+    The ECS guide recommends the confused-deputy conditions for task roles ("It is recommended
+    that you use the aws:SourceAccount or aws:SourceArn condition keys", task-iam-roles.html),
+    with a wildcard for the cluster ("Using the aws:SourceArn condition key to specify a
+    specific cluster is not currently supported").
+    """
+    return iam.ServicePrincipal(
+        "ecs-tasks.amazonaws.com",
+        conditions={
+            "StringEquals": {"aws:SourceAccount": stack.account},
+            "ArnLike": {
+                "aws:SourceArn": stack.format_arn(
+                    service="ecs", resource="*", arn_format=ArnFormat.NO_RESOURCE_NAME
+                )
+            },
+        },
+    )
+
+
+def execution_role_principal() -> iam.IPrincipal:
+    """Who may assume an execution role: ECS, as the ECS and Batch guides' trust policies for
+    execution roles say (task_execution_IAM_role.html, execution-IAM-role.html), with no
+    condition: neither documents that ECS sends aws:SourceArn when it assumes one, and a
+    condition it does not satisfy would stop every job before it starts."""
+    return iam.ServicePrincipal("ecs-tasks.amazonaws.com")
 
 
 def grant_ecr_login(role: iam.Role) -> None:

@@ -28,7 +28,7 @@ def ecs_agent_settings(settings: Mapping[str, str]) -> str:
 def mime_multipart(scripts: list[str]) -> str:
     """Shell scripts as one MIME multi-part archive, the format Batch can merge."""
     parts = [
-        f"--{BOUNDARY}\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n{script}\n"
+        f'--{BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n{script}\n'
         for script in scripts
     ]
     header = f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{BOUNDARY}"\n\n'

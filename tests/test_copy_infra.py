@@ -150,9 +150,12 @@ def test_copy_job_role_scopes(synth_default):
     assert not any(a.startswith("kms:") for st in statements.values() for a in st["Action"])
 
 
-def test_copy_roles_trust_ecs_tasks_of_this_account_and_region(synth_default):
+def test_job_roles_trust_ecs_tasks_of_this_account_execution_roles_trust_ecs(synth_default):
+    """Task (job) roles carry the confused-deputy conditions the ECS guide recommends for
+    them; execution roles the unconditioned trust AWS documents for execution roles, since
+    nothing says ECS sends aws:SourceArn when it assumes one."""
     roles = _resources(synth_default.template(), "AWS::IAM::Role")
-    for prefix in ("CopyJobRole", "CopyExecutionRole"):
+    for prefix in ("CopyJobRole", "JobRole"):
         (role,) = [r for k, r in roles.items() if k.startswith(prefix)]
         (st,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert st["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}
@@ -160,6 +163,11 @@ def test_copy_roles_trust_ecs_tasks_of_this_account_and_region(synth_default):
         assert _text(st["Condition"]["ArnLike"]["aws:SourceArn"]) == (
             "arn:aws:ecs:us-east-1:123456789012:*"
         )
+    for prefix in ("CopyExecutionRole", "ExecutionRole"):
+        (role,) = [r for k, r in roles.items() if k.startswith(prefix)]
+        (st,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert st["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}
+        assert "Condition" not in st
 
 
 def test_execution_role_reads_exactly_the_configured_secrets(synth_registries, synth_default):

@@ -88,7 +88,7 @@ def test_launch_template_requires_imdsv2_and_encrypts_the_root_volume(synth_defa
                     "MetadataOptions": {
                         "HttpTokens": "required",
                         "HttpEndpoint": "enabled",
-                        "HttpPutResponseHopLimit": 2,
+                        "HttpPutResponseHopLimit": 1,
                     },
                     "BlockDeviceMappings": [
                         {

@@ -4,7 +4,6 @@ repository's encryption and the ECR pull-through cache rules, against what AWS d
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from infra import pull_through
@@ -12,6 +11,10 @@ from launcher.outputs import OutputKey, format_pairs
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.flows import Flow
 from tests.rules.registry import CloudFormation, Model, Page, rule
+from tests.rules.roles import CONFUSED_DEPUTY, EXECUTION_ROLE_TRUST, ecs_trust_problems
+from tests.rules.roles import as_list as _as_list
+from tests.rules.roles import template_text as _text
+from tests.rules.roles import trusts as _trusts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,11 +124,6 @@ FARGATE_EXECUTION_ROLE = Model(
     "ContainerProperties",
     "executionRoleArn",
     "For jobs that run on Fargate resources, you must provide an execution role.",
-)
-CONFUSED_DEPUTY = Page(
-    "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html",
-    "It is recommended that you use the aws:SourceAccount or aws:SourceArn condition keys to "
-    "scope the permissions further to prevent the confused deputy security issue.",
 )
 PTC_IMPORT = Page(
     "https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache-iam.html",
@@ -329,36 +327,6 @@ NOT_FOR_FARGATE = (
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def _as_list(value) -> list:
-    return value if isinstance(value, list) else [value]
-
-
-def _text(d: Deployment, value) -> str:
-    """A template string expression as text: pseudo parameters filled in, other references as
-    <LogicalId> or <import name>."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and len(value) == 1:
-        ((fn, arg),) = value.items()
-        if fn == "Fn::Join":
-            return arg[0].join(_text(d, v) for v in arg[1])
-        if fn == "Ref":
-            pseudo = {
-                "AWS::Partition": "aws",
-                "AWS::Region": d.config.region,
-                "AWS::AccountId": d.config.account,
-                "AWS::URLSuffix": "amazonaws.com",
-            }
-            return pseudo.get(arg, f"<{arg}>")
-        if fn == "Fn::Sub" and isinstance(arg, str):
-            return re.sub(r"\$\{([^}]+)\}", lambda m: _text(d, {"Ref": m[1]}), arg)
-        if fn == "Fn::ImportValue":
-            return f"<import {arg}>"
-        if fn == "Fn::GetAtt":
-            return f"<{'.'.join(_as_list(arg))}>"
-    return json.dumps(value)
-
-
 def _output(d: Deployment, key: OutputKey):
     return d.templates[d.config.stack_name].get("Outputs", {}).get(key.value, {}).get("Value")
 
@@ -376,32 +344,6 @@ def _statements(d: Deployment, role: Resource) -> list[dict]:
     for inline in role.props.get("Policies", []):
         found += _as_list(inline["PolicyDocument"].get("Statement", []))
     return found
-
-
-def _trust(role: Resource) -> list[dict]:
-    return _as_list(role.props.get("AssumeRolePolicyDocument", {}).get("Statement", []))
-
-
-def _trusts(role: Resource, service: str) -> bool:
-    return any(
-        s.get("Effect") == "Allow" and service in _as_list(s.get("Principal", {}).get("Service"))
-        for s in _trust(role)
-    )
-
-
-def _ecs_tasks_problems(d: Deployment, role: Resource | None, what: str) -> list[str]:
-    if role is None or role.type != "AWS::IAM::Role":
-        return [f"{what}: the output names no role of the stacks"]
-    problems = []
-    if not _trusts(role, "ecs-tasks.amazonaws.com"):
-        problems.append(f"{what}: not assumable by ecs-tasks.amazonaws.com")
-    conditions = [s.get("Condition", {}) for s in _trust(role)]
-    accounts = [c.get("StringEquals", {}).get("aws:SourceAccount") for c in conditions]
-    sources = [_text(d, c.get("ArnLike", {}).get("aws:SourceArn", "")) for c in conditions]
-    ecs = f"arn:aws:ecs:{d.config.region}:{d.config.account}:"
-    if d.config.account not in accounts or not any(s.startswith(ecs) for s in sources):
-        problems.append(f"{what}: trust not limited to ECS tasks of this account and region")
-    return problems
 
 
 def _rules(d: Deployment) -> dict[str, Resource]:
@@ -632,7 +574,7 @@ def copy_job_role_pushes_only_to_the_workspace_repository(d: Deployment) -> list
     https://docs.aws.amazon.com/batch/latest/APIReference/API_ContainerProperties.html).
     """
     role = _output_target(d, OutputKey.COPY_JOB_ROLE_ARN)
-    problems = _ecs_tasks_problems(d, role, "copy job role")
+    problems = ecs_trust_problems(d, role, "copy job role", task_role=True)
     if problems:
         return problems
     workspace = d.one("AWS::ECR::Repository")
@@ -682,6 +624,7 @@ def copy_job_role_pushes_only_to_the_workspace_repository(d: Deployment) -> list
     SECRETS_FARGATE_PLATFORM,
     SECRETS_ENDPOINT,
     PRIVATE_SUBNET_NAT,
+    EXECUTION_ROLE_TRUST,
     covers=("AWS::IAM::Policy.Roles",),
 )
 def copy_execution_role_reads_the_image_and_the_configured_secrets_only(
@@ -707,10 +650,16 @@ def copy_execution_role_reads_the_image_and_the_configured_secrets_only(
     endpoints for Secrets Manager" (https://docs.aws.amazon.com/AmazonECS/latest/
     developerguide/platform-version-migration.html). Execution is required on Fargate: "For
     jobs that run on Fargate resources, you must provide an execution role"
-    (https://docs.aws.amazon.com/batch/latest/APIReference/API_ContainerProperties.html).
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_ContainerProperties.html). "The
+    task execution role grants the Amazon ECS container and Fargate agents permission to make
+    AWS API calls on your behalf" (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/
+    task_execution_IAM_role.html): the trust policy that page and Batch's own give has no
+    condition, and neither documents that ECS sends aws:SourceArn when it assumes one, so a
+    condition there could stop every copy job before it starts (the confused-deputy
+    conditions are the task role's, above).
     """
     role = _output_target(d, OutputKey.COPY_EXECUTION_ROLE_ARN)
-    problems = _ecs_tasks_problems(d, role, "copy execution role")
+    problems = ecs_trust_problems(d, role, "copy execution role", task_role=False)
     if problems:
         return problems
     secrets = sorted(d.config.registry_secrets.values())

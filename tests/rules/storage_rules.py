@@ -6,6 +6,7 @@ import json
 
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.registry import Model, Page, rule
+from tests.rules.roles import CONFUSED_DEPUTY, EXECUTION_ROLE_TRUST, ecs_trust_problems
 
 EFS_DEFAULT_POLICY = Page(
     "https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html",
@@ -389,6 +390,8 @@ def workspace_tags_never_move(d: Deployment) -> list[str]:
 
 @rule(
     EXECUTION_ROLE,
+    CONFUSED_DEPUTY,
+    EXECUTION_ROLE_TRUST,
     covers=("AWS::IAM::Role.ManagedPolicyArns", "AWS::IAM::Policy.Roles"),
 )
 def roles_are_assumable_by_the_services_that_use_them(d: Deployment) -> list[str]:
@@ -397,7 +400,13 @@ def roles_are_assumable_by_the_services_that_use_them(d: Deployment) -> list[str
     https://docs.aws.amazon.com/batch/latest/APIReference/API_ContainerProperties.html:
     executionRoleArn is "The Amazon Resource Name (ARN) of the execution role that Batch can
     assume", and the job role is assumed by the task; both trust ecs-tasks.amazonaws.com. The
-    instance role must carry the ECS agent's permissions or nodes never join the cluster.
+    job role, a task role, only for tasks of this account and region: "It is recommended that
+    you use the aws:SourceAccount or aws:SourceArn condition keys to scope the permissions
+    further to prevent the confused deputy security issue"
+    (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html); the
+    execution role with the unconditioned trust the execution role's page gives
+    (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task_execution_IAM_role.html).
+    The instance role must carry the ECS agent's permissions or nodes never join the cluster.
     """
     problems = []
     roles = {r.logical_id: r for r in d.of_type("AWS::IAM::Role")}
@@ -413,6 +422,9 @@ def roles_are_assumable_by_the_services_that_use_them(d: Deployment) -> list[str
         found = [r for k, r in roles.items() if k.startswith(prefix)]
         if len(found) != 1 or principal not in trust(found[0]):
             problems.append(f"{prefix}: not exactly one role trusted by {principal}")
+    for prefix, task_role in (("ExecutionRole", False), ("JobRole", True)):
+        for role in [r for k, r in roles.items() if k.startswith(prefix)]:
+            problems += ecs_trust_problems(d, role, prefix, task_role=task_role)
     instance = [r for k, r in roles.items() if k.startswith("InstanceRole")]
     if instance and "AmazonEC2ContainerServiceforEC2Role" not in json.dumps(
         instance[0].props.get("ManagedPolicyArns")
