@@ -82,11 +82,18 @@ def _capacity_reservation(
     group_arn = config.capacity_reservation_group_arn
     if not (reservation_id or group_arn):
         return None
+    # A group target launches On-Demand when the group has no free capacity, unless the launch
+    # asks for reservations only ("You can only specify CapacityReservationPreference and
+    # CapacityReservationTarget if the CapacityReservationPreference is
+    # capacity-reservations-only", EC2 API, CapacityReservationSpecification). A targeted
+    # reservation or Capacity Block never falls back: its launch fails when it is full.
+    only = bool(group_arn) and not config.capacity_reservation_fallback
     return LT.CapacityReservationSpecificationProperty(
+        capacity_reservation_preference="capacity-reservations-only" if only else None,
         capacity_reservation_target=LT.CapacityReservationTargetProperty(
             capacity_reservation_id=reservation_id,
             capacity_reservation_resource_group_arn=group_arn,
-        )
+        ),
     )
 
 
@@ -173,14 +180,7 @@ class ClusterStack(Stack):
         self.execution_role = self._execution_role(config, repository)
         self.job_role = self._job_role(file_system, access_point)
 
-        # A Capacity Block already places its instances close together: EC2 says there is "no
-        # need to use a cluster placement group with a Capacity Block" (capacity-blocks-using.html),
-        # and a group of the stack's own would only constrain placement inside the block.
-        placement_group = (
-            None
-            if config.capacity_block_id
-            else ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
-        )
+        placement_group = self._placement_group(config)
         launch_template = self._launch_template(config, cluster_security_group)
 
         compute_environment = batch.CfnComputeEnvironment(
@@ -201,7 +201,7 @@ class ClusterStack(Stack):
                 # (the compute environment's own Tags are create-only: infra/app.py).
                 tags=node_tags(config),
                 subnets=[subnet.subnet_id],
-                placement_group=placement_group.ref if placement_group else None,
+                placement_group=placement_group,
                 instance_role=instance_profile.attr_arn,
                 ec2_configuration=[
                     batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(
@@ -304,6 +304,23 @@ class ClusterStack(Stack):
         }
         for key, value in values.items():
             CfnOutput(self, key.value, value=value, description=key.describe())
+
+    def _placement_group(self, config: ClusterConfig) -> str | None:
+        """The cluster placement group's name, or None.
+
+        A Capacity Block already places its instances close together: EC2 says there is "no
+        need to use a cluster placement group with a Capacity Block" (capacity-blocks-using.html),
+        and a group of the stack's own would only constrain placement inside the block. An On-
+        Demand Capacity Reservation created in a cluster placement group serves only instances
+        launched into that group (EC2 user guide, cr-cpg.html): the configuration names it.
+        """
+        if config.placement_group == "none" or (
+            config.placement_group == "auto" and config.capacity_block_id
+        ):
+            return None
+        if config.placement_group != "auto":
+            return config.placement_group
+        return ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster").ref
 
     def _launch_template(
         self, config: ClusterConfig, security_group: ec2.ISecurityGroup

@@ -38,6 +38,7 @@ _GROUP_ARN = re.compile(
 _REPOSITORY_ARN = re.compile(
     r"^arn:aws(-[a-z]+)*:ecr:[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d:\d{12}:repository/[a-z0-9._/*-]+$"
 )
+_PLACEMENT_GROUP = re.compile(r"^[\x21-\x7e]{1,255}$")  # EC2: up to 255 ASCII characters
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,100}$")
 _REMOVAL_POLICIES = ("retain", "destroy")
 # The workspace repository's encryption: ECR's default (AES256, S3-managed keys) or KMS with
@@ -116,6 +117,13 @@ class ClusterConfig:
     capacity_reservation_id: str | None = None
     capacity_block_id: str | None = None
     capacity_reservation_group_arn: str | None = None
+    # A reservation group target launches On-Demand when the group is full, unless the launch
+    # asks for reservations only (EC2 user guide, cr-groups-launch). Off: nodes wait instead.
+    capacity_reservation_fallback: bool = False
+    # The cluster placement group: "auto" (the stack's own; none in a Capacity Block), "none",
+    # or the name of an existing cluster placement group, such as the one an On-Demand
+    # Capacity Reservation was created in (its instances must launch into that group).
+    placement_group: str = "auto"
     # Nodes the compute environment keeps running while idle (MinvCpus = min_nodes x vCPUs).
     min_nodes: int = 0
     # The job queue cancels a job that waits at its head (RUNNABLE) this long, in minutes, for
@@ -343,6 +351,24 @@ class ClusterConfig:
                 raise ConfigError(
                     f"max_nodes: {self.max_nodes} is more than a Capacity Block holds; allowed "
                     f"with capacity_block_id: 1-{CAPACITY_BLOCK_MAX_INSTANCES}"
+                )
+        if self.capacity_reservation_fallback and self.capacity_reservation_group_arn is None:
+            raise ConfigError(
+                "capacity_reservation_fallback: only a Capacity Reservation group falls back to "
+                "On-Demand; a targeted reservation's launch fails when it is full (EC2 user "
+                "guide); set capacity_reservation_group_arn, or leave it false"
+            )
+        if self.placement_group not in ("auto", "none"):
+            _check(
+                _PLACEMENT_GROUP,
+                "placement_group",
+                self.placement_group,
+                "auto, none, or an existing cluster placement group's name (1-255 characters)",
+            )
+            if self.capacity_block_id is not None:
+                raise ConfigError(
+                    f"placement_group: {self.placement_group!r} with capacity_block_id; a "
+                    "Capacity Block places its instances itself: use auto or none"
                 )
         arn = self.capacity_reservation_group_arn
         if arn is not None:

@@ -72,6 +72,15 @@ UPDATES: dict[str, Update] = {
     "capacity_reservation_group_arn": Update(
         Effect.NODES_ROLL, example={"capacity_reservation_group_arn": _GROUP}
     ),
+    "capacity_reservation_fallback": Update(
+        Effect.NODES_ROLL,
+        example={"capacity_reservation_group_arn": _GROUP, "capacity_reservation_fallback": True},
+    ),
+    "placement_group": Update(
+        Effect.NODES_ROLL,
+        "also drops the stack's own group, which EC2 deletes once its nodes are gone",
+        example={"placement_group": "training-odcr-group"},
+    ),
     "capacity_block_id": Update(
         Effect.NODES_ROLL,
         "also drops the placement group, which EC2 deletes once its nodes are gone",

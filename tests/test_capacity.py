@@ -88,6 +88,16 @@ OTHER_SETTINGS = {
         "group/ml-reservations",
         "min_nodes": "1",
     },
+    "reservation-group-with-fallback-in-its-own-placement-group": {
+        "capacity_reservation_group_arn": "arn:aws:resource-groups:us-east-1:123456789012:"
+        "group/ml-reservations",
+        "capacity_reservation_fallback": "true",
+        "placement_group": "ml-reservations-cpg",
+    },
+    "odcr-without-placement-group": {
+        "capacity_reservation_id": "cr-0123456789abcdef0",
+        "placement_group": "none",
+    },
     "p4de-block-no-time-limits": {
         "capacity_block_id": "cr-01234567",
         "instance_type": "p4de.24xlarge",
@@ -170,12 +180,14 @@ def test_capacity_rules_catch_a_block_launched_wrong(synth_capacity_block):
 
     assert launch(_broken(synth_capacity_block, spot))
 
-    def preference_and_target(type_, props):
+    def open_preference_and_target(type_, props):
         if type_ == "AWS::EC2::LaunchTemplate":
             spec = props["LaunchTemplateData"]["CapacityReservationSpecification"]
-            spec["CapacityReservationPreference"] = "capacity-reservations-only"
+            spec["CapacityReservationPreference"] = "open"
 
-    assert launch(_broken(synth_capacity_block, preference_and_target))
+    assert "a preference other than capacity-reservations-only beside a target" in launch(
+        _broken(synth_capacity_block, open_preference_and_target)
+    )
 
     def placement_group(type_, props):
         if type_ == "AWS::Batch::ComputeEnvironment":
@@ -188,6 +200,41 @@ def test_capacity_rules_catch_a_block_launched_wrong(synth_capacity_block):
             props["ComputeResources"]["MinvCpus"] = 0
 
     assert any("min_nodes" in p for p in placement(_broken(synth_capacity_block, cold)))
+
+
+def test_a_reservation_group_launches_into_reservations_only_unless_it_may_fall_back(tmp_path):
+    """A full group would start On-Demand nodes, outside the reservation and billed apart
+    (EC2 user guide, create-cr-group): the launch template asks for reservations only."""
+    group = "arn:aws:resource-groups:us-east-1:123456789012:group/ml"
+
+    def spec_of(**settings):
+        synth = synthesize(cdk_context(capacity_reservation_group_arn=group, **settings), tmp_path)
+        (lt,) = [
+            r
+            for r in synth.template()["Resources"].values()
+            if r["Type"] == "AWS::EC2::LaunchTemplate"
+        ]
+        return lt["Properties"]["LaunchTemplateData"]["CapacityReservationSpecification"]
+
+    target = {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": group}}
+    assert spec_of() == {**target, "CapacityReservationPreference": "capacity-reservations-only"}
+    assert spec_of(capacity_reservation_fallback="true") == target
+
+
+def test_an_odcr_placement_group_is_named_not_made(tmp_path):
+    synth = synthesize(
+        cdk_context(capacity_reservation_id="cr-0123456789abcdef0", placement_group="odcr-pg"),
+        tmp_path,
+    )
+    resources = synth.template()["Resources"].values()
+    assert not [r for r in resources if r["Type"] == "AWS::EC2::PlacementGroup"]
+    (ce,) = [
+        r
+        for r in resources
+        if r["Type"] == "AWS::Batch::ComputeEnvironment"
+        and r["Properties"]["ComputeResources"]["Type"] == "EC2"
+    ]
+    assert ce["Properties"]["ComputeResources"]["PlacementGroup"] == "odcr-pg"
 
 
 def test_capacity_rule_catches_a_market_without_a_block(synth_default):

@@ -105,6 +105,21 @@ def test_command_line_overrides_win_over_the_environment():
             "extra_pull_repository_arns: 'arn:x' is malformed",
         ),
         ({"availability_zone": "us-west-2a"}, "availability_zone: 'us-west-2a' is not in region"),
+        (
+            {"capacity_reservation_fallback": "true"},
+            "capacity_reservation_fallback: only a Capacity Reservation group falls back",
+        ),
+        (
+            {"capacity_reservation_fallback": "true", "capacity_reservation_id": BLOCK},
+            "a targeted reservation's launch fails when it is full",
+        ),
+        (
+            {"capacity_block_id": BLOCK, "placement_group": "mine"},
+            "placement_group: 'mine' with capacity_block_id; a Capacity Block places its",
+        ),
+        ({"placement_group": "has space"}, "placement_group: 'has space' is malformed"),
+        ({"tags": '{"aws:owner": "x"}'}, "tags: 'aws:owner'='x'; allowed: keys of 1-128"),
+        ({"creation_tags": '{"efa-batch:cluster": "x"}'}, "not efa-batch:cluster"),
     ],
 )
 def test_bad_configuration_names_the_key(overrides, expected):

@@ -23,6 +23,16 @@ PRIMARY_ON_CARD_0 = Model(
     "NetworkCardIndex",
     "The primary network interface must be assigned to network card index 0.",
 )
+EFA_ONLY_EVERYWHERE = Page(
+    "https://www.amazonaws.cn/en/new/2024/amazon-ec2-announces-efa-updates-for-scalability-with-aiml-applications/",
+    "EFA-only interfaces can only be configured as a secondary interface, with the primary "
+    "interface being either EFA coupled with ENA or just ENA",
+)
+AWS_SAMPLES_EFA_EVERY_CARD = Page(
+    "https://github.com/aws-samples/awsome-distributed-training/blob/main/1.architectures/"
+    "3.aws-batch/aws-batch-distributed-training-p6.yaml",
+    "InterfaceType: efa",
+)
 AWSVPC_TASK_ENI = Page(
     "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking.html",
     "The task is allocated its own elastic network interface (ENI) and a primary private IPv4 "
@@ -40,6 +50,11 @@ AL2_BLOCKED = Model(
     "imageType",
     "Effective June 30, 2026, Batch will block creation of new Amazon ECS compute environments "
     "using Batch-provided Amazon Linux 2 AMIs.",
+)
+AWS_SAMPLES_BEST_FIT = Page(
+    "https://github.com/aws-samples/awsome-distributed-training/blob/main/1.architectures/"
+    "3.aws-batch/aws-batch-distributed-training-p6.yaml",
+    "AllocationStrategy: BEST_FIT",
 )
 BEST_FIT_NO_UPDATES = Model(
     "batch",
@@ -196,6 +211,35 @@ RESERVATION_TARGET_GROUP = Model(
     "CapacityReservationResourceGroupArn",
     "The ARN of the Capacity Reservation resource group in which to run the instance.",
 )
+PREFERENCE_WITH_TARGET = Model(
+    "ec2",
+    "CapacityReservationSpecification",
+    "",
+    "You can only specify CapacityReservationPreference and CapacityReservationTarget if the "
+    "CapacityReservationPreference is capacity-reservations-only.",
+)
+RESERVATIONS_ONLY = Model(
+    "ec2",
+    "LaunchTemplateCapacityReservationSpecificationRequest",
+    "CapacityReservationPreference",
+    "capacity-reservations-only - The instance will only run in a Capacity Reservation or "
+    "Capacity Reservation group. If capacity isn't available, the instance will fail to launch.",
+)
+GROUP_FALLS_BACK = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/create-cr-group.html",
+    "If the group does not have a Capacity Reservation with matching attributes and available "
+    "capacity, the instances run using On-Demand capacity.",
+)
+TARGETED_FAILS = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-launch.html",
+    "If the selected Capacity Reservation does not have sufficient capacity for the number of "
+    "instances you selected, the instance launch fails.",
+)
+RESERVATION_IN_PLACEMENT_GROUP = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html",
+    "After you create a Capacity Reservation in a placement group, you can't modify it to "
+    "reserve capacity outside of the placement group.",
+)
 CAPACITY_BLOCK_SIZE = Model(
     "ec2",
     "DescribeCapacityBlockOfferingsRequest",
@@ -265,6 +309,8 @@ def _type(d: Deployment) -> catalog.InstanceType:
     PRIMARY_NOT_EFA_ONLY,
     PRIMARY_ON_CARD_0,
     AWSVPC_TASK_ENI,
+    EFA_ONLY_EVERYWHERE,
+    AWS_SAMPLES_EFA_EVERY_CARD,
     covers=(
         "AWS::EC2::LaunchTemplate.LaunchTemplateData.NetworkInterfaces.DeviceIndex",
         "AWS::EC2::LaunchTemplate.LaunchTemplateData.NetworkInterfaces.InterfaceType",
@@ -284,11 +330,19 @@ def launch_template_has_one_efa_device_per_card_and_room_for_the_task(d: Deploym
 
     A multi-node job's container gets its own interface in awsvpc mode ("The task is
     allocated its own elastic network interface (ENI) and a primary private IPv4 address",
-    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking.html),
-    attached next to the primary on card 0; p5 allows two interfaces per card, so the
-    template may use only one slot there: the primary is "EFA with ENA" rather than ENA plus
-    an EFA-only interface at device 1. Interfaces are deleted with the instance, or every
-    replaced node would leak one per card.
+    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking.html), which
+    ECS attaches beside the primary; the template keeps card 0 to one interface, so the
+    primary is "EFA with ENA" rather than ENA plus an EFA-only interface at device 1. Both are
+    what EC2 allows on every EFA type: "EFA-only interfaces can only be configured as a
+    secondary interface, with the primary interface being either EFA coupled with ENA or just
+    ENA", and EFA-only is "available on all EFA supported instances" (EC2's announcement,
+    https://www.amazonaws.cn/en/new/2024/amazon-ec2-announces-efa-updates-for-scalability-with-aiml-applications/),
+    so one layout serves every type of the catalog. AWS's Batch samples (p4d, p5, p6-b200) put
+    "InterfaceType: efa" on every card (https://github.com/aws-samples/
+    awsome-distributed-training/blob/main/1.architectures/3.aws-batch/
+    aws-batch-distributed-training-p6.yaml): they predate EFA-only interfaces, and each such
+    interface takes an IP address of the subnet (32 a p5 node). Interfaces are deleted with
+    the instance, or every replaced node would leak one per card.
     """
     expected = d.config.efa_interfaces
     if not expected:
@@ -353,6 +407,7 @@ def compute_environment_ami_serves_the_instance_type(d: Deployment) -> list[str]
     UPDATE_TIMEOUT,
     REPLACE_CE,
     SERVICE_LINKED_ROLE,
+    AWS_SAMPLES_BEST_FIT,
     covers=(
         "AWS::Batch::ComputeEnvironment.ReplaceComputeEnvironment",
         "AWS::Batch::ComputeEnvironment.UpdatePolicy",
@@ -381,6 +436,12 @@ def compute_environment_updates_in_place(d: Deployment) -> list[str]:
     value of this property to false , do not change any other properties at the same time"
     (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/
     aws-resource-batch-computeenvironment.html).
+
+    AWS's Capacity Block samples for Batch use "AllocationStrategy: BEST_FIT"
+    (https://github.com/aws-samples/awsome-distributed-training/blob/main/1.architectures/
+    3.aws-batch/aws-batch-distributed-training-p6.yaml); no AWS page ties a Capacity Block (or
+    a reservation) to an allocation strategy, and BEST_FIT would turn every later change into
+    a replacement that ends running jobs, so every capacity setting keeps BEST_FIT_PROGRESSIVE.
     """
     ce = d.compute_environment.props
     resources = ce["ComputeResources"]
@@ -410,6 +471,7 @@ def compute_environment_updates_in_place(d: Deployment) -> list[str]:
     MNP_NO_SPOT,
     PLACEMENT_GROUP,
     CAPACITY_BLOCK_NO_PLACEMENT_GROUP,
+    RESERVATION_IN_PLACEMENT_GROUP,
     MAXVCPUS,
     MINVCPUS,
     INSTANCE_ROLE,
@@ -441,7 +503,11 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
     A Capacity Block is the exception to the placement group: "there is no need to use a
     cluster placement group with a Capacity Block"
     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html), and a
-    group of the stack's own only constrains placement inside the block.
+    group of the stack's own only constrains placement inside the block. An On-Demand Capacity
+    Reservation created in a cluster placement group belongs to it ("After you create a
+    Capacity Reservation in a placement group, you can't modify it to reserve capacity outside
+    of the placement group", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html),
+    and only instances launched into that group match it: placement_group names it, or none.
     """
     ce = d.compute_environment
     props, resources = ce.props, ce.props["ComputeResources"]
@@ -453,9 +519,13 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
     ):
         problems.append("not a MANAGED, ENABLED, On-Demand EC2 compute environment")
     group = d.ref_target(ce.stack, resources.get("PlacementGroup"))
-    if d.config.capacity_block_id:
+    chosen = d.config.placement_group
+    if chosen == "none" or (chosen == "auto" and d.config.capacity_block_id):
         if "PlacementGroup" in resources or d.of_type("AWS::EC2::PlacementGroup"):
-            problems.append("a placement group with a Capacity Block: it only constrains placement")
+            problems.append("a placement group where none is wanted (a Capacity Block, or none)")
+    elif chosen != "auto":
+        if resources.get("PlacementGroup") != chosen or d.of_type("AWS::EC2::PlacementGroup"):
+            problems.append(f"not the named placement group {chosen} (an ODCR's own)")
     elif group is None or group.props.get("Strategy") != "cluster":
         problems.append("no cluster placement group")
     if len(resources.get("Subnets", [])) != 1:
@@ -682,6 +752,10 @@ def queue_cancels_jobs_that_wait_at_its_head_too_long(d: Deployment) -> list[str
     RESERVATION_DEFAULT_OPEN,
     RESERVATION_TARGET_ID,
     RESERVATION_TARGET_GROUP,
+    PREFERENCE_WITH_TARGET,
+    RESERVATIONS_ONLY,
+    GROUP_FALLS_BACK,
+    TARGETED_FAILS,
     CAPACITY_BLOCK_LAUNCH,
     CAPACITY_BLOCK_MARKET,
     CAPACITY_BLOCK_TYPES,
@@ -694,18 +768,38 @@ def queue_cancels_jobs_that_wait_at_its_head_too_long(d: Deployment) -> list[str
 )
 def nodes_launch_into_the_configured_capacity(d: Deployment) -> list[str]:
     """Nodes launch into the one reservation, Capacity Block or reservation group configured,
-    or On-Demand with the default preference; never on Spot.
+    or On-Demand with the default preference; never on Spot, and never silently On-Demand
+    instead of a reservation group.
 
     Without a specification "the instance's Capacity Reservation preference defaults to open"
     (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RequestLaunchTemplateData.html);
     a target names "The ID of the Capacity Reservation in which to run the instance" or "The ARN
     of the Capacity Reservation resource group in which to run the instance"
-    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservationTarget.html),
-    one of the two. A Capacity Block is a reservation on a market of its own: "To use your
-    Capacity Block, you must specify the Capacity Block reservation ID when launching
-    instances", with the purchasing option Capacity Blocks ("For Purchasing option, choose
-    Capacity Blocks", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html),
-    which a launch template says as MarketType capacity-block (AWS's p5 Batch sample does).
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservationTarget.html).
+    A targeted reservation never falls back: "If the selected Capacity Reservation does not
+    have sufficient capacity for the number of instances you selected, the instance launch
+    fails" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    capacity-reservations-launch.html). A group does: "If the group does not have a Capacity
+    Reservation with matching attributes and available capacity, the instances run using
+    On-Demand capacity" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    create-cr-group.html), unless the preference is "capacity-reservations-only - The instance
+    will only run in a Capacity Reservation or Capacity Reservation group. If capacity isn't
+    available, the instance will fail to launch"
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_LaunchTemplateCapacityReservationSpecificationRequest.html), the one preference that
+    may go with a target: "You can only specify CapacityReservationPreference and
+    CapacityReservationTarget if the CapacityReservationPreference is
+    capacity-reservations-only" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_CapacityReservationSpecification.html; the launch-template shape's own text still
+    says one option at a time: should EC2 refuse the pair, the deploy fails at once and
+    capacity_reservation_fallback=true is the way back). So a group target asks for
+    reservations only unless capacity_reservation_fallback says otherwise.
+
+    A Capacity Block is a reservation on a market of its own: "To use your Capacity Block, you
+    must specify the Capacity Block reservation ID when launching instances", with the
+    purchasing option Capacity Blocks ("For Purchasing option, choose Capacity Blocks",
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html), which a
+    launch template says as MarketType capacity-block (AWS's p5 and p6 Batch samples do).
     "Capacity Blocks are available for select instance types in some AWS Regions"
     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html) and "Each
     Capacity Block can have up to 64 instances"
@@ -733,15 +827,22 @@ def nodes_launch_into_the_configured_capacity(d: Deployment) -> list[str]:
         problems.append(f"InstanceMarketOptions {market} without a Capacity Block")
     if config.capacity_reservation_id:
         target = {"CapacityReservationId": config.capacity_reservation_id}
+    want: dict | None = {"CapacityReservationTarget": target} if target else None
     if config.capacity_reservation_group_arn:
         arn = config.capacity_reservation_group_arn
-        target = {"CapacityReservationResourceGroupArn": arn}
+        want = {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": arn}}
+        if not config.capacity_reservation_fallback:
+            want["CapacityReservationPreference"] = "capacity-reservations-only"
         found = re.match(r"arn:[^:]+:resource-groups:([^:]+):(\d{12}):group/", arn)
         if not found or found.groups() != (config.region, config.account):
             problems.append(f"{arn}: not a group in the cluster's region and account")
-    want = {"CapacityReservationTarget": target} if target else None
     if spec != want:
         problems.append(f"CapacityReservationSpecification {spec}; expected {want}")
-    if spec and len(spec) != 1:
-        problems.append("a preference and a target: only one option at a time")
+    if (
+        spec
+        and spec.get("CapacityReservationPreference", "capacity-reservations-only")
+        != ("capacity-reservations-only")
+        and "CapacityReservationTarget" in spec
+    ):
+        problems.append("a preference other than capacity-reservations-only beside a target")
     return problems

@@ -138,9 +138,13 @@ def _model(service: str):
 
 @cache
 def model_text(service: str, shape: str, member: str) -> str:
-    """A member's documentation, or the operation's own for ``member=""``."""
+    """A member's documentation; for ``member=""`` the operation's own (an input shape) or
+    the shape's own (any other shape)."""
     if not member:
-        return _model(service).operation_model(_page_of(service, shape)).documentation
+        page = _page_of(service, shape)
+        if page == shape:
+            return _model(service).shape_for(shape).documentation
+        return _model(service).operation_model(page).documentation
     return _model(service).shape_for(shape).members[member].documentation
 
 
