@@ -8,11 +8,12 @@ what is allowed, in one line.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -463,6 +464,23 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
 
 
 _FIELDS = {f.name for f in fields(ClusterConfig)} - {"env_name"}
+
+
+# Context keys that are the app's own besides the settings; CDK's keys never look like ours
+# (feature flags "@aws-cdk/...", lookups "availability-zones:...", "aws:cdk:...").
+_CONTEXT_KEYS = ("env", "environments", "availability_zones")
+_SETTING_LIKE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def refuse_unknown_settings(keys: Iterable[str]) -> None:
+    """A `-c max_node=8` would otherwise be dropped without a word, and the cluster deployed
+    with the default: refuse context keys shaped like a setting that is not one."""
+    known = sorted(_FIELDS | set(_CONTEXT_KEYS))
+    for key in sorted(keys):
+        if _SETTING_LIKE.match(key) and key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]}?" if close else "allowed: " + ", ".join(known)
+            raise ConfigError(f"{key}: not a setting; {hint}")
 
 
 def load(context: Mapping[str, Any]) -> ClusterConfig:

@@ -34,10 +34,12 @@ class StorageStack(Stack):
         task_security_group: ec2.ISecurityGroup,
         **kw,
     ) -> None:
-        super().__init__(scope, construct_id, termination_protection=True, **kw)
-        removal = (
-            RemovalPolicy.RETAIN if config.removal_policy == "retain" else RemovalPolicy.DESTROY
-        )
+        # A disposable environment (removal_policy=destroy) must come down with `cdk destroy`:
+        # termination protection, and a repository that still holds images (ECR refuses to
+        # delete one unless forced: EmptyOnDelete), would stop it.
+        disposable = config.removal_policy == "destroy"
+        super().__init__(scope, construct_id, termination_protection=not disposable, **kw)
+        removal = RemovalPolicy.DESTROY if disposable else RemovalPolicy.RETAIN
 
         self.repository = ecr.Repository(
             self,
@@ -53,7 +55,7 @@ class StorageStack(Stack):
                 )
             ],
             removal_policy=removal,
-            empty_on_delete=False,
+            empty_on_delete=disposable,
         )
 
         self.file_system_security_group = ec2.SecurityGroup(

@@ -8,11 +8,14 @@ list (network cards that accept an EFA interface).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-# Memory the ECS agent and the OS keep on a container instance. AWS Batch registers less
-# memory than the instance has (see "Compute resource memory management" in the Batch guide);
-# a job that asks for all of it never leaves RUNNABLE.
+# Memory the kernel, the ECS agent and the OS keep on a container instance. A node registers
+# /proc/meminfo's MemTotal (less than the nominal memory) minus ECS_RESERVED_MEMORY, and AWS
+# recommends "reserving a 5% memory buffer" (Batch user guide, memory-management.html and
+# ecs-reserved-memory.html); a job that asks for more than a node registers never leaves
+# RUNNABLE.
 _RESERVED_FRACTION = 0.05
 _RESERVED_MIN_MIB = 2048
 
@@ -52,7 +55,7 @@ class InstanceType:
     def usable_memory_mib(self) -> int:
         """Memory a job can request on one instance, leaving headroom for the ECS agent."""
         total = self.memory_gib * 1024
-        return total - max(_RESERVED_MIN_MIB, int(total * _RESERVED_FRACTION))
+        return total - max(_RESERVED_MIN_MIB, math.ceil(total * _RESERVED_FRACTION))
 
     @property
     def default_shm_mib(self) -> int:

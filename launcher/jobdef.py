@@ -123,6 +123,8 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
             f"--share-id/--priority: the queue of {cluster.stack_name} has no fair-share "
             "scheduling policy (deploy with -c fair_share=true)"
         )
+    for group in (None, *spec.groups):
+        resolve_gpus(spec, cluster, group)  # raises for more GPUs than a node has
     efs = [m for m in spec.mounts if m.kind == "efs"]
     if len(efs) > 1:
         raise UsageError("--mount type=efs: give the cluster's EFS one mount point")

@@ -142,6 +142,7 @@ def test_real_cdk_cli_synthesizes_each_environment(env_name, tmp_path):
             "must be one of: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, "
             "p5en.48xlarge, p6-b200.48xlarge",
         ),
+        (["max_node=8"], "max_node: not a setting; did you mean max_nodes?"),
         (
             ['registry_secrets={"nvcr.io": "x"}'],
             "registry_secrets: 'x' is malformed; expected complete Secrets Manager secret ARNs "

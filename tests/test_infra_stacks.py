@@ -195,8 +195,17 @@ def _launch_data(template: dict) -> dict:
 @pytest.mark.parametrize(
     ("overrides", "target"),
     [
-        ({"capacity_reservation_id": RESERVATION}, {"CapacityReservationId": RESERVATION}),
-        ({"capacity_reservation_group_arn": GROUP}, {"CapacityReservationResourceGroupArn": GROUP}),
+        (
+            {"capacity_reservation_id": RESERVATION},
+            {"CapacityReservationTarget": {"CapacityReservationId": RESERVATION}},
+        ),
+        (
+            {"capacity_reservation_group_arn": GROUP},
+            {
+                "CapacityReservationTarget": {"CapacityReservationResourceGroupArn": GROUP},
+                "CapacityReservationPreference": "capacity-reservations-only",
+            },
+        ),
     ],
     ids=["odcr", "reservation-group"],
 )
@@ -205,7 +214,7 @@ def test_reservation_or_group_is_targeted_on_demand_in_the_placement_group(
 ):
     template = synth_variant(**overrides).template()
     data = _launch_data(template)
-    assert data["CapacityReservationSpecification"] == {"CapacityReservationTarget": target}
+    assert data["CapacityReservationSpecification"] == target
     assert "InstanceMarketOptions" not in data  # On-Demand in the reservation
     resources = _compute_environment(template)["ComputeResources"]
     assert resources["PlacementGroup"] == {"Ref": "PlacementGroup"}
@@ -366,10 +375,18 @@ def test_stateful_resources_follow_the_removal_policy(request, fixture, policy):
         assert res["DeletionPolicy"] == policy
 
 
-def test_storage_stack_has_termination_protection(synth_default):
-    manifest = json.loads((synth_default.outdir / "manifest.json").read_text())
+@pytest.mark.parametrize(("fixture", "kept"), [("synth_p5", True), ("synth_default", False)])
+def test_stateful_stack_is_protected_unless_the_environment_is_disposable(request, fixture, kept):
+    """removal_policy=retain (prod): termination protection and retained data. destroy (demo):
+    `cdk destroy` must succeed, so no protection and a repository that empties itself (ECR
+    refuses to delete a repository that holds images unless forced)."""
+    synth = request.getfixturevalue(fixture)
+    manifest = json.loads((synth.outdir / "manifest.json").read_text())
     props = manifest["artifacts"]["EfaBatch-Storage"]["properties"]
-    assert props["terminationProtection"] is True
+    assert props.get("terminationProtection", False) is kept
+    (repository,) = _resources(synth.template("-Storage"), "AWS::ECR::Repository").values()
+    assert repository["Properties"].get("EmptyOnDelete", False) is (not kept)
+    assert repository["DeletionPolicy"] == ("Retain" if kept else "Delete")
 
 
 def test_logical_ids_of_stateful_resources_never_change(storage):

@@ -62,10 +62,18 @@ def test_dryrun_computes_the_exact_image_and_pushes_nothing_then_run_pushes_it(
     assert head.status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (("--nodes", "999"), "--nodes 999: the compute environment of EfaBatch runs at most 2"),
+        (("--gpus-per-node", "99"), "--gpus-per-node 99: p4d.24xlarge has 8 GPUs"),
+    ],
+)
 def test_a_job_the_cluster_cannot_run_uploads_nothing(
-    moto_server, stack, registry, busybox_base, tmp_path
+    moto_server, stack, registry, busybox_base, tmp_path, flags, line
 ):
-    """Validation against the cluster comes before the workspace image (bug: it came after)."""
+    """Every check against the cluster comes before the workspace image (bugs: the node count
+    came after it once, the GPU count until now)."""
     ws = workspace(tmp_path / "ws", "too big")
     registry.requests()
     result = run(
@@ -75,11 +83,10 @@ def test_a_job_the_cluster_cannot_run_uploads_nothing(
         busybox_base,
         "--workspace",
         str(ws),
-        "--nodes",
-        "999",
+        *flags,
         "--",
         "/workspace/run.sh",
     )
     assert result.returncode == 2
-    assert "--nodes 999: the compute environment of EfaBatch runs at most 2" in result.stderr
+    assert line in result.stderr
     assert registry.requests() == []  # not even a HEAD: nothing was looked up or pushed

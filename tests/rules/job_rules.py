@@ -70,6 +70,16 @@ MEMORY_MANAGEMENT = Page(
     "https://docs.aws.amazon.com/batch/latest/userguide/memory-management.html",
     "Then, the job can't be placed in your compute environment.",
 )
+MEMORY_REGISTERED = Page(
+    "https://docs.aws.amazon.com/batch/latest/userguide/memory-management.html",
+    "The default AWS Batch compute resource AMI also reserves 32 MiB of memory for the Amazon "
+    "ECS container agent and other critical system processes.",
+)
+MEMORY_BUFFER = Page(
+    "https://docs.amazonaws.cn/en_us/batch/latest/userguide/ecs-reserved-memory.html",
+    "We recommend reserving a 5% memory buffer for Amazon ECS container agent and other "
+    "critical system processes.",
+)
 MAIN_NODE = Model(
     "batch",
     "NodeProperties",
@@ -299,6 +309,8 @@ def _efa_on(job: Job) -> bool:
     SAME_INSTANCE_TYPE,
     GPU_VALUE,
     MEMORY_MANAGEMENT,
+    MEMORY_REGISTERED,
+    MEMORY_BUFFER,
     MAIN_NODE,
     SHM,
     PLATFORM,
@@ -322,7 +334,15 @@ def every_node_fits_one_instance_of_the_cluster(job: Job) -> list[str]:
     number of available GPUs on the compute resource that the job is launched on." Memory
     must leave what the OS and the ECS agent keep: asked for more than a node registers,
     "Then, the job can't be placed in your compute environment"
-    (https://docs.aws.amazon.com/batch/latest/userguide/memory-management.html).
+    (https://docs.aws.amazon.com/batch/latest/userguide/memory-management.html). A node
+    registers /proc/meminfo's MemTotal, less than the instance's nominal memory by what the
+    kernel keeps (the page's m4.large: 8 GiB installed, 7985 MiB registered), minus
+    ECS_RESERVED_MEMORY (0 in amazon-ecs-agent), and "The default AWS Batch compute resource
+    AMI also reserves 32 MiB of memory for the Amazon ECS container agent and other critical
+    system processes"; AWS's advice is "We recommend reserving a 5% memory buffer for Amazon
+    ECS container agent and other critical system processes"
+    (https://docs.amazonaws.cn/en_us/batch/latest/userguide/ecs-reserved-memory.html). A job
+    asks for at most 95% of the nominal memory, and leaves at least 2 GiB.
     The main node "must be fewer than the number of nodes"
     (https://docs.aws.amazon.com/batch/latest/APIReference/API_NodeProperties.html); /dev/shm
     ("The value for the size (in MiB) of the /dev/shm volume",
@@ -348,6 +368,11 @@ def every_node_fits_one_instance_of_the_cluster(job: Job) -> list[str]:
         if wanted.get("VCPU", 0) > job.cluster.vcpus_per_node or "VCPU" not in wanted:
             problems.append("vCPUs missing or above a node's")
         memory = wanted.get("MEMORY", 0)
+        instance = job.cluster.instance
+        if instance is not None:
+            nominal = instance.memory_gib * 1024
+            if memory > nominal * 0.95 or nominal - memory < 2048:
+                problems.append(f"MEMORY {memory} MiB leaves under 5% (or 2 GiB) of {nominal}")
         if not 4 <= memory <= job.cluster.memory_mib_per_node:
             problems.append("memory missing or above what Batch registers for a node")
         shm = container.get("linuxParameters", {}).get("sharedMemorySize", 0)
