@@ -133,6 +133,11 @@ class ClusterConfig:
     misconfigured_wait_minutes: int = 10
     root_volume_gib: int = 200
     removal_policy: str = "retain"
+    # Days the repository keeps each kind of image after its push (ECR lifecycle policy by
+    # age: how many images a team builds in a day never decides what a queued job loses).
+    workspace_image_days: int = 30
+    base_image_days: int = 90
+    # Other images pushed into the repository by hand: the newest this many.
     keep_images: int = 50
     log_retention_days: int = 30
     fair_share: bool = False
@@ -276,6 +281,9 @@ class ClusterConfig:
             _check_tags(key, getattr(self, key))
         if not 1 <= self.keep_images <= 10000:
             raise ConfigError(f"keep_images: {self.keep_images}; allowed: 1-10000")
+        for key in ("workspace_image_days", "base_image_days"):
+            if not 1 <= getattr(self, key) <= 3650:
+                raise ConfigError(f"{key}: {getattr(self, key)}; allowed: 1-3650 (days)")
         if self.log_retention_days not in _LOG_RETENTION_DAYS:
             raise ConfigError(
                 f"log_retention_days: {self.log_retention_days}; allowed: "

@@ -6,7 +6,7 @@ never replace data; termination protection and RETAIN (by default) guard it furt
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_efs as efs
@@ -14,6 +14,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import ClusterConfig
+from launcher.image.tags import BASE_PREFIX, WORKSPACE_PREFIX
 
 # Where jobs land on the file system; the access point confines them to it.
 ACCESS_POINT_PATH = "/shared"
@@ -48,12 +49,7 @@ class StorageStack(Stack):
             encryption=repository_encryption(config),
             # Launcher tags are content hashes: a tag never needs to move, so it never may.
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
-            lifecycle_rules=[
-                ecr.LifecycleRule(
-                    description=f"Keep the newest {config.keep_images} workspace images",
-                    max_image_count=config.keep_images,
-                )
-            ],
+            lifecycle_rules=lifecycle_rules(config),
             removal_policy=removal,
             empty_on_delete=disposable,
         )
@@ -94,6 +90,48 @@ class StorageStack(Stack):
             posix_user=efs.PosixUser(uid=JOB_UID_GID, gid=JOB_UID_GID),
             create_acl=efs.Acl(owner_uid=JOB_UID_GID, owner_gid=JOB_UID_GID, permissions="0775"),
         )
+
+
+def lifecycle_rules(config: ClusterConfig) -> list[ecr.LifecycleRule]:
+    """Each kind of image by its age, so what a job may still pull stays.
+
+    A count ("the newest 50") let a busy day expire the image of a job still queued, of a
+    Batch retry or of a `launcher resubmit`. Workspace images (``ws-``) and copied bases
+    (``base-``) expire a number of days after their push, each rule owning its kind: "An image
+    that matches the tagging requirements of a rule cannot be expired by a rule with a lower
+    priority" (ECR user guide, LifecyclePolicies.html). Images without a tag (none of the
+    launcher's) go after a day; anything else pushed by hand keeps the newest keep_images, in
+    the one rule of tag status "any", which "must have the highest value for rulePriority".
+    Layers a live image uses stay whatever happens to a base's own tag.
+    """
+    return [
+        ecr.LifecycleRule(
+            rule_priority=1,
+            description=f"Workspace images: {config.workspace_image_days} days after push",
+            tag_status=ecr.TagStatus.TAGGED,
+            tag_prefix_list=[WORKSPACE_PREFIX],
+            max_image_age=Duration.days(config.workspace_image_days),
+        ),
+        ecr.LifecycleRule(
+            rule_priority=2,
+            description=f"Copied bases: {config.base_image_days} days after push",
+            tag_status=ecr.TagStatus.TAGGED,
+            tag_prefix_list=[BASE_PREFIX],
+            max_image_age=Duration.days(config.base_image_days),
+        ),
+        ecr.LifecycleRule(
+            rule_priority=3,
+            description="Untagged images: a day after push",
+            tag_status=ecr.TagStatus.UNTAGGED,
+            max_image_age=Duration.days(1),
+        ),
+        ecr.LifecycleRule(
+            rule_priority=4,
+            description=f"Anything else: the newest {config.keep_images}",
+            tag_status=ecr.TagStatus.ANY,
+            max_image_count=config.keep_images,
+        ),
+    ]
 
 
 def repository_encryption(config: ClusterConfig) -> ecr.RepositoryEncryption:

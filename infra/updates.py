@@ -121,6 +121,8 @@ UPDATES: dict[str, Update] = {
     "update_timeout_minutes": Update(Effect.IN_PLACE, example={"update_timeout_minutes": 60}),
     "removal_policy": Update(Effect.IN_PLACE, example={"removal_policy": "retain"}),
     "keep_images": Update(Effect.IN_PLACE, example={"keep_images": 20}),
+    "workspace_image_days": Update(Effect.IN_PLACE, example={"workspace_image_days": 14}),
+    "base_image_days": Update(Effect.IN_PLACE, example={"base_image_days": 30}),
     "log_retention_days": Update(Effect.IN_PLACE, example={"log_retention_days": 30}),
     "extra_pull_repository_arns": Update(
         Effect.IN_PLACE,

@@ -14,7 +14,7 @@ from launcher.errors import UsageError
 from launcher.follow import INTERVAL, RateLimit
 from launcher.follow import follow as follow_logs
 from launcher.job import JobInfo, JobState, LogLine, NodeStatus
-from launcher.jobdef import Requests, groups_of, resumption
+from launcher.jobdef import Requests, groups_of, node_ranges, resumption
 
 
 def job_id_of(handle: str) -> str:
@@ -124,6 +124,7 @@ class BatchBackend:
         """The job again (same definition, queue, name, tags, share), with the first job's
         checkpoint directory; (new job id, directory)."""
         job = self._describe_raw(job_id)
+        self._require_images(job)
         checkpoint, tags = resumption(job, job["jobId"])
         overrides = [
             {
@@ -149,6 +150,19 @@ class BatchBackend:
         new_id = self.aws.submit_job(request)
         say(f"resubmitted {job['jobId']} as {new_id}")
         return new_id, checkpoint
+
+    def _require_images(self, job: dict) -> None:
+        """The images a resubmission pulls must still be there: the cluster's repository expires
+        workspace images some days after their push (its lifecycle policy)."""
+        from launcher.image.build import image_exists
+
+        for image in sorted({container["image"] for _, container in node_ranges(job)}):
+            if not image_exists(image, self.aws):
+                raise UsageError(
+                    f"job {job['jobId']}: its image {image} is no longer in its repository "
+                    "(the cluster expires workspace images workspace_image_days after their "
+                    "push); run the job again with launcher run, which builds it anew"
+                )
 
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         if self.queue_arn is None:

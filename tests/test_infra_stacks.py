@@ -345,9 +345,48 @@ def test_repository_scans_encrypts_keeps_newest_and_is_immutable(storage, synth_
         "EncryptionType": "AES256"
     }
     assert props["ImageTagMutability"] == "IMMUTABLE"
-    rule = json.loads(props["LifecyclePolicy"]["LifecyclePolicyText"])["rules"][0]
-    assert rule["selection"]["countType"] == "imageCountMoreThan"
-    assert rule["selection"]["countNumber"] == synth_default.config.keep_images
+    rules = json.loads(props["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
+    selections = [(r["rulePriority"], r["selection"]) for r in rules]
+    config = synth_default.config
+    assert selections == [
+        (
+            1,
+            {
+                "tagStatus": "tagged",
+                "tagPrefixList": ["ws-"],
+                "countType": "sinceImagePushed",
+                "countNumber": config.workspace_image_days,
+                "countUnit": "days",
+            },
+        ),
+        (
+            2,
+            {
+                "tagStatus": "tagged",
+                "tagPrefixList": ["base-"],
+                "countType": "sinceImagePushed",
+                "countNumber": config.base_image_days,
+                "countUnit": "days",
+            },
+        ),
+        (
+            3,
+            {
+                "tagStatus": "untagged",
+                "countType": "sinceImagePushed",
+                "countNumber": 1,
+                "countUnit": "days",
+            },
+        ),
+        (
+            4,
+            {
+                "tagStatus": "any",
+                "countType": "imageCountMoreThan",
+                "countNumber": config.keep_images,
+            },
+        ),
+    ]
 
 
 def test_file_system_is_encrypted_backed_up_and_reachable_from_the_subnet(storage):

@@ -119,8 +119,17 @@ def test_run_status_describe_logs_then_resubmit_registers_nothing(cluster):
     assert state(cluster)[0] == definitions
 
 
-def test_resubmit_reuses_the_definition_and_the_first_jobs_checkpoint_directory(cluster):
-    first = ok(submit(cluster)).stdout.strip().splitlines()[-1]
+def submit_image(server, image: str) -> str:
+    result = ok(
+        launcher(server, "run", "--no-workspace", "--image", image, "--nodes", "2", "--", "true")
+    )
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_resubmit_reuses_the_definition_and_the_first_jobs_checkpoint_directory(
+    cluster, busybox_base
+):
+    first = submit_image(cluster, busybox_base)
     moto_gaps.run_job(ACCOUNT, REGION, first, success=False)
     definitions, _ = state(cluster)
 
@@ -145,6 +154,33 @@ def test_resubmit_reuses_the_definition_and_the_first_jobs_checkpoint_directory(
             {"name": "LAUNCHER_CHECKPOINT_DIR", "value": directory}
         ]
         assert jobs[job_id]["tags"]["efa-batch:checkpoint"] == directory
+
+
+def test_resubmit_of_a_job_whose_image_expired_says_so_and_submits_nothing(
+    cluster, docker_engine, registry
+):
+    """The repository's lifecycle policy expires workspace images by age: a resubmission
+    after that would fail on every node pulling it; it is refused with the reason instead."""
+    import requests
+
+    from tests.support.images import push_busybox_base
+
+    repository = f"{registry.host}/expiring"
+    push_busybox_base(docker_engine.client(), repository, "gone")
+    head = requests.head(
+        f"http://{registry.host}/v2/expiring/manifests/gone",
+        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+        timeout=10,
+    )
+    digest = head.headers["Docker-Content-Digest"]
+    job = submit_image(cluster, f"{repository}@{digest}")
+    requests.delete(f"http://{registry.host}/v2/expiring/manifests/{digest}", timeout=10)
+    before = state(cluster)
+    result = launcher(cluster, "resubmit", job)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"its image {repository}@{digest} is no longer in its repository" in line
+    assert state(cluster) == before
 
 
 def test_cancel_fails_the_job_and_refuses_a_finished_one(cluster):

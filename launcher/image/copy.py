@@ -24,6 +24,7 @@ from launcher.errors import LauncherError, RemoteError, UsageError
 from launcher.image import auth, manifest
 from launcher.image.reference import Reference, parse
 from launcher.image.registry import Registry
+from launcher.image.tags import BASE_PREFIX
 
 # Credentials for the source registry, given to a copy job from a Secrets Manager secret
 # (the job definition names the secret; ECS puts its JSON keys in these variables).
@@ -35,7 +36,7 @@ OnBlob = Callable[[dict, str], None]  # (descriptor, "present" | "mounted" | "co
 
 def mirror_tag(digest: str) -> str:
     """The tag a copied base gets in the target repository: its own digest, as a tag."""
-    return "base-" + digest.replace(":", "-")
+    return BASE_PREFIX + digest.replace(":", "-")
 
 
 def transfer_blobs(

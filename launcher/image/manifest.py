@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from launcher.errors import UsageError
+from launcher.image.tags import WORKSPACE_PREFIX
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -138,4 +139,4 @@ def patched_manifest(
 def content_tag(base_digest: str, platform: Platform, diff_id: str, extra: str = "") -> str:
     """Tag of a patched image: a function of what it is made of, so a HEAD finds it."""
     key = "\n".join((base_digest, str(platform), diff_id, extra))
-    return "ws-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+    return WORKSPACE_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:40]

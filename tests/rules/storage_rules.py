@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from launcher.image.tags import BASE_PREFIX, WORKSPACE_PREFIX
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.registry import Model, Page, rule
 from tests.rules.roles import CONFUSED_DEPUTY, EXECUTION_ROLE_TRUST, ecs_trust_problems
@@ -85,6 +86,21 @@ SSM_ENDPOINTS = Page(
 ECR_ENDPOINTS = Page(
     "https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html",
     "com.amazonaws.region.ecr.dkr",
+)
+LIFECYCLE_AGE = Page(
+    "https://docs.aws.amazon.com/AmazonECR/latest/userguide/LifecyclePolicies.html",
+    "With countType = sinceImagePushed, all images whose pushed_at_time is older than the "
+    "specified number of days based on countNumber are expired.",
+)
+LIFECYCLE_ONE_RULE_PER_IMAGE = Page(
+    "https://docs.aws.amazon.com/AmazonECR/latest/userguide/LifecyclePolicies.html",
+    "An image that matches the tagging requirements of a rule cannot be expired by a rule with "
+    "a lower priority.",
+)
+LIFECYCLE_ANY_LAST = Page(
+    "https://docs.aws.amazon.com/AmazonECR/latest/userguide/lifecycle_policy_parameters.html",
+    "A rule with a tagStatus value of any must have the highest value for rulePriority and be "
+    "evaluated last.",
 )
 TAG_IMMUTABLE = Model(
     "ecr",
@@ -365,15 +381,27 @@ def nodes_reach_every_service_they_need(d: Deployment) -> list[str]:
 
 @rule(
     TAG_IMMUTABLE,
+    LIFECYCLE_ONE_RULE_PER_IMAGE,
+    LIFECYCLE_AGE,
+    LIFECYCLE_ANY_LAST,
     covers=("AWS::ECR::Repository",),
 )
-def workspace_tags_never_move(d: Deployment) -> list[str]:
-    """Workspace image tags are content hashes: the repository refuses to move them.
+def images_a_job_may_still_pull_stay(d: Deployment) -> list[str]:
+    """Workspace image tags are content hashes the repository never moves, and each kind of
+    image expires by its age, never because others were pushed after it.
 
     https://docs.aws.amazon.com/AmazonECR/latest/APIReference/API_CreateRepository.html: "If
     IMMUTABLE is specified, all image tags within the repository will be immutable which will
     prevent them from being overwritten." A lookup by tag then always finds the image the
-    content key names. Lifecycle rules keep the newest images only, scanning runs on push.
+    content key names. A count of the newest images let a busy day expire the image of a job
+    still queued, a Batch retry or a resubmission: workspace (ws-) and copied base (base-)
+    images go "With countType = sinceImagePushed, all images whose pushed_at_time is older than
+    the specified number of days" (https://docs.aws.amazon.com/AmazonECR/latest/userguide/
+    LifecyclePolicies.html), each kind in a rule of its own that no count rule can overrule:
+    "An image that matches the tagging requirements of a rule cannot be expired by a rule with
+    a lower priority"; the one rule of tag status any "must have the highest value for
+    rulePriority and be evaluated last" (https://docs.aws.amazon.com/AmazonECR/latest/
+    userguide/lifecycle_policy_parameters.html). Scanning runs on push.
     """
     (repo,) = d.of_type("AWS::ECR::Repository")
     props = repo.props
@@ -382,9 +410,32 @@ def workspace_tags_never_move(d: Deployment) -> list[str]:
         problems.append("tags are mutable")
     if not props.get("ImageScanningConfiguration", {}).get("ScanOnPush"):
         problems.append("no scan on push")
-    rules = json.loads(props.get("LifecyclePolicy", {}).get("LifecyclePolicyText", "{}"))
-    if not rules.get("rules"):
-        problems.append("no lifecycle rule: the repository grows without bound")
+    policy = json.loads(props.get("LifecyclePolicy", {}).get("LifecyclePolicyText", "{}"))
+    rules = sorted(policy.get("rules", []), key=lambda r: r["rulePriority"])
+    if not rules:
+        return [*problems, "no lifecycle rule: the repository grows without bound"]
+    ages = {
+        WORKSPACE_PREFIX: d.config.workspace_image_days,
+        BASE_PREFIX: d.config.base_image_days,
+    }
+    for prefix, days in ages.items():
+        owners = [
+            r
+            for r in rules
+            if r["selection"].get("tagStatus") == "any"
+            or prefix in r["selection"].get("tagPrefixList", [])
+        ]
+        first = owners[0]["selection"] if owners else {}
+        if (first.get("tagPrefixList"), first.get("countType"), first.get("countNumber")) != (
+            [prefix],
+            "sinceImagePushed",
+            days,
+        ):
+            problems.append(f"{prefix} images do not expire by age ({days} days) first: {first}")
+    if rules[-1]["selection"].get("tagStatus") != "any" or [
+        r for r in rules[:-1] if r["selection"].get("tagStatus") == "any"
+    ]:
+        problems.append("the rule of tag status any is not the one evaluated last")
     return problems
 
 
