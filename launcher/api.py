@@ -119,6 +119,20 @@ class Job:
     def cancel(self) -> JobInfo:
         return self.backend.cancel(self.job_id)
 
+    def lost_nodes(self, info: JobInfo) -> str | None:
+        """Which nodes a job that ended with the node watch's exit code lost or never saw
+        start, in the main node's own words (its last lines, one or two more calls)."""
+        from launcher.prelude import LOST_NODES_LINE, NODE_LOST_EXIT
+
+        if not info.state.terminal or info.last_exit_code != NODE_LOST_EXIT:
+            return None
+        since = info.stopped_at - 600 if info.stopped_at else None
+        found = None
+        for line in self.logs(node=0, since=since):
+            if LOST_NODES_LINE.match(line.message):
+                found = line.message.removeprefix("launcher: ")
+        return found
+
     def wait(self, timeout: float | None = None, poll: float = 5.0) -> JobInfo:
         """Until the job ends, or ``timeout`` seconds pass (then its state at that moment)."""
         end = time.monotonic() + timeout if timeout is not None else None

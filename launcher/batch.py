@@ -51,9 +51,8 @@ def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
         )
     )
     attempts = job.get("attempts", [])
-    detail = (attempts[-1].get("container", {}) if attempts else job.get("container", {})).get(
-        "reason"
-    )
+    last = attempts[-1].get("container", {}) if attempts else job.get("container", {})
+    detail = last.get("reason")
     return JobInfo(
         job_id=job["jobId"],
         name=job["jobName"],
@@ -71,6 +70,7 @@ def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
         node_status=node_status,
         groups=groups_of(job) if ranges else (),
         backend="aws",
+        last_exit_code=last.get("exitCode"),
     )
 
 

@@ -310,8 +310,12 @@ class Status(Command):
     def run(self, args):
         from launcher.explain import explain
 
-        info = _job(args, args.job).status()
+        job = _job(args, args.job)
+        info = job.status()
         print(info.status_line())
+        nodes = job.lost_nodes(info)
+        if nodes:
+            print(f"  nodes: {nodes}")
         advice = explain(info)
         if advice:
             print(f"  what to do: {advice}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from launcher.job import JobInfo, JobState
+from launcher.prelude import NODE_LOST_EXIT
 
 # (pattern over "statusReason | detail", advice); the first match wins.
 _ADVICE: tuple[tuple[str, str], ...] = (
@@ -77,10 +78,19 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 )
 
 
+NODE_LOST_ADVICE = (
+    "a node was lost, or never started (exit code {code}: the main node's watch gave up on "
+    "it): Batch tries the job again while attempts remain (--retries); `launcher logs JOB "
+    "--node 0` names the node"
+)
+
+
 def explain(info: JobInfo) -> str | None:
     """Advice for a job that waits or failed; None when there is nothing to add."""
     if info.state not in (JobState.RUNNABLE, JobState.FAILED, JobState.STARTING):
         return None
+    if info.last_exit_code == NODE_LOST_EXIT:
+        return NODE_LOST_ADVICE.format(code=NODE_LOST_EXIT)
     text = " | ".join(t for t in (info.reason, info.detail) if t)
     if not text:
         return None

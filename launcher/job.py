@@ -65,6 +65,8 @@ class JobInfo:
     node_status: tuple[NodeStatus, ...] = field(default_factory=tuple)
     groups: tuple[GroupInfo, ...] = field(default_factory=tuple)
     backend: str = "aws"  # aws | local
+    # The main node's exit code in the latest attempt that ended (a job being retried has one).
+    last_exit_code: int | None = None
 
     @property
     def exit_code(self) -> int | None:

@@ -260,6 +260,9 @@ def job_info(job: dict) -> JobInfo:
         ),
         groups=groups_of(job),
         backend="local",
+        last_exit_code=next(iter(job["history"][-1]["exitCodes"]), None)
+        if job["history"]
+        else None,
     )
 
 

@@ -36,12 +36,21 @@ kind of entrypoint.
 
 from __future__ import annotations
 
+import re
+
 EFA_REQUIRED_EXIT = 78  # EX_CONFIG: the image cannot do what the job asked
 ARGV0 = "launcher"  # the script's $0: how it knows it runs as the command it was given
 NODE_LOST_EXIT = 75  # EX_TEMPFAIL: a node was lost; the job's retry rules try again
 MONITOR_DIR = "/tmp/launcher-monitor"
 HEARTBEAT_SECONDS = 5
 LOST_AFTER_SECONDS = 30  # a worker silent this long is lost (a dead host sends no FIN)
+# Every worker must say hello within this long of the main node's start ($LAUNCHER_START_SECONDS
+# overrides it): Batch starts the workers once the main node runs, and a worker whose image
+# cannot be pulled, whose volume cannot be mounted or whose host is lost before its command
+# never says a word, which would otherwise leave the main node waiting until the job's timeout.
+START_SECONDS = 900
+# How the main node says which nodes it lost or never saw start (launcher.api reads it back).
+LOST_NODES_LINE = re.compile(r"^launcher: node\(s\) [\d ]+(lost|never started)")
 NCCL_LOG_DIR = "/tmp/launcher-nccl"
 # Where the EFA installer, AWS's DLAMIs/DLCs and NGC builds put aws-ofi-nccl (newest first).
 PLUGIN_DIRS = (
@@ -170,10 +179,12 @@ esac
 # main node's side ends the command when a worker is lost (silence or a dropped connection
 # without an exit code) or failed, and leaves a file saying which.
 MONITOR_MAIN = f"""\
-import os, signal, socket, sys, threading
+import os, signal, socket, sys, threading, time
 port, child, d = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+nodes, start_seconds = int(sys.argv[4]), float(sys.argv[5])
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("", port)); s.listen()
+greeted, lock = set(), threading.Lock()
 def note(name, text):
     with open(os.path.join(d, name), "a") as f: f.write(text + "\\n")
     try: os.kill(child, signal.SIGTERM)
@@ -188,11 +199,18 @@ def watch(c):
             *lines, buf = buf.split(b"\\n")
             for line in lines:
                 word, _, value = line.decode().partition(" ")
-                if word == "hello": node = value
+                if word == "hello":
+                    node = value
+                    with lock: greeted.add(value)
                 if word == "exit": code = int(value)
     except OSError: pass
     if code is None: note("lost", node)
     elif code != 0: note("failed", f"{{node}} {{code}}")
+def roll_call():
+    time.sleep(start_seconds)
+    with lock: missing = [str(n) for n in range(1, nodes) if str(n) not in greeted]
+    if missing: note("missing", " ".join(missing))
+threading.Thread(target=roll_call, daemon=True).start()
 while True:
     c, _ = s.accept(); threading.Thread(target=watch, args=(c,), daemon=True).start()
 """
@@ -234,7 +252,7 @@ if [ -z "$_watch" ] && [ -z "$_monitor" ]; then exec "$@"; fi
 trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
 if [ -n "$_monitor" ]; then
   if [ "$LAUNCHER_NODE_RANK" = 0 ]; then
-    python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" & _mon=$!
+    python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" & _mon=$!
   else
     python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" & _mon=$!
   fi
@@ -248,6 +266,10 @@ if [ -n "$_monitor" ]; then
     while kill -0 "$_mon" 2>/dev/null && [ "$_t" -lt 20 ]; do sleep 0.5; _t=$((_t + 1)); done
   else
     kill "$_mon" 2>/dev/null
+    if [ -s "$_monitor/missing" ]; then
+      echo "launcher: node(s) $(cat "$_monitor/missing") never started (no word within ${{LAUNCHER_START_SECONDS:-{START_SECONDS}}} s): ending with exit code {NODE_LOST_EXIT} so that the job is tried again" >&2
+      exit {NODE_LOST_EXIT}
+    fi
     if [ -s "$_monitor/lost" ]; then
       echo "launcher: node(s) $(tr '\\n' ' ' < "$_monitor/lost")lost: ending with exit code {NODE_LOST_EXIT} so that the job is tried again" >&2
       exit {NODE_LOST_EXIT}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 
 import pytest
@@ -13,6 +12,7 @@ from launcher import check, check_script
 from tests.clusters import cluster_info
 from tests.conftest import ROOT
 from tests.support import cli
+from tests.support.processes import rendezvous_port
 
 FIXTURES = ROOT / "tests" / "fixtures" / "check"
 
@@ -168,12 +168,6 @@ def stack(moto_server, synth_default):
     return moto_server.deploy(synth_default.outdir, synth_default.stack_names)["EfaBatch"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launcher(env, *args) -> subprocess.CompletedProcess:
     return cli.launcher(*args, env=env)
 
@@ -188,7 +182,7 @@ def test_check_local_runs_rendezvous_and_efs_for_real(
         "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
     }
     args = ["check", "--local", "--local-efs", str(tmp_path / "efs"), "--image", busybox_base]
-    result = launcher(env, *args, "--nodes", "2", "--port", str(free_port()), "--json")
+    result = launcher(env, *args, "--nodes", "2", "--port", str(rendezvous_port()), "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["verdict"] == "pass"
@@ -201,7 +195,7 @@ def test_check_local_runs_rendezvous_and_efs_for_real(
     assert report["cluster"][0]["status"] == "n/a"
     assert not list((tmp_path / "efs").glob(".launcher-check/*"))  # cleaned up
 
-    table = launcher(env, *args, "--port", str(free_port()))
+    table = launcher(env, *args, "--port", str(rendezvous_port()))
     assert table.returncode == 0 and "PASS: the cluster is ready" in table.stdout
 
 

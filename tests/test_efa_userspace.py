@@ -8,7 +8,6 @@ debug files made of real NCCL output (``tests/fixtures/nccl``).
 from __future__ import annotations
 
 import io
-import socket
 import tarfile
 
 import pytest
@@ -17,15 +16,10 @@ from launcher import jobdef, local, prelude
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
 from tests.conftest import ROOT
+from tests.support.processes import rendezvous_port
 
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
 EFA_FILES = ("opt/amazon/efa/lib/libfabric.so.1", "opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +52,7 @@ def run(image: str, command: str, tmp_path, **spec):
         "command": ("sh", "-c", command),
         "image": image,
         "nodes": 2,
-        "rendezvous_port": free_port(),
+        "rendezvous_port": rendezvous_port(),
     }
     requests = jobdef.build(JobSpec(**(values | spec)), cluster_info())
     backend = local.LocalBackend("q", str(tmp_path / "efs"))

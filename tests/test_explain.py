@@ -81,3 +81,20 @@ def test_running_and_succeeded_jobs_need_no_advice():
     assert explain(job("RUNNING", "whatever")) is None
     assert explain(job("SUCCEEDED")) is None
     assert explain(job("FAILED", "something nobody documented")) is None
+
+
+def test_a_lost_or_missing_node_is_explained_whatever_batchs_reason():
+    """Exit code 75 is the node watch's: a worker lost, or never started in time."""
+    info = JobInfo(
+        "j",
+        "train",
+        JobState.RUNNABLE,
+        reason="Essential container in task exited",
+        attempts=1,
+        last_exit_code=75,
+    )
+    assert "a node was lost, or never started" in explain(info)
+    failed_by_the_command = JobInfo(
+        "j", "train", JobState.FAILED, reason="Essential container in task exited", last_exit_code=3
+    )
+    assert "the main node's command exited with an error" in explain(failed_by_the_command)

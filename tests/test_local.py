@@ -15,6 +15,7 @@ from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
 from tests.conftest import ROOT
 from tests.support import cli
+from tests.support.processes import rendezvous_port
 
 RENDEZVOUS = (ROOT / "demo" / "workspace" / "rendezvous.sh").read_text()
 
@@ -100,12 +101,6 @@ def no_job_containers(docker_engine) -> bool:
     return client.containers.list(all=True, filters={"label": local.LABEL}) == []
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def eval_base(docker_engine, registry) -> str:
     """A base whose ENTRYPOINT re-parses the command with eval, as AWS's PyTorch DLCs do."""
@@ -123,7 +118,7 @@ def test_two_nodes_rendezvous_over_tcp_with_the_launcher_variables(
     ws.mkdir()
     (ws / "rendezvous.sh").write_text(RENDEZVOUS)
     (ws / "rendezvous.sh").chmod(0o755)
-    port = str(free_port())
+    port = str(rendezvous_port())
     result = launcher(
         env,
         "run",
@@ -162,7 +157,7 @@ def _start(env, command: str, busybox_base, **spec_kwargs) -> str:
         spec(
             command=("sh", "-c", command),
             image=busybox_base,
-            rendezvous_port=free_port(),
+            rendezvous_port=rendezvous_port(),
             **spec_kwargs,
         ),
         cluster_info(),
@@ -192,7 +187,7 @@ def test_killed_main_node_fails_the_job(env, busybox_base, docker_engine):
 
 def test_timeout_stops_every_node(env, busybox_base, docker_engine):
     requests = jobdef.build(
-        spec(command=("sleep", "600"), image=busybox_base, rendezvous_port=free_port()),
+        spec(command=("sleep", "600"), image=busybox_base, rendezvous_port=rendezvous_port()),
         cluster_info(),
     )
     requests.register["timeout"] = {"attemptDurationSeconds": 2}  # the CLI's floor is 60 s
@@ -236,7 +231,7 @@ def test_port_in_use_is_a_clear_error(stack, env, busybox_base, docker_engine):
 
 def test_no_docker_daemon_says_how_to_start_one(stack, env, busybox_base, tmp_path):
     env = {**env, "DOCKER_HOST": f"unix://{tmp_path}/absent.sock"}
-    result = run_true_locally(env, busybox_base, str(free_port()))
+    result = run_true_locally(env, busybox_base, str(rendezvous_port()))
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert "no Docker daemon at unix://" in line and "start one" in line
@@ -265,8 +260,8 @@ def test_cancel_after_the_supervisor_died_ends_the_job(env, busybox_base, docker
 
 def test_a_docker_failure_is_a_system_failure_exit_1(stack, env, docker_engine):
     """An image nobody can pull is Docker failing, not bad input (bug: exit 2)."""
-    image = f"127.0.0.1:{free_port()}/absent/image:1"
-    result = run_true_locally(env, image, str(free_port()))
+    image = f"127.0.0.1:{rendezvous_port()}/absent/image:1"
+    result = run_true_locally(env, image, str(rendezvous_port()))
     assert result.returncode == 1, result.stderr
     (line,) = result.stderr.strip().splitlines()[-1:]
     assert line.startswith("launcher: error: Docker: could not pull 127.0.0.1:")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import socket
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
 from tests.support import cli
 from tests.support.host_python import host_python_mounts
-from tests.support.processes import required_or_skip
+from tests.support.processes import rendezvous_port, required_or_skip
 
 TRAIN = """
 import json, os, time
@@ -48,12 +47,6 @@ dist.destroy_process_group()
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def env(docker_engine, tmp_path, monkeypatch):
     if importlib.util.find_spec("torch") is None:
@@ -73,8 +66,8 @@ def start(tmp_path: Path, image: str, command: tuple[str, ...], **extra) -> str:
         nodes=2,
         gpus_per_node=0,
         efa="off",
-        attempts=3,
-        rendezvous_port=free_port(),
+        attempts=extra.pop("attempts", 3),
+        rendezvous_port=rendezvous_port(),
         mounts=(*host_python_mounts(), Mount("bind", "/code", str(tmp_path / "code"), True)),
         env=(("PATH", f"{sys.prefix}/bin:/usr/bin:/bin"), *extra.pop("env", ())),
         **extra,
@@ -128,6 +121,38 @@ def test_an_application_error_on_a_worker_is_not_retried(env, busybox_base):
     job = local.wait(job_id, timeout=120)
     assert (job.state, job.attempts) == ("FAILED", 1), lines(job_id)
     assert any("node 1 failed (exit code 3): the job stops" in x for x in lines(job_id))
+
+
+def test_a_worker_that_never_starts_ends_the_attempt_and_status_names_it(
+    env, busybox_base, docker_engine, registry, monkeypatch
+):
+    """A worker stuck before its command (an image that cannot be pulled, a volume that cannot
+    be mounted, a host lost early) never says hello: the main node gives up after
+    LAUNCHER_START_SECONDS with the retryable exit code instead of waiting for the timeout,
+    and `status` says which node never came."""
+    from launcher.jobspec import NodeGroup
+    from tests.support.images import push_entrypoint_base
+
+    # An entrypoint that never runs the command it is given: the worker stays silent.
+    stuck = push_entrypoint_base(
+        docker_engine.client(), f"{registry.host}/stuck", "none", entrypoint=["sleep", "600"]
+    )
+    job_id = start(
+        env,
+        busybox_base,
+        ("sh", "-c", "sleep 600"),
+        restarts=True,
+        attempts=2,
+        groups=(NodeGroup(0, 0), NodeGroup(1, 1, image=stuck)),
+        env=(("LAUNCHER_START_SECONDS", "3"),),
+    )
+    job = local.wait(job_id, timeout=120)
+    assert (job.state, job.attempts, job.last_exit_code) == ("FAILED", 2, 75), lines(job_id)
+    assert any("node(s) 1 never started (no word within 3 s)" in x for x in lines(job_id))
+    status = cli.launcher("status", job_id)
+    assert status.returncode == 0, status.stderr
+    assert "  nodes: node(s) 1 never started" in status.stdout
+    assert "a node was lost, or never started" in status.stdout
 
 
 def test_bad_attempt_and_unknown_job_exit_2(env, busybox_base):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec
 from tests.clusters import cluster_info
-from tests.support.processes import required_or_skip
+from tests.support.processes import rendezvous_port, required_or_skip
 
 TRAIN = """
 import torch
@@ -28,12 +27,6 @@ dist.all_reduce(value)
 print(f"rank {dist.get_rank()}/{dist.get_world_size()} sum {value.item()}", flush=True)
 dist.destroy_process_group()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_torchrun_gloo_across_two_nodes(tmp_path):
@@ -49,7 +42,7 @@ def test_torchrun_gloo_across_two_nodes(tmp_path):
         gpus_per_node=0,
         efa="off",
         torchrun=True,
-        rendezvous_port=free_port(),
+        rendezvous_port=rendezvous_port(),
     )
     requests = jobdef.build(spec, cluster_info("c5n.18xlarge", efa=False))
     container = requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]

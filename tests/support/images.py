@@ -126,32 +126,32 @@ ENTRYPOINTS: dict[str, tuple[Callable[[tarfile.TarFile], None] | None, list[str]
 }
 
 
-def push_entrypoint_base(client, repository: str, kind: str, tag: str = "1") -> str:
-    """A busybox base with the ``kind`` of entrypoint, imported and pushed; ``REPO:TAG``."""
-    extra, entrypoint = ENTRYPOINTS[kind]
+def push_entrypoint_base(
+    client, repository: str, kind: str, tag: str = "1", entrypoint: list[str] | None = None
+) -> str:
+    """A busybox base with the ``kind`` of entrypoint (or this ``entrypoint``), imported and
+    pushed; ``REPO:TAG``."""
+    extra, kind_entrypoint = ENTRYPOINTS[kind]
+    entrypoint = entrypoint or kind_entrypoint
     changes = ['CMD ["/bin/sh"]', "ENV PATH=/usr/local/bin:/usr/bin:/bin"]
     if entrypoint:
         changes.append(f"ENTRYPOINT {json.dumps(entrypoint)}")
-    client.api.import_image_from_data(
-        busybox_rootfs(extra), repository=repository, tag=tag, changes=changes
-    )
-    for event in client.api.push(repository, tag=tag, stream=True, decode=True):
-        if "error" in event:
-            raise RuntimeError(event["error"])
+    _import_and_push(client, busybox_rootfs(extra), repository, tag, changes)
     return f"{repository}:{tag}"
 
 
-def push_busybox_base(client, repository: str, tag: str = "1") -> None:
+def _import_and_push(client, rootfs: bytes, repository: str, tag: str, changes: list[str]):
     """``docker import`` of the rootfs, then ``docker push`` (the registry is on loopback)."""
-    client.api.import_image_from_data(
-        busybox_rootfs(),
-        repository=repository,
-        tag=tag,
-        changes=['CMD ["/bin/sh"]', "ENV PATH=/bin"],
-    )
+    client.api.import_image_from_data(rootfs, repository=repository, tag=tag, changes=changes)
     for event in client.api.push(repository, tag=tag, stream=True, decode=True):
         if "error" in event:
             raise RuntimeError(event["error"])
+
+
+def push_busybox_base(client, repository: str, tag: str = "1") -> None:
+    _import_and_push(
+        client, busybox_rootfs(), repository, tag, ['CMD ["/bin/sh"]', "ENV PATH=/bin"]
+    )
 
 
 def push_random_base(

@@ -16,6 +16,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def rendezvous_port() -> int:
+    """A free port whose successor is free too: a job's rendezvous port (the node watch
+    listens on the next one)."""
+    for _ in range(100):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+
+
 def wait_until(
     ready: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen | None = None
 ) -> None:
