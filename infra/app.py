@@ -42,6 +42,7 @@ def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
         config=config,
         subnet=network.subnet,
         cluster_security_group=network.cluster_security_group,
+        task_security_group=network.task_security_group,
         copy_security_group=network.copy_security_group,
         repository=storage.repository,
         file_system=storage.file_system,

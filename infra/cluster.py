@@ -160,6 +160,7 @@ class ClusterStack(Stack):
         config: ClusterConfig,
         subnet: ec2.ISubnet,
         cluster_security_group: ec2.ISecurityGroup,
+        task_security_group: ec2.ISecurityGroup,
         copy_security_group: ec2.ISecurityGroup,
         repository: ecr.IRepository,
         file_system: efs.IFileSystem,
@@ -301,6 +302,7 @@ class ClusterStack(Stack):
                 {r.prefix: r.upstream.url_in(self.region) for r in copy.rules}
             ),
             OutputKey.REGISTRY_SECRETS: format_pairs(dict(config.registry_secrets)),
+            OutputKey.TASK_SECURITY_GROUP_ID: task_security_group.security_group_id,
         }
         for key, value in values.items():
             CfnOutput(self, key.value, value=value, description=key.describe())

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from launcher import jobdef, jobspec
 from launcher.backend import Backend
 from launcher.cluster import ClusterInfo
-from launcher.errors import UsageError
+from launcher.errors import RemoteError, UsageError
 from launcher.job import JobInfo, LogLine
 from launcher.jobspec import JobSpec
 from launcher.outputs import DEFAULT_STACK_NAME
@@ -187,6 +187,30 @@ class Cluster:
     def platform(self) -> str:
         instance = self.info.instance
         return f"linux/{instance.architecture if instance else 'amd64'}"
+
+    # --- the account's part of the network --------------------------------------------------
+
+    def task_group_findings(self):
+        """What the VPC's default group lacks for jobs (``launcher.security``); one call."""
+        from launcher.security import default_group_findings
+
+        group = self.info.task_security_group_id
+        return default_group_findings(group, self.aws.security_group_rules(group))
+
+    def require_task_group(self, progress: ProgressFn | None = None) -> None:
+        """RemoteError when the default group lacks what jobs need, before anything is built or
+        submitted; a group found fine is not asked about again for an hour (a cache file)."""
+        from launcher import preflight
+
+        group = self.info.task_security_group_id
+        if preflight.recently_fine(group):
+            return
+        findings = self.task_group_findings()
+        for note in findings.notes:
+            say(progress)(f"warning: {note}")
+        if not findings.ok:
+            raise RemoteError(f"cluster {self.info.stack_name}: {findings.line()}")
+        preflight.remember_fine(group)
 
     # --- building requests (no side effects) --------------------------------------------
 
@@ -392,6 +416,8 @@ class Cluster:
         """Validate, build the workspace image, then submit (``local=True``: run on Docker)."""
         spec = self.spec(command, spec=spec, **options)  # all checks before any side effect
         backend = self.local_backend(local_efs) if local else self.backend()
+        if not local:
+            self.require_task_group(progress)
         spec = self.with_workspace(
             spec,
             workspace,
@@ -449,11 +475,18 @@ class Cluster:
         progress: ProgressFn | None = None,
     ):
         """Run ``launcher check``'s job and evaluate it (``launcher.check.Report``)."""
-        from launcher import check
+        from launcher import check, preflight
 
         nodes = nodes if nodes is not None else min(2, self.info.max_nodes)
         image = image or check.DEFAULT_IMAGE
         spec = self.spec(spec=check.spec(self.info, nodes, image, port, max(60, timeout)))
+        group = None
+        if not local:
+            findings = self.task_group_findings()
+            group = check.task_group_result(findings)
+            if not findings.ok:  # the job would hang in the rendezvous until its timeout
+                return check.Report(cluster=[group])
+            preflight.remember_fine(findings.group_id)
         self.require_image(image, local=local)
         job = self.run(spec=spec, local=local, local_efs=local_efs, progress=progress)
         info = job.wait(timeout=timeout + 120, poll=2)
@@ -464,6 +497,8 @@ class Cluster:
             [line.message for line in job.logs()], nodes, self.info, local=local
         )
         report.job = info
+        if group is not None:
+            report.cluster.insert(0, group)
         return report
 
     # --- backends and lookups -----------------------------------------------------------

@@ -155,6 +155,18 @@ class Aws:
             return False
         return True
 
+    # --- EC2 ----------------------------------------------------------------------------------
+
+    @_remote
+    def security_group_rules(self, group_id: str) -> list[dict]:
+        """Every rule of one security group (DescribeSecurityGroupRules, all pages)."""
+        pages = (
+            self.client("ec2")
+            .get_paginator("describe_security_group_rules")
+            .paginate(Filters=[{"Name": "group-id", "Values": [group_id]}])
+        )
+        return [rule for page in pages for rule in page["SecurityGroupRules"]]
+
     # --- CloudWatch Logs --------------------------------------------------------------------
 
     @_remote

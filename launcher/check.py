@@ -241,6 +241,16 @@ def _nccl(main: dict, lines: list[str], cluster: ClusterInfo, nodes: int, local:
     return Result("nccl all_reduce", PASS, detail + (f" (floor {floor:g})" if nodes > 1 else ""))
 
 
+def task_group_result(findings) -> Result:
+    """The account's part: the VPC's default group keeps what jobs need (launcher.security)."""
+    if not findings.ok:
+        return Result("task security group", FAIL, findings.line())
+    detail = f"{findings.group_id} admits all traffic from itself and lets jobs out"
+    if findings.notes:
+        detail += f" (warning: {'; '.join(findings.notes)})"
+    return Result("task security group", PASS, detail)
+
+
 # --- running it -------------------------------------------------------------------------------
 
 

@@ -47,6 +47,7 @@ class ClusterInfo:
     internet_egress: str  # nat | none | imported
     pull_through_cache: dict[str, str]  # ECR repository prefix -> upstream registry host
     registry_secrets: dict[str, str]  # registry host -> Secrets Manager secret ARN
+    task_security_group_id: str  # the VPC's default group, where jobs' task interfaces are
 
     @property
     def instance(self) -> catalog.InstanceType | None:
@@ -118,4 +119,5 @@ def from_stack(stack: Mapping) -> ClusterInfo:
         internet_egress=egress,
         pull_through_cache=parse_pairs(outputs[OutputKey.PULL_THROUGH_CACHE]),
         registry_secrets=parse_pairs(outputs[OutputKey.REGISTRY_SECRETS]),
+        task_security_group_id=outputs[OutputKey.TASK_SECURITY_GROUP_ID],
     )

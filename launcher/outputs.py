@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-SCHEMA_VERSION = "2"  # 2: the copy queue, image and roles; egress; pull-through cache
+# 2: the copy queue, image and roles; egress; pull-through cache. 3: the task security group.
+SCHEMA_VERSION = "3"
 DEFAULT_STACK_NAME = "EfaBatch"
 
 
@@ -46,6 +47,8 @@ class OutputKey(str, Enum):
     # Secrets Manager secrets the copy job may read registry credentials from,
     # "HOST=SECRET_ARN,..." or "none".
     REGISTRY_SECRETS = "RegistrySecrets"
+    # The security group of the jobs' own (awsvpc) interfaces: the VPC's default group.
+    TASK_SECURITY_GROUP_ID = "TaskSecurityGroupId"
 
     def describe(self) -> str:
         return _DESCRIPTIONS[self]
@@ -76,6 +79,8 @@ _DESCRIPTIONS = {
     OutputKey.INTERNET_EGRESS: "How tasks reach registries outside AWS: nat, none or imported",
     OutputKey.PULL_THROUGH_CACHE: "ECR pull-through cache rules (PREFIX=UPSTREAM,...) or none",
     OutputKey.REGISTRY_SECRETS: "Registry credentials for copy jobs (HOST=SECRET_ARN,...) or none",
+    OutputKey.TASK_SECURITY_GROUP_ID: "Security group of the jobs' task interfaces (the VPC's "
+    "default group)",
 }
 
 NONE = "none"  # an empty list or an absent value in an output

@@ -47,4 +47,5 @@ def cluster_info(
             {"ecr-public": "public.ecr.aws"} if pull_through_cache is None else pull_through_cache
         ),
         registry_secrets=registry_secrets or {},
+        task_security_group_id="sg-0123456789abcdef0",
     )

@@ -21,6 +21,13 @@ def cdk_context(**overrides) -> dict:
     return context
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """The launcher's cache (a default group found fine) in a directory of the session's own,
+    for the launcher processes the tests start too: never the user's ~/.cache."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     from tests.support.emulator import MotoServer

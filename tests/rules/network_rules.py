@@ -68,9 +68,20 @@ def task_interfaces_admit_each_other(d: Deployment) -> list[str]:
     groups, and "If you don't specify a security group, the default security group for the
     VPC is used". torchrun's rendezvous, NCCL's bootstrap and Gloo use TCP on arbitrary ports
     between these interfaces, so that group must admit all traffic from itself.
+
+    This proves the templates, not the account: the stacks never own the default group, whose
+    rules are AWS's (all from itself, all out) unless the account changed them (Security Hub
+    control EC2.2's remediation strips them). The TaskSecurityGroupId output names the group,
+    and the launcher looks at its rules in the account before a run and in `launcher check`
+    (launcher/security.py).
     """
     flow = Flow("task interface to task interface", ALL, None)
-    return d.network.admits(d.task_groups, d.task_groups, flow)
+    problems = d.network.admits(d.task_groups, d.task_groups, flow)
+    output = d.templates[d.config.stack_name]["Outputs"]["TaskSecurityGroupId"]["Value"]
+    named = d.network.resolve_all(d.config.stack_name, [output])
+    if named != d.task_groups:
+        problems.append(f"TaskSecurityGroupId names {sorted(named)}, not {sorted(d.task_groups)}")
+    return problems
 
 
 @rule(

@@ -93,6 +93,7 @@ def deploy(url: str, cloud_assembly: Path, stack_names: list[str]) -> dict[str, 
             reason = stack.get("StackStatusReason")
             raise RuntimeError(f"{name}: {stack['StackStatus']} {reason}")
         outputs[name] = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    moto_gaps.default_security_groups(session(), url)
     return outputs
 
 

@@ -377,6 +377,22 @@ def held_jobs(account: str, region: str, queue_arn: str) -> list[str]:
     return [j.job_id for j in jobs if j.job_queue.arn == queue_arn and j.status == "RUNNABLE"]
 
 
+def default_security_groups(session, endpoint_url: str) -> None:
+    # Gap: moto gives a VPC's default group only the egress rule; AWS also gives it "Inbound:
+    # all traffic from the same security group" (VPC user guide, default-security-group.html).
+    ec2 = session.client("ec2", endpoint_url=endpoint_url)
+    groups = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["default"]}])
+    for group in groups["SecurityGroups"]:
+        own = [p for p in group["IpPermissions"] if p.get("UserIdGroupPairs")]
+        if not own:
+            ec2.authorize_security_group_ingress(
+                GroupId=group["GroupId"],
+                IpPermissions=[
+                    {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group["GroupId"]}]}
+                ],
+            )
+
+
 def prepare_account(session, endpoint_url: str) -> None:
     """Account state that exists in a real account before `cdk deploy`, created in moto.
 
