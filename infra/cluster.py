@@ -33,7 +33,7 @@ from infra.roles import (
     task_role_principal,
 )
 from infra.user_data import ecs_agent_settings, mime_multipart
-from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey, format_pairs
+from launcher.outputs import SCHEMA_VERSION, OutputKey
 
 # The RUNNABLE reasons a queue may act on (Batch user guide,
 # job_stuck_in_runnable_time_limit_actions.html), by the setting that times each one.
@@ -285,27 +285,27 @@ class ClusterStack(Stack):
             OutputKey.EXECUTION_ROLE_ARN: self.execution_role.role_arn,
             OutputKey.LOG_GROUP_NAME: self.log_group.log_group_name,
             OutputKey.INSTANCE_TYPE: config.instance_type,
-            OutputKey.MAX_NODES: str(config.max_nodes),
-            OutputKey.EFA_INTERFACES: str(config.efa_interfaces),
-            OutputKey.GPUS_PER_NODE: str(it.gpus),
-            OutputKey.VCPUS_PER_NODE: str(it.vcpus),
-            OutputKey.MEMORY_MIB_PER_NODE: str(it.usable_memory_mib),
-            OutputKey.SCHEDULING_POLICY_ARN: (
-                scheduling_policy.ref if scheduling_policy else NO_SCHEDULING_POLICY
-            ),
+            OutputKey.MAX_NODES: config.max_nodes,
+            OutputKey.EFA_INTERFACES: config.efa_interfaces,
+            OutputKey.GPUS_PER_NODE: it.gpus,
+            OutputKey.VCPUS_PER_NODE: it.vcpus,
+            OutputKey.MEMORY_MIB_PER_NODE: it.usable_memory_mib,
+            OutputKey.SCHEDULING_POLICY_ARN: scheduling_policy.ref if scheduling_policy else None,
             OutputKey.COPY_QUEUE_ARN: copy.queue.ref,
             OutputKey.COPY_IMAGE: copy.image.image_uri,
             OutputKey.COPY_JOB_ROLE_ARN: copy.job_role.role_arn,
             OutputKey.COPY_EXECUTION_ROLE_ARN: copy.execution_role.role_arn,
             OutputKey.INTERNET_EGRESS: config.internet_egress,
-            OutputKey.PULL_THROUGH_CACHE: format_pairs(
-                {r.prefix: r.upstream.url_in(self.region) for r in copy.rules}
-            ),
-            OutputKey.REGISTRY_SECRETS: format_pairs(dict(config.registry_secrets)),
+            OutputKey.PULL_THROUGH_CACHE: {
+                r.prefix: r.upstream.url_in(self.region) for r in copy.rules
+            },
+            OutputKey.REGISTRY_SECRETS: dict(config.registry_secrets),
             OutputKey.TASK_SECURITY_GROUP_ID: task_security_group.security_group_id,
         }
+        missing = sorted(set(OutputKey) - set(values))
+        assert not missing, f"the stack gives no value for outputs {missing}"
         for key, value in values.items():
-            CfnOutput(self, key.value, value=value, description=key.describe())
+            CfnOutput(self, key.value, value=key.render(value), description=key.description)
 
     def _placement_group(self, config: ClusterConfig) -> str | None:
         """The cluster placement group's name, or None.

@@ -19,7 +19,7 @@ from typing import Any
 
 from infra import pull_through
 from launcher import catalog
-from launcher.outputs import DEFAULT_STACK_NAME
+from launcher.outputs import DEFAULT_STACK_NAME, Egress
 
 DEFAULT_ENVIRONMENT = "demo"
 CLUSTER_TAG = "efa-batch:cluster"  # on every resource: the stack's name, fixed for its life
@@ -178,12 +178,12 @@ class ClusterConfig:
         return self.vpc_id is not None
 
     @property
-    def internet_egress(self) -> str:
-        """How tasks reach registries outside AWS: "nat", "imported" (the stack cannot tell)
-        or "none" (VPC endpoints only)."""
+    def internet_egress(self) -> Egress:
+        """How tasks reach registries outside AWS: through NAT, an imported VPC's own way (the
+        stack cannot tell), or none (VPC endpoints only)."""
         if self.imports_vpc:
-            return "imported"
-        return "nat" if self.nat_gateway else "none"
+            return Egress.IMPORTED
+        return Egress.NAT if self.nat_gateway else Egress.NONE
 
     @property
     def pull_through_rules(self) -> tuple[pull_through.Rule, ...]:
@@ -315,7 +315,7 @@ class ClusterConfig:
                 "complete Secrets Manager secret ARNs (arn:aws:secretsmanager:REGION:ACCOUNT:"
                 "secret:NAME-XXXXXX) as values",
             )
-        if self.registry_secrets and self.internet_egress == "none":
+        if self.registry_secrets and self.internet_egress is Egress.NONE:
             raise ConfigError(
                 "registry_secrets: copy jobs reach registries outside AWS only through a NAT "
                 "gateway; set nat_gateway=true (or import a VPC with a route out), or leave "

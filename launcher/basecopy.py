@@ -18,6 +18,7 @@ from launcher.copyjob import Copier
 from launcher.errors import RemoteError
 from launcher.image.reference import Reference
 from launcher.jobdef import Requests
+from launcher.outputs import Egress
 from launcher.progress import ProgressFn, say
 
 
@@ -50,7 +51,7 @@ class JobCopy:
         route = copyjob.cache_route(base, self.cluster)
         cached = bool(
             route
-            and self.cluster.internet_egress == "none"
+            and self.cluster.internet_egress is Egress.NONE
             and self.cached is not None
             and self.cached(route)
         )

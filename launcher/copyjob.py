@@ -23,6 +23,7 @@ from launcher.image.copy import SOURCE_SECRET_ENV, SOURCE_USER_ENV
 from launcher.image.reference import Reference
 from launcher.jobdef import Requests, definition_name
 from launcher.jobspec import Mount
+from launcher.outputs import Egress
 
 COPY_DEFINITION_PREFIX = "efa-batch-copy"
 PROGRAM = ("python3", "-m", "launcher.image.copy")
@@ -72,9 +73,9 @@ def source_for(base: Reference, cluster: ClusterInfo, cached: bool = False) -> R
     if ecr and ecr["region"] == cluster.region:
         return base  # direct, through the VPC's ECR and S3 endpoints: no rule needed
     route = cache_route(base, cluster)
-    if route and (cached or cluster.internet_egress != "none"):
+    if route and (cached or cluster.internet_egress is not Egress.NONE):
         return route
-    if cluster.internet_egress != "none":
+    if cluster.internet_egress is not Egress.NONE:
         return base
     if route:
         raise UsageError(

@@ -1,90 +1,35 @@
-"""The contract between the CDK app and the launcher: the cluster stack's output keys.
+"""The contract between the CDK app and the launcher: the cluster stack's outputs.
 
-The infra package imports these names to declare its outputs; the launcher reads them back.
-Nothing else in the repository spells an output key. Bump SCHEMA_VERSION when a key is
-renamed or its meaning changes, so an old launcher refuses a new stack (and vice versa).
+One declaration per output (``OutputKey``): its key, the ``ClusterInfo`` field it fills, its
+description, how its text is parsed and rendered, and an example value. The stack's outputs
+(``infra/cluster.py``), ``ClusterInfo.from_stack`` (``launcher/cluster.py``) and the tests'
+fixture cluster derive from it: a new output is one member here and its value in the stack.
+Bump SCHEMA_VERSION when a key is renamed or its meaning changes, so an old launcher refuses
+a new stack (and vice versa).
 """
 
 from __future__ import annotations
 
-from enum import Enum
+import enum
+from collections.abc import Callable
+from typing import Any
 
 # 2: the copy queue, image and roles; egress; pull-through cache. 3: the task security group.
 SCHEMA_VERSION = "3"
 DEFAULT_STACK_NAME = "EfaBatch"
+STACK_ENV = "LAUNCHER_STACK"  # the stack a launcher reads unless told another
+NONE = "none"  # an output's spelling of an empty list or an absent value
 
 
-class OutputKey(str, Enum):
-    SCHEMA_VERSION = "SchemaVersion"
-    REGION = "Region"
-    JOB_QUEUE_NAME = "JobQueueName"
-    JOB_QUEUE_ARN = "JobQueueArn"
-    REPOSITORY_URI = "RepositoryUri"
-    FILE_SYSTEM_ID = "FileSystemId"
-    ACCESS_POINT_ID = "AccessPointId"
-    JOB_ROLE_ARN = "JobRoleArn"
-    EXECUTION_ROLE_ARN = "ExecutionRoleArn"
-    LOG_GROUP_NAME = "LogGroupName"
-    INSTANCE_TYPE = "InstanceType"
-    MAX_NODES = "MaxNodes"
-    EFA_INTERFACES = "EfaInterfacesPerNode"
-    GPUS_PER_NODE = "GpusPerNode"
-    VCPUS_PER_NODE = "VcpusPerNode"
-    MEMORY_MIB_PER_NODE = "MemoryMiBPerNode"
-    # "none" when the queue has no fair-share scheduling policy.
-    SCHEDULING_POLICY_ARN = "SchedulingPolicyArn"
-    # Copying base images inside AWS (launcher.image.copy): a Fargate queue, the copier's image
-    # and the roles its jobs run with.
-    COPY_QUEUE_ARN = "CopyQueueArn"
-    COPY_IMAGE = "CopyImage"
-    COPY_JOB_ROLE_ARN = "CopyJobRoleArn"
-    COPY_EXECUTION_ROLE_ARN = "CopyExecutionRoleArn"
-    # How tasks reach registries outside AWS: "nat", "none" (VPC endpoints only) or
-    # "imported" (an imported VPC: the stack cannot tell).
-    INTERNET_EGRESS = "InternetEgress"
-    # ECR pull-through cache rules, "PREFIX=UPSTREAM_HOST,..." or "none".
-    PULL_THROUGH_CACHE = "PullThroughCache"
-    # Secrets Manager secrets the copy job may read registry credentials from,
-    # "HOST=SECRET_ARN,..." or "none".
-    REGISTRY_SECRETS = "RegistrySecrets"
-    # The security group of the jobs' own (awsvpc) interfaces: the VPC's default group.
-    TASK_SECURITY_GROUP_ID = "TaskSecurityGroupId"
+class Egress(str, enum.Enum):
+    """How tasks reach registries outside AWS."""
 
-    def describe(self) -> str:
-        return _DESCRIPTIONS[self]
+    NAT = "nat"
+    NONE = "none"  # VPC endpoints only
+    IMPORTED = "imported"  # an imported VPC: the stack cannot tell
 
-
-_DESCRIPTIONS = {
-    OutputKey.SCHEMA_VERSION: "Version of this output contract (launcher.outputs.SCHEMA_VERSION)",
-    OutputKey.REGION: "Region of the cluster",
-    OutputKey.JOB_QUEUE_NAME: "Batch job queue for multi-node jobs",
-    OutputKey.JOB_QUEUE_ARN: "ARN of the Batch job queue",
-    OutputKey.REPOSITORY_URI: "ECR repository for patched workspace images",
-    OutputKey.FILE_SYSTEM_ID: "Shared EFS file system",
-    OutputKey.ACCESS_POINT_ID: "EFS access point jobs mount through",
-    OutputKey.JOB_ROLE_ARN: "IAM role the job's containers run as",
-    OutputKey.EXECUTION_ROLE_ARN: "IAM role ECS uses to pull images and write logs",
-    OutputKey.LOG_GROUP_NAME: "CloudWatch log group for job logs",
-    OutputKey.INSTANCE_TYPE: "Instance type of every node",
-    OutputKey.MAX_NODES: "Most nodes one job can use (compute environment capacity)",
-    OutputKey.EFA_INTERFACES: "EFA interfaces per node (0 when EFA is off)",
-    OutputKey.GPUS_PER_NODE: "GPUs per node",
-    OutputKey.VCPUS_PER_NODE: "vCPUs per node",
-    OutputKey.MEMORY_MIB_PER_NODE: "Memory (MiB) a job can request per node",
-    OutputKey.SCHEDULING_POLICY_ARN: "Fair-share scheduling policy of the queue, or none",
-    OutputKey.COPY_QUEUE_ARN: "Fargate job queue for copying base images inside AWS",
-    OutputKey.COPY_IMAGE: "Image of the copy jobs (the launcher's registry copier)",
-    OutputKey.COPY_JOB_ROLE_ARN: "IAM role copy jobs run as (pull sources, push the repository)",
-    OutputKey.COPY_EXECUTION_ROLE_ARN: "IAM role ECS uses for copy jobs (image, logs, secrets)",
-    OutputKey.INTERNET_EGRESS: "How tasks reach registries outside AWS: nat, none or imported",
-    OutputKey.PULL_THROUGH_CACHE: "ECR pull-through cache rules (PREFIX=UPSTREAM,...) or none",
-    OutputKey.REGISTRY_SECRETS: "Registry credentials for copy jobs (HOST=SECRET_ARN,...) or none",
-    OutputKey.TASK_SECURITY_GROUP_ID: "Security group of the jobs' task interfaces (the VPC's "
-    "default group)",
-}
-
-NONE = "none"  # an empty list or an absent value in an output
-EGRESS_VALUES = ("nat", "none", "imported")
+    def __str__(self) -> str:
+        return self.value
 
 
 def format_pairs(pairs: dict[str, str]) -> str:
@@ -98,4 +43,195 @@ def parse_pairs(value: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
 
 
-NO_SCHEDULING_POLICY = "none"
+def _optional(value: str) -> str | None:
+    return None if value == NONE else value
+
+
+def _render_optional(value: str | None) -> str:
+    return NONE if value is None else value
+
+
+def _integer(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError("is not an integer") from None
+
+
+def _egress(value: str) -> Egress:
+    try:
+        return Egress(value)
+    except ValueError:
+        known = ", ".join(e.value for e in Egress)
+        raise ValueError(f"is {value!r}; this launcher knows {known}") from None
+
+
+class OutputKey(str, enum.Enum):
+    """Each output: ``OutputKey.X`` is its key (a ``str``), with its declaration attached."""
+
+    field: str | None  # the ClusterInfo field it fills (None: read by from_stack itself)
+    description: str
+    example: str  # a value the tests' fixture cluster uses, as the stack renders it
+    parse: Callable[[str], Any]
+    render: Callable[[Any], str]
+
+    def __new__(
+        cls,
+        key: str,
+        field: str | None,
+        description: str,
+        example: str,
+        parse: Callable[[str], Any] = str,
+        render: Callable[[Any], str] = str,
+    ) -> OutputKey:
+        member = str.__new__(cls, key)
+        member._value_ = key
+        member.field, member.description, member.example = field, description, example
+        member.parse, member.render = parse, render
+        return member
+
+    def describe(self) -> str:
+        return self.description
+
+    SCHEMA_VERSION = (
+        "SchemaVersion",
+        None,
+        "Version of this output contract (launcher.outputs.SCHEMA_VERSION)",
+        SCHEMA_VERSION,
+    )
+    REGION = ("Region", "region", "Region of the cluster", "us-east-1")
+    JOB_QUEUE_NAME = (
+        "JobQueueName",
+        "job_queue_name",
+        "Batch job queue for multi-node jobs",
+        "EfaBatch-jobs",
+    )
+    JOB_QUEUE_ARN = (
+        "JobQueueArn",
+        "job_queue_arn",
+        "ARN of the Batch job queue",
+        "arn:aws:batch:us-east-1:123456789012:job-queue/EfaBatch-jobs",
+    )
+    REPOSITORY_URI = (
+        "RepositoryUri",
+        "repository_uri",
+        "ECR repository for patched workspace images",
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/workspace",
+    )
+    FILE_SYSTEM_ID = (
+        "FileSystemId",
+        "file_system_id",
+        "Shared EFS file system",
+        "fs-0123456789abcdef0",
+    )
+    ACCESS_POINT_ID = (
+        "AccessPointId",
+        "access_point_id",
+        "EFS access point jobs mount through",
+        "fsap-0123456789abcdef0",
+    )
+    JOB_ROLE_ARN = (
+        "JobRoleArn",
+        "job_role_arn",
+        "IAM role the job's containers run as",
+        "arn:aws:iam::123456789012:role/job",
+    )
+    EXECUTION_ROLE_ARN = (
+        "ExecutionRoleArn",
+        "execution_role_arn",
+        "IAM role ECS uses to pull images and write logs",
+        "arn:aws:iam::123456789012:role/execution",
+    )
+    LOG_GROUP_NAME = (
+        "LogGroupName",
+        "log_group_name",
+        "CloudWatch log group for job logs",
+        "/aws/batch/EfaBatch/jobs",
+    )
+    INSTANCE_TYPE = ("InstanceType", "instance_type", "Instance type of every node", "p4d.24xlarge")
+    MAX_NODES = (
+        "MaxNodes",
+        "max_nodes",
+        "Most nodes one job can use (compute environment capacity)",
+        "4",
+        _integer,
+    )
+    EFA_INTERFACES = (
+        "EfaInterfacesPerNode",
+        "efa_interfaces",
+        "EFA interfaces per node (0 when EFA is off)",
+        "4",
+        _integer,
+    )
+    GPUS_PER_NODE = ("GpusPerNode", "gpus_per_node", "GPUs per node", "8", _integer)
+    VCPUS_PER_NODE = ("VcpusPerNode", "vcpus_per_node", "vCPUs per node", "96", _integer)
+    MEMORY_MIB_PER_NODE = (
+        "MemoryMiBPerNode",
+        "memory_mib_per_node",
+        "Memory (MiB) a job can request per node",
+        "1120665",
+        _integer,
+    )
+    SCHEDULING_POLICY_ARN = (
+        "SchedulingPolicyArn",
+        "scheduling_policy_arn",
+        "Fair-share scheduling policy of the queue, or none",
+        NONE,
+        _optional,
+        _render_optional,
+    )
+    # Copying base images inside AWS (copy jobs): a Fargate queue, the copier's image and the
+    # roles its jobs run with.
+    COPY_QUEUE_ARN = (
+        "CopyQueueArn",
+        "copy_queue_arn",
+        "Fargate job queue for copying base images inside AWS",
+        "arn:aws:batch:us-east-1:123456789012:job-queue/EfaBatch-copy",
+    )
+    COPY_IMAGE = (
+        "CopyImage",
+        "copy_image",
+        "Image of the copy jobs (the launcher's registry copier)",
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-assets:copier",
+    )
+    COPY_JOB_ROLE_ARN = (
+        "CopyJobRoleArn",
+        "copy_job_role_arn",
+        "IAM role copy jobs run as (pull sources, push the repository)",
+        "arn:aws:iam::123456789012:role/copy",
+    )
+    COPY_EXECUTION_ROLE_ARN = (
+        "CopyExecutionRoleArn",
+        "copy_execution_role_arn",
+        "IAM role ECS uses for copy jobs (image, logs, secrets)",
+        "arn:aws:iam::123456789012:role/copy-execution",
+    )
+    INTERNET_EGRESS = (
+        "InternetEgress",
+        "internet_egress",
+        "How tasks reach registries outside AWS: nat, none or imported",
+        Egress.NONE.value,
+        _egress,
+    )
+    PULL_THROUGH_CACHE = (
+        "PullThroughCache",
+        "pull_through_cache",
+        "ECR pull-through cache rules (PREFIX=UPSTREAM,...) or none",
+        "ecr-public=public.ecr.aws",
+        parse_pairs,
+        format_pairs,
+    )
+    REGISTRY_SECRETS = (
+        "RegistrySecrets",
+        "registry_secrets",
+        "Registry credentials for copy jobs (HOST=SECRET_ARN,...) or none",
+        NONE,
+        parse_pairs,
+        format_pairs,
+    )
+    TASK_SECURITY_GROUP_ID = (
+        "TaskSecurityGroupId",
+        "task_security_group_id",
+        "Security group of the jobs' task interfaces (the VPC's default group)",
+        "sg-0123456789abcdef0",
+    )

@@ -1,9 +1,13 @@
-"""ClusterInfo values for pure tests, derived from the same catalog the infra uses."""
+"""ClusterInfo values for pure tests: the outputs' own examples (launcher.outputs), with the
+instance figures from the same catalog the infra uses."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from launcher import catalog
 from launcher.cluster import ClusterInfo
+from launcher.outputs import Egress, OutputKey
 
 
 def cluster_info(
@@ -16,36 +20,23 @@ def cluster_info(
     pull_through_cache: dict[str, str] | None = None,
     registry_secrets: dict[str, str] | None = None,
 ) -> ClusterInfo:
+    example = ClusterInfo.from_outputs("EfaBatch", {k.value: k.example for k in OutputKey})
     it = catalog.CATALOG[instance_type]
-    account, region = "123456789012", "us-east-1"
-    return ClusterInfo(
-        stack_name="EfaBatch",
-        region=region,
-        job_queue_name="EfaBatch-jobs",
-        job_queue_arn=f"arn:aws:batch:{region}:{account}:job-queue/EfaBatch-jobs",
-        repository_uri=f"{account}.dkr.ecr.{region}.amazonaws.com/workspace",
-        file_system_id="fs-0123456789abcdef0",
-        access_point_id="fsap-0123456789abcdef0",
-        job_role_arn=f"arn:aws:iam::{account}:role/job",
-        execution_role_arn=f"arn:aws:iam::{account}:role/execution",
-        log_group_name="/aws/batch/EfaBatch/jobs",
-        instance_type=instance_type,
-        max_nodes=max_nodes,
-        efa_interfaces=it.efa_interfaces if efa else 0,
-        gpus_per_node=it.gpus,
-        vcpus_per_node=it.vcpus,
-        memory_mib_per_node=it.usable_memory_mib,
-        scheduling_policy_arn=(
+    account, region = "123456789012", example.region
+    changes = {
+        "instance_type": instance_type,
+        "max_nodes": max_nodes,
+        "efa_interfaces": it.efa_interfaces if efa else 0,
+        "gpus_per_node": it.gpus,
+        "vcpus_per_node": it.vcpus,
+        "memory_mib_per_node": it.usable_memory_mib,
+        "scheduling_policy_arn": (
             f"arn:aws:batch:{region}:{account}:scheduling-policy/fs" if fair_share else None
         ),
-        copy_queue_arn=f"arn:aws:batch:{region}:{account}:job-queue/EfaBatch-copy",
-        copy_image=f"{account}.dkr.ecr.{region}.amazonaws.com/cdk-assets:copier",
-        copy_job_role_arn=f"arn:aws:iam::{account}:role/copy",
-        copy_execution_role_arn=f"arn:aws:iam::{account}:role/copy-execution",
-        internet_egress=internet_egress,
-        pull_through_cache=(
-            {"ecr-public": "public.ecr.aws"} if pull_through_cache is None else pull_through_cache
-        ),
-        registry_secrets=registry_secrets or {},
-        task_security_group_id="sg-0123456789abcdef0",
-    )
+        "internet_egress": Egress(internet_egress),
+    }
+    if pull_through_cache is not None:
+        changes["pull_through_cache"] = pull_through_cache
+    if registry_secrets is not None:
+        changes["registry_secrets"] = registry_secrets
+    return dataclasses.replace(example, **changes)

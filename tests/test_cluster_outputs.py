@@ -6,16 +6,11 @@ import pytest
 
 from launcher.cluster import from_stack
 from launcher.errors import UsageError
-from launcher.outputs import SCHEMA_VERSION, OutputKey
+from launcher.outputs import Egress, OutputKey
 
 
 def stack(status="CREATE_COMPLETE", drop=(), **values):
-    outputs = {k.value: "1" for k in OutputKey}
-    outputs[OutputKey.SCHEMA_VERSION] = SCHEMA_VERSION
-    outputs[OutputKey.SCHEDULING_POLICY_ARN] = "none"
-    outputs[OutputKey.INTERNET_EGRESS] = "none"
-    outputs[OutputKey.PULL_THROUGH_CACHE] = "ecr-public=public.ecr.aws"
-    outputs[OutputKey.REGISTRY_SECRETS] = "none"
+    outputs = {k.value: k.example for k in OutputKey}
     outputs.update(values)
     return {
         "StackName": "EfaBatch",
@@ -34,7 +29,7 @@ def test_parses_every_output():
         None,
     )
     assert (info.internet_egress, info.pull_through_cache, info.registry_secrets) == (
-        "none",
+        Egress.NONE,
         {"ecr-public": "public.ecr.aws"},
         {},
     )
@@ -59,6 +54,12 @@ def test_missing_outputs_are_named():
 def test_other_schema_version_is_refused():
     with pytest.raises(UsageError, match="output schema version 0; this launcher reads"):
         from_stack(stack(SchemaVersion="0"))
+
+
+def test_every_output_renders_what_it_parses():
+    """One declaration per output: what the stack renders, the launcher parses back."""
+    for key in OutputKey:
+        assert key.render(key.parse(key.example)) == key.example, key
 
 
 def test_non_integer_output_is_refused():

@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from launcher.outputs import NO_SCHEDULING_POLICY, SCHEMA_VERSION, OutputKey
+from launcher.outputs import NONE, SCHEMA_VERSION, OutputKey
 
 
 def _resources(template: dict, type_: str) -> dict[str, dict]:
@@ -496,4 +496,4 @@ def test_cluster_stack_outputs_every_contract_key(request, fixture):
 
 
 def test_scheduling_policy_output_says_none_without_fair_share(cluster):
-    assert cluster["Outputs"][OutputKey.SCHEDULING_POLICY_ARN]["Value"] == NO_SCHEDULING_POLICY
+    assert cluster["Outputs"][OutputKey.SCHEDULING_POLICY_ARN]["Value"] == NONE
