@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -213,6 +214,8 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__(NAME, session_name)
         self._clusters: dict[tuple, Cluster] = {}
+        self._roles: dict[str, dict[str, GroupInfo]] = {}
+        self._roles_lock = threading.Lock()
 
     def _run_opts(self) -> runopts:
         opts = runopts()
@@ -360,8 +363,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         streams: Stream | None = None,
     ) -> Iterable[str]:
         job = self._job(app_id)
-        info = job.describe()
-        groups = {g.name: g for g in info.groups} or {"main": GroupInfo("main", 0, info.nodes - 1)}
+        groups = self._groups(job)
         if role_name not in groups:
             raise ValueError(f"app {app_id} has no role {role_name!r}; roles: {', '.join(groups)}")
         group = groups[role_name]
@@ -378,6 +380,18 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
                 return
             if pattern is None or pattern.search(line.message):
                 yield line.message + "\n"
+
+    def _groups(self, job: Job) -> dict[str, GroupInfo]:
+        """An app's roles as node ranges, read once per app (they are fixed when it is
+        submitted): ``torchx log`` asks from a thread per replica at once, and one DescribeJobs
+        answers them all. The replicas' lines are read together too (``launcher.follow``)."""
+        with self._roles_lock:  # held while describing: the other threads wait for the answer
+            if job.job_id not in self._roles:
+                info = job.status()
+                self._roles[job.job_id] = {g.name: g for g in info.groups} or {
+                    "main": GroupInfo("main", 0, info.nodes - 1)
+                }
+            return self._roles[job.job_id]
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         cfg = cfg or {}
