@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import threading
 from typing import Any
 
 import boto3
@@ -87,15 +88,19 @@ class Aws:
             raise UsageError("no AWS region: pass --region or set AWS_REGION")
         self.calls = 0
         self._clients: dict[str, Any] = {}
+        # Clients are thread-safe once made, their session is not while it makes them (boto3
+        # guide, "Multithreading"): threads sharing one Aws (TorchX's replicas) make each once.
+        self._lock = threading.Lock()
 
     def client(self, service: str, region: str | None = None):
         key = f"{service}@{region or ''}"
-        if key not in self._clients:
-            config = LOGS_RETRY_CONFIG if service == "logs" else RETRY_CONFIG
-            client = self.session.client(service, region_name=region, config=config)
-            client.meta.events.register("before-call", self._count)
-            self._clients[key] = client
-        return self._clients[key]
+        with self._lock:
+            if key not in self._clients:
+                config = LOGS_RETRY_CONFIG if service == "logs" else RETRY_CONFIG
+                client = self.session.client(service, region_name=region, config=config)
+                client.meta.events.register("before-call", self._count)
+                self._clients[key] = client
+            return self._clients[key]
 
     def _count(self, **_: Any) -> None:
         self.calls += 1

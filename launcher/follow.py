@@ -321,6 +321,9 @@ class Tail:
         with self._cond:
             joiners = list(self._joining)
         changed = self._refresh(union(self._covered, *(j.nodes for j in joiners)))
+        with self._cond:  # and those that joined while the state was read (torchx's threads)
+            joiners = list(self._joining)
+        self._describe_missing(union(self._covered, *(j.nodes for j in joiners)))
         joiners = self._admit(joiners)
         main: list[dict] = []
         if streams := self._streams_of(self._covered):
@@ -358,8 +361,8 @@ class Tail:
                 self._done = True
 
     def _refresh(self, wanted: Nodes) -> bool:
-        """The job's state and streams read again when due, and the records of wanted nodes
-        not yet described; whether the state changed or streams appeared."""
+        """The job's state and streams read again when due; whether the state changed or
+        streams appeared."""
         now = self.clock()
         due = refresh_due(
             first=self._facts is None,
@@ -378,11 +381,15 @@ class Tail:
             self._refreshed_at, self._rounds = now, 0
             appeared = bool(set(found.by_name) - known)
             return before is None or before.state != self._facts.state or appeared
+        return False
+
+    def _describe_missing(self, wanted: Nodes) -> None:
+        """The records of wanted nodes not described yet (only jobs of over 100 nodes: a
+        smaller one is described whole)."""
         if (more := missing(wanted, self._described)) != frozenset():
             found = self.source.streams(more, self.call)
             self._streams.update(found.by_name)
             self._described = union(self._described, found.described)
-        return False
 
     def _admit(self, joiners: list[Follower]) -> list[Follower]:
         """The joiners whose nodes the job has; the others leave with a UsageError."""

@@ -541,6 +541,35 @@ def test_a_follower_that_joins_late_is_caught_up_and_the_others_see_nothing_twic
     assert hub.tails == 1
 
 
+def test_followers_that_join_while_the_job_is_described_share_the_first_read():
+    """TorchX's replica threads start within a moment of each other: those that join while
+    the first poll reads the job's state are caught up by the same read."""
+    logs, clock = FakeLogs(page_size=100), Clock()
+    for node in range(4):
+        logs.put(f"node-{node}", 1000, f"{node}:0")
+    hub = hub_for(clock)
+    late = []
+
+    class Joining(FakeJob):
+        def state(self, call):
+            if not late:  # the other replicas' threads arrive now
+                late.extend(
+                    hub.join("j", frozenset({n}), source=self, label="j", since_ms=None,
+                             keep_following=False)
+                    for n in (1, 2, 3)
+                )  # fmt: skip
+            return super().state(call)
+
+    job = Joining(logs, 4, status="SUCCEEDED")
+    first = hub.join(
+        "j", frozenset({0}), source=job, label="j", since_ms=None, keep_following=False
+    )
+    assert lines(first) == [(0, "0:0")]
+    assert logs.calls == 1  # one read for the four
+    assert [lines(s) for s in late] == [[(n, f"{n}:0")] for n in (1, 2, 3)]
+    assert logs.calls == 1
+
+
 def test_absorbing_a_catch_up_read_returns_only_what_the_cursor_still_owes():
     cursor = follow.Cursor()
     events = [
