@@ -224,11 +224,14 @@ def _one_run(cluster: Cluster, warm: list[Counted]) -> dict[str, Figures]:
 
     def per_node(shared: bool) -> Callable[[str], Group]:
         def make(job_id: str) -> Group:
-            hub = follow.Hub()
-            # Before: each replica thread its own limiter, polling every second whatever
-            # the job does (and its own client, made here before the run).
-            before = lambda: follow.Hub(quiet=follow.Quiet(1.0, 1.0))  # noqa: E731
-            followers = [_launcher(job_id, hub if shared else before(), n) for n in range(NODES)]
+            one = follow.Hub()
+
+            def hub() -> follow.Hub:
+                # Before: each replica thread its own limiter, polling every second whatever
+                # the job does (and its own client: ``warm``, made before the runs).
+                return one if shared else follow.Hub(quiet=follow.Quiet(1.0, 1.0))
+
+            followers = [_launcher(job_id, hub(), n) for n in range(NODES)]
             clients = [Counted() for _ in range(NODES)] if shared else warm
             return Group(followers, clients, [[n] for n in range(NODES)])
 

@@ -32,25 +32,29 @@ LOGS_RETRY_CONFIG = RETRY_CONFIG.merge(
 )
 # Answers meaning "slow down" (botocore retries/standard.py's throttling codes that CloudWatch
 # Logs can send, and RateExceeded from the knowledge center, cloudwatch-logs-throttling) or "not
-# now" (botocore's transient codes; 5xx below): worth the same call again after a pause.
-TRY_LATER_CODES = frozenset(
+# now" (botocore's transient codes, and any 5xx): worth the same call again after a pause.
+THROTTLING_CODES = frozenset(
     {
         "ThrottlingException",
         "Throttling",
         "RequestLimitExceeded",
         "RateExceeded",
         "TooManyRequestsException",
-        "ServiceUnavailableException",
-        "RequestTimeout",
-        "RequestTimeoutException",
     }
 )
+TRANSIENT_CODES = frozenset(
+    {"ServiceUnavailableException", "RequestTimeout", "RequestTimeoutException"}
+)
+
+
+def _code(exc: botocore.exceptions.ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
 
 
 def try_later(exc: botocore.exceptions.ClientError) -> bool:
     """Whether AWS refused a call for its rate or could not answer it just now."""
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-    return exc.response.get("Error", {}).get("Code") in TRY_LATER_CODES or status >= 500
+    return _code(exc) in THROTTLING_CODES | TRANSIENT_CODES or status >= 500
 
 
 def _as_remote(exc: botocore.exceptions.ClientError) -> RemoteError:
@@ -206,12 +210,15 @@ class Aws:
         try:
             page = self.client("logs").filter_log_events(**kwargs)
         except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if _code(exc) == "ResourceNotFoundException":
                 return [], None  # streams appear once the containers write
             if try_later(exc):
+                quota = (
+                    " (FilterLogEvents: 5 calls a second for the whole account and region, "
+                    "shared by everyone in it)"
+                )
                 raise Throttled(
-                    f"{_as_remote(exc)} (FilterLogEvents: 5 calls a second for the whole "
-                    "account and region, shared by everyone in it)"
+                    f"{_as_remote(exc)}{quota if _code(exc) in THROTTLING_CODES else ''}"
                 ) from exc
             raise
         except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:

@@ -554,10 +554,16 @@ def test_followers_that_join_while_the_job_is_described_share_the_first_read():
         def state(self, call):
             if not late:  # the other replicas' threads arrive now
                 late.extend(
-                    hub.join("j", frozenset({n}), source=self, label="j", since_ms=None,
-                             keep_following=False)
+                    hub.join(
+                        "j",
+                        frozenset({n}),
+                        source=self,
+                        label="j",
+                        since_ms=None,
+                        keep_following=False,
+                    )
                     for n in (1, 2, 3)
-                )  # fmt: skip
+                )
             return super().state(call)
 
     job = Joining(logs, 4, status="SUCCEEDED")
@@ -641,16 +647,22 @@ def refusing(monkeypatch):
 
 @pytest.mark.parametrize(
     "answer",
-    [(400, "ThrottlingException"), (400, "RateExceeded"), (400, "RequestLimitExceeded"),
-     (503, "ServiceUnavailableException")],
-)  # fmt: skip
+    [
+        (400, "ThrottlingException"),
+        (400, "RateExceeded"),
+        (400, "RequestLimitExceeded"),
+        (503, "ServiceUnavailableException"),
+    ],
+)
 def test_a_throttled_filter_log_events_is_sent_once_and_raised_as_throttled(refusing, answer):
     from launcher.aws import Aws
 
     refusing.answer = answer
-    with pytest.raises(Throttled, match=answer[1]):
+    with pytest.raises(Throttled, match=answer[1]) as raised:
         Aws(region="us-east-1").filter_log_events("group", ["stream"], None, None)
     assert refusing.requests == 1  # botocore did not retry: the follower's pacing does
+    # The one line a one-off read ends with names the quota when it was the quota.
+    assert ("5 calls a second for the whole account" in str(raised.value)) == (answer[0] == 400)
 
 
 def test_other_refusals_are_plain_remote_errors(refusing):

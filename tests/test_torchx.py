@@ -204,8 +204,19 @@ def test_log_of_every_replica_reads_the_job_once_for_all_of_them(
     monkeypatch.setattr(LogsBackend, "filter_log_events", counted)
     image = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/base@sha256:" + "d" * 64
     env = moto_server.env
-    ran = run(venv, "launcher", "run", "--no-workspace", "--image", image, "--nodes", "2",
-              "--", "true", env=env)  # fmt: skip
+    ran = run(
+        venv,
+        "launcher",
+        "run",
+        "--no-workspace",
+        "--image",
+        image,
+        "--nodes",
+        "2",
+        "--",
+        "true",
+        env=env,
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     job_id = ran.stdout.strip().splitlines()[-1]
     node_logs = {0: ["rank0 up", "rank0 done"], 1: ["rank1 up", "rank1 done"]}
