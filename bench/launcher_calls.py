@@ -13,7 +13,7 @@ import time
 
 from bench.emulated import deployed
 from bench.stats import median_seconds, table
-from launcher import jobdef
+from launcher import follow, jobdef
 from launcher.api import Cluster, Job
 from launcher.aws import Aws
 from launcher.batch import BatchBackend
@@ -56,6 +56,7 @@ def run() -> str:
             return Cluster.from_stack("EfaBatch", aws=aws).run(spec=spec).job_id
 
         fixed = JobSpec(name="train", command=("python", "train.py"), image=IMAGE, nodes=2)
+        again = follow.Hub()
 
         def repeated_run() -> str:
             return Cluster.from_stack("EfaBatch", aws=aws).run(spec=fixed).job_id
@@ -69,8 +70,15 @@ def run() -> str:
             "run, new job definition": lambda: _measure(aws, new_run),
             "run, identical job (definition reused)": lambda: _measure(aws, repeated_run),
             "status": lambda: _measure(aws, lambda: Job(job_id, BatchBackend(aws)).status()),
+            # Each read with a new process's budget (follow.Hub), as `launcher logs JOB` has:
+            # its 3 calls start at once from the allowance.
             "logs, 2 nodes x 50 lines": lambda: _measure(
-                aws, lambda: list(Job(job_id, BatchBackend(aws)).logs())
+                aws, lambda: list(Job(job_id, BatchBackend(aws, logs=follow.Hub())).logs())
+            ),
+            # Read after read in one process: the process's limiter paces them at one call a
+            # second once the allowance is spent (a loop of reads cannot flood the quota).
+            "logs, the same, read after read in one process": lambda: _measure(
+                aws, lambda: list(Job(job_id, BatchBackend(aws, logs=again)).logs())
             ),
         }
         for label, fn in measured.items():

@@ -9,18 +9,52 @@ from __future__ import annotations
 
 import base64
 import functools
+import threading
 from typing import Any
 
 import boto3
 import botocore.config
 import botocore.exceptions
 
-from launcher.errors import RemoteError, UsageError
+from launcher.errors import RemoteError, Throttled, UsageError
 
 RETRY_CONFIG = botocore.config.Config(
     retries={"mode": "adaptive", "max_attempts": 8},
     user_agent_extra="efa-batch-launcher",
 )
+# CloudWatch Logs gets no retries from botocore: the follower (launcher.pacing) sees every
+# refusal and slows the whole process, whose calls share one account-wide quota. Left to
+# botocore, each throttled call would be sent up to 9 times (``max_attempts`` counts retries),
+# by each thread's client on its own, while the other followers kept polling; and botocore's
+# list of throttling codes lacks "RateExceeded", the one the knowledge center names.
+LOGS_RETRY_CONFIG = RETRY_CONFIG.merge(
+    botocore.config.Config(retries={"mode": "standard", "total_max_attempts": 1})
+)
+# Answers meaning "slow down" (botocore retries/standard.py's throttling codes that CloudWatch
+# Logs can send, and RateExceeded from the knowledge center, cloudwatch-logs-throttling) or "not
+# now" (botocore's transient codes, and any 5xx): worth the same call again after a pause.
+THROTTLING_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "RateExceeded",
+        "TooManyRequestsException",
+    }
+)
+TRANSIENT_CODES = frozenset(
+    {"ServiceUnavailableException", "RequestTimeout", "RequestTimeoutException"}
+)
+
+
+def _code(exc: botocore.exceptions.ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
+
+
+def try_later(exc: botocore.exceptions.ClientError) -> bool:
+    """Whether AWS refused a call for its rate or could not answer it just now."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    return _code(exc) in THROTTLING_CODES | TRANSIENT_CODES or status >= 500
 
 
 def _as_remote(exc: botocore.exceptions.ClientError) -> RemoteError:
@@ -58,14 +92,19 @@ class Aws:
             raise UsageError("no AWS region: pass --region or set AWS_REGION")
         self.calls = 0
         self._clients: dict[str, Any] = {}
+        # Clients are thread-safe once made, their session is not while it makes them (boto3
+        # guide, "Multithreading"): threads sharing one Aws (TorchX's replicas) make each once.
+        self._lock = threading.Lock()
 
     def client(self, service: str, region: str | None = None):
         key = f"{service}@{region or ''}"
-        if key not in self._clients:
-            client = self.session.client(service, region_name=region, config=RETRY_CONFIG)
-            client.meta.events.register("before-call", self._count)
-            self._clients[key] = client
-        return self._clients[key]
+        with self._lock:
+            if key not in self._clients:
+                config = LOGS_RETRY_CONFIG if service == "logs" else RETRY_CONFIG
+                client = self.session.client(service, region_name=region, config=config)
+                client.meta.events.register("before-call", self._count)
+                self._clients[key] = client
+            return self._clients[key]
 
     def _count(self, **_: Any) -> None:
         self.calls += 1
@@ -173,7 +212,8 @@ class Aws:
     def filter_log_events(
         self, group: str, streams: list[str], start_ms: int | None, token: str | None
     ) -> tuple[list[dict], str | None]:
-        """One page of events of up to 100 streams (FilterLogEvents' own limit)."""
+        """One page of events of up to 100 streams (FilterLogEvents' own limit); ``Throttled``
+        when AWS asks to slow down or cannot answer now (the caller paces and tries again)."""
         kwargs: dict[str, Any] = {"logGroupName": group, "logStreamNames": streams}
         if start_ms is not None:
             kwargs["startTime"] = start_ms
@@ -182,7 +222,17 @@ class Aws:
         try:
             page = self.client("logs").filter_log_events(**kwargs)
         except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if _code(exc) == "ResourceNotFoundException":
                 return [], None  # streams appear once the containers write
+            if try_later(exc):
+                quota = (
+                    " (FilterLogEvents: 5 calls a second for the whole account and region, "
+                    "shared by everyone in it)"
+                )
+                raise Throttled(
+                    f"{_as_remote(exc)}{quota if _code(exc) in THROTTLING_CODES else ''}"
+                ) from exc
             raise
+        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+            raise Throttled(f"AWS FilterLogEvents failed: {exc}") from exc
         return page.get("events", []), page.get("nextToken")

@@ -6,13 +6,13 @@ values of ``launcher.job`` and keeps each operation to the fewest calls it can.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 
 from launcher.aws import Aws
 from launcher.backend import Say, newest_first
 from launcher.errors import UsageError
-from launcher.follow import INTERVAL, RateLimit
-from launcher.follow import follow as follow_logs
+from launcher.follow import PROCESS, Call, Hub, JobFacts, Nodes, Streams
 from launcher.job import JobInfo, JobState, LogLine, NodeStatus
 from launcher.jobdef import Requests, groups_of, node_ranges, resumption
 
@@ -77,9 +77,10 @@ def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
 class BatchBackend:
     name = "aws"
 
-    def __init__(self, aws: Aws, queue_arn: str | None = None) -> None:
+    def __init__(self, aws: Aws, queue_arn: str | None = None, logs: Hub = PROCESS) -> None:
         self.aws = aws
         self.queue_arn = queue_arn  # only list() needs it
+        self.logs = logs  # the process's log tails and its one limiter, unless given others
 
     # --- scheduling ---------------------------------------------------------------------
 
@@ -179,68 +180,88 @@ class BatchBackend:
         since: float | None = None,
         follow: bool = False,
         attempt: int | None = None,
-        limit: RateLimit | None = None,
     ) -> Iterator[LogLine]:
-        """Every node's lines in one FilterLogEvents call a second (``launcher.follow``).
+        """Every node's lines, read with FilterLogEvents over all streams (``launcher.follow``);
+        followers of one job in a process share its reads, and every follower in the process
+        shares one call a second (``self.logs``).
 
         Each attempt of a node writes its own stream; ``attempt`` picks one (1-based),
         default the latest.
         """
-        # Following paces every call; a one-off read is a short burst.
-        limit = limit or RateLimit(INTERVAL if follow else 0.0)
-        with limit:
-            job = self._describe_raw(job_id)
-        count = int(job.get("nodeProperties", {}).get("numNodes", 1))
-        if node is not None and not 0 <= node < count:
-            raise UsageError(f"--node {node}: job {job['jobId']} has nodes 0-{count - 1}")
-        group = _log_group(job)
-        wanted = [node] if node is not None else list(range(count))
-        # A multi-node job's nodes each have a record (JOB#N) naming their stream; a container
-        # job (a copy job) is its own one node.
-        ids = [f"{job['jobId']}#{n}" for n in wanted] if "nodeProperties" in job else []
-        state = {"job": job, "fresh": True}
-
-        def records() -> list[dict]:
-            if not ids:
-                return [state["job"]]
-            found = []
-            for first in range(0, len(ids), 100):  # DescribeJobs: at most 100 ids a call
-                with limit:
-                    found += self.aws.describe_jobs(ids[first : first + 100])
-            return found
-
-        def refresh() -> tuple[bool, dict[str, int]]:
-            if not state["fresh"]:
-                with limit:
-                    state["job"] = self._describe_raw(job["jobId"])
-            state["fresh"] = False
-            streams = {}
-            for record in records():
-                stream = _stream_of(record, attempt)
-                if stream:
-                    index = record["jobId"].rsplit("#", 1)[1] if "#" in record["jobId"] else 0
-                    streams[stream] = int(index)
-            return JobState(state["job"]["status"]).terminal, streams
-
-        if attempt is not None:
-            available = max((len(r.get("attempts", [])) for r in records()), default=0)
-            if not 1 <= attempt <= max(available, 1):
-                raise UsageError(
-                    f"--attempt {attempt}: job {job['jobId']} has "
-                    + (f"attempts 1-{available}" if available > 1 else "one attempt so far")
-                )
-
-        def page(streams, start_ms, token):
-            return self.aws.filter_log_events(group, streams, start_ms, token)
-
-        for index, event in follow_logs(
-            page,
-            refresh,
+        job = job_id_of(job_id)
+        session = self.aws.session
+        with self.logs.join(
+            (session.profile_name, session.region_name, job, attempt),
+            None if node is None else frozenset({node}),
+            source=JobLogs(self.aws, job, attempt, self._describe_raw),
+            label=job,
             since_ms=int(since * 1000) if since is not None else None,
             keep_following=follow,
-            limit=limit,
-        ):
-            yield LogLine(index, event["message"], event["timestamp"] / 1000)
+        ) as followed:
+            for index, event in followed:
+                yield LogLine(index, event["message"], event["timestamp"] / 1000)
+
+
+class JobLogs:
+    """One Batch job's CloudWatch logs, as ``launcher.follow`` reads them: its state, its
+    nodes' streams (from their records, ``JOB#N``), pages of their events."""
+
+    def __init__(
+        self, aws: Aws, job_id: str, attempt: int | None, describe: Callable[[str], dict]
+    ) -> None:
+        self.aws, self.job_id, self.attempt, self.describe = aws, job_id, attempt, describe
+        self.job: dict = {}
+        self.group = ""
+        self._checked = False
+
+    def state(self, call: Call) -> JobFacts:
+        self.job = call(functools.partial(self.describe, self.job_id))
+        self.group = _log_group(self.job)
+        return JobFacts(
+            state=self.job["status"],
+            ended=JobState(self.job["status"]).terminal,
+            nodes=int(self.job.get("nodeProperties", {}).get("numNodes", 1)),
+        )
+
+    def streams(self, nodes: Nodes, call: Call) -> Streams:
+        job = self.job
+        if "nodeProperties" not in job:
+            records = [job]  # a container job (a copy job) is its own one node
+            described: Nodes = None
+        else:
+            count = int(job["nodeProperties"]["numNodes"])
+            # DescribeJobs takes 100 ids a call: a job of up to 100 nodes is described whole
+            # for the price of one node, so followers that join later need no call for it.
+            wanted = (
+                list(range(count))
+                if nodes is None or count <= 100
+                else sorted(n for n in nodes if 0 <= n < count)
+            )
+            ids = [f"{job['jobId']}#{n}" for n in wanted]
+            records = []
+            for first in range(0, len(ids), 100):
+                records += call(functools.partial(self.aws.describe_jobs, ids[first : first + 100]))
+            described = None if len(wanted) == count else frozenset(wanted)
+        if self.attempt is not None and not self._checked:
+            available = max((len(r.get("attempts", [])) for r in records), default=0)
+            if not 1 <= self.attempt <= max(available, 1):
+                raise UsageError(
+                    f"--attempt {self.attempt}: job {job['jobId']} has "
+                    + (f"attempts 1-{available}" if available > 1 else "one attempt so far")
+                )
+            self._checked = True
+        streams = {}
+        for record in records:
+            stream = _stream_of(record, self.attempt)
+            if stream:
+                index = record["jobId"].rsplit("#", 1)[1] if "#" in record["jobId"] else 0
+                streams[stream] = int(index)
+        return Streams(streams, described)
+
+    def page(
+        self, streams: list[str], start_ms: int | None, token: str | None
+    ) -> tuple[list[dict], str | None]:
+        return self.aws.filter_log_events(self.group, streams, start_ms, token)
 
 
 def _stream_of(record: dict, attempt: int | None) -> str | None:

@@ -20,3 +20,8 @@ class RemoteError(LauncherError):
     """AWS or a registry refused or failed a request."""
 
     exit_code = 1
+
+
+class Throttled(RemoteError):
+    """AWS refused a request for its rate quota, or could not answer it just now (a 5xx, a
+    dropped connection): the same request may succeed after a pause (``launcher.pacing``)."""

@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import (
@@ -44,11 +45,14 @@ from torchx.specs import (
 from torchx.workspace.api import WorkspaceMixin
 
 from launcher import jobdef
-from launcher.api import Cluster, Job, backend_for, default_stack
+from launcher.api import Cluster, Job, aws_session, backend_for, default_stack
 from launcher.errors import UsageError
 from launcher.job import GroupInfo, JobInfo, JobState
 from launcher.jobspec import MAX_NODE_GROUPS, JobSpec, Mount, NodeGroup, default_name
-from launcher.local import CANCEL_REASON
+from launcher.local import CANCEL_REASON, is_local
+
+if TYPE_CHECKING:
+    from launcher.aws import Aws
 
 NAME = "efa_batch"
 EFA_DEVICE = "vpc.amazonaws.com/efa"  # how TorchX's named AWS resources carry EFA
@@ -213,6 +217,9 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__(NAME, session_name)
         self._clusters: dict[tuple, Cluster] = {}
+        self._roles: dict[str, dict[str, GroupInfo]] = {}
+        self._lock = threading.Lock()
+        self._session: Aws | None = None
 
     def _run_opts(self) -> runopts:
         opts = runopts()
@@ -303,7 +310,16 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     # --- reading back ---------------------------------------------------------------------
 
     def _job(self, app_id: str) -> Job:
-        return Job(app_id, backend_for(app_id))
+        return Job(app_id, backend_for(app_id, None if is_local(app_id) else self._aws()))
+
+    def _aws(self) -> Aws:
+        """One AWS session for every call of this scheduler: TorchX calls it from a thread per
+        replica, and a session with its clients per thread cost 64 replicas ~12 s of CPU and
+        ~0.7 GB here, and held their logs followers apart while they started."""
+        with self._lock:
+            if self._session is None:
+                self._session = aws_session()
+            return self._session
 
     def _info(self, app_id: str) -> JobInfo | None:
         try:
@@ -360,8 +376,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         streams: Stream | None = None,
     ) -> Iterable[str]:
         job = self._job(app_id)
-        info = job.describe()
-        groups = {g.name: g for g in info.groups} or {"main": GroupInfo("main", 0, info.nodes - 1)}
+        groups = self._groups(job)
         if role_name not in groups:
             raise ValueError(f"app {app_id} has no role {role_name!r}; roles: {', '.join(groups)}")
         group = groups[role_name]
@@ -378,6 +393,18 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
                 return
             if pattern is None or pattern.search(line.message):
                 yield line.message + "\n"
+
+    def _groups(self, job: Job) -> dict[str, GroupInfo]:
+        """An app's roles as node ranges, read once per app (they are fixed when it is
+        submitted): ``torchx log`` asks from a thread per replica at once, and one DescribeJobs
+        answers them all. The replicas' lines are read together too (``launcher.follow``)."""
+        with self._lock:  # held while describing: the other threads wait for the answer
+            if job.job_id not in self._roles:
+                info = job.status()
+                self._roles[job.job_id] = {g.name: g for g in info.groups} or {
+                    "main": GroupInfo("main", 0, info.nodes - 1)
+                }
+            return self._roles[job.job_id]
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         cfg = cfg or {}

@@ -187,6 +187,54 @@ def test_run_status_log_list_and_cancel(venv, stack, moto_server, registry, busy
     assert "CANCELLED" in run(venv, "torchx", "status", handle, env=env).stdout
 
 
+def test_log_of_every_replica_reads_the_job_once_for_all_of_them(
+    venv, stack, moto_server, monkeypatch
+):
+    """`torchx log -t APP` follows each replica on its own thread; in one process they share
+    one tail of the job, so each poll is one FilterLogEvents for every replica."""
+    from moto.logs.models import LogsBackend
+
+    calls = []
+    original = LogsBackend.filter_log_events
+
+    def counted(self, *args, **kwargs):
+        calls.append(args[1] if len(args) > 1 else kwargs.get("log_stream_names"))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(LogsBackend, "filter_log_events", counted)
+    image = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/base@sha256:" + "d" * 64
+    env = moto_server.env
+    ran = run(
+        venv,
+        "launcher",
+        "run",
+        "--no-workspace",
+        "--image",
+        image,
+        "--nodes",
+        "2",
+        "--",
+        "true",
+        env=env,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    job_id = ran.stdout.strip().splitlines()[-1]
+    node_logs = {0: ["rank0 up", "rank0 done"], 1: ["rank1 up", "rank1 done"]}
+    moto_gaps.run_job(ACCOUNT, REGION, job_id, success=True, node_logs=node_logs)
+    calls.clear()
+    log = run(venv, "torchx", "log", "-t", f"efa_batch://torchx/{job_id}", env=env)
+    assert log.returncode == 0, log.stderr[-2000:]
+    for node, lines in node_logs.items():
+        mine = [line for line in log.stdout.splitlines() if f"/{node} " in line]
+        assert [line.rsplit(" ", 2)[-2:] for line in mine] == [x.split() for x in lines]
+    # Both replicas join before the first read (while the job's state is read): one read for
+    # both, then the three drain polls, each over both streams. A replica joining after the
+    # first read would add two (its catch-up, and a poll of the other). Alone, each replica
+    # would make four.
+    assert len(calls) < 2 * (1 + 3)
+    assert all(len(streams) == 2 for streams in calls[-3:])
+
+
 def test_a_resource_for_another_instance_type_is_refused(
     venv, stack, moto_server, registry, busybox_base, workdir
 ):
