@@ -255,14 +255,14 @@ def task_group_result(findings) -> Result:
 
 
 def spec(cluster: ClusterInfo, nodes: int, image: str, port: int, timeout_seconds: int):
-    from launcher.jobspec import JobSpec
+    from launcher.jobspec import EfaMode, JobSpec
 
     return JobSpec(
         name=NAME,
         command=("/bin/sh", "-c", check_script.SCRIPT),
         image=image,
         nodes=nodes,
-        efa="auto" if cluster.efa_interfaces else "off",
+        efa=EfaMode.AUTO if cluster.efa_interfaces else EfaMode.OFF,
         timeout_seconds=timeout_seconds,
         attempts=1,
         rendezvous_port=port,

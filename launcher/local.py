@@ -31,7 +31,7 @@ from pathlib import Path
 
 from launcher.backend import Say, newest_first
 from launcher.errors import RemoteError, UsageError
-from launcher.job import JobInfo, JobState, LogLine, NodeStatus
+from launcher.job import CANCEL_REASON, BackendName, JobInfo, JobState, LogLine, NodeStatus
 from launcher.jobdef import (
     Requests,
     as_one_node,
@@ -40,13 +40,13 @@ from launcher.jobdef import (
     resumption,
     with_environment,
 )
+from launcher.jobspec import DEVICE_PERMISSIONS
 
 PREFIX = "local-"
 LABEL = "efa-batch.job"
-_PERMS = {"READ": "r", "WRITE": "w", "MKNOD": "m"}
+_PERMS = {word: letter for letter, word in DEVICE_PERMISSIONS.items()}
 TIMEOUT_REASON = "Job attempt duration exceeded timeout"
 EXIT_REASON = "Essential container in task exited"
-CANCEL_REASON = "cancelled with launcher cancel"
 LOST_REASON = "the local supervisor is gone; cancelled with launcher cancel"
 
 
@@ -259,7 +259,8 @@ def job_info(job: dict) -> JobInfo:
             for n in range(nodes)
         ),
         groups=groups_of(job),
-        backend="local",
+        backend=BackendName.LOCAL,
+        cancelled=job.get("statusReason") in (CANCEL_REASON, LOST_REASON),
         last_exit_code=next(iter(job["history"][-1]["exitCodes"]), None)
         if job["history"]
         else None,
@@ -289,11 +290,14 @@ def _docker_failure(what: str, exc: Exception) -> RemoteError:
 
 
 class LocalBackend:
-    name = "local"
+    name = BackendName.LOCAL
 
     def __init__(self, queue: str = "local", efs_dir: str | None = None) -> None:
         self.queue = queue
         self.efs_dir = efs_dir
+
+    def owns(self, job_id: str) -> bool:
+        return is_local(job_id)
 
     def schedule(self, requests: Requests, say: Say = lambda _: None) -> str:
         from launcher.docker_client import docker_client

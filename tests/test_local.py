@@ -11,6 +11,7 @@ import time
 import pytest
 
 from launcher import jobdef, local
+from launcher.job import CANCEL_REASON
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
 from tests.conftest import ROOT
@@ -244,7 +245,7 @@ def test_cancel_asks_the_supervisor_and_only_it_writes_the_outcome(env, busybox_
     before = backend.cancel(job_id)
     assert before.state == "RUNNING"
     job = local.wait(job_id, timeout=30)
-    assert (job.state, job.reason) == ("FAILED", local.CANCEL_REASON)
+    assert (job.state, job.reason, job.cancelled) == ("FAILED", CANCEL_REASON, True)
 
 
 def test_cancel_after_the_supervisor_died_ends_the_job(env, busybox_base, docker_engine):

@@ -15,7 +15,7 @@ from urllib.parse import urlencode, urljoin
 import requests
 
 from launcher.errors import RemoteError
-from launcher.image.manifest import digest_of
+from launcher.image.manifest import ACCEPT, digest_of, media_type
 from launcher.image.reference import is_loopback
 
 RETRIES = 4
@@ -142,7 +142,10 @@ class Registry:
 
     # --- manifests --------------------------------------------------------------------------
 
-    def get_manifest(self, repo: str, ref: str, accept: str) -> tuple[bytes, str, str] | None:
+    def get_manifest(
+        self, repo: str, ref: str, accept: str = ACCEPT
+    ) -> tuple[bytes, str, str] | None:
+        """(raw manifest, its media type, its digest), or None where there is none."""
         response = self.request(
             "GET", f"/v2/{repo}/manifests/{ref}", ok=(200, 404), headers={"Accept": accept}
         )
@@ -152,7 +155,7 @@ class Registry:
         digest = digest_of(raw)
         if ref.startswith("sha256:") and digest != ref:
             raise RemoteError(f"registry {self.host}: manifest {ref} arrived with digest {digest}")
-        return raw, response.headers.get("Content-Type", ""), digest
+        return raw, media_type(raw, response.headers.get("Content-Type")), digest
 
     def head_manifest(self, repo: str, ref: str, accept: str) -> str | None:
         response = self.request(
