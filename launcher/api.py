@@ -281,7 +281,15 @@ class Cluster:
 
         if self.copier.mounts and not self.target.rehearsal:
             raise UsageError("a copier with bind mounts runs on the local backend only")
-        return CopyJobRunner(self.info, self.target, self.copier, progress)
+        target = self.target
+        return CopyJobRunner(
+            self.info,
+            target.copies,
+            target.copy_source,
+            target.copy_where(),
+            self.copier,
+            progress,
+        )
 
     def build(
         self,

@@ -523,7 +523,7 @@ def test_without_nat_a_cache_rule_serves_only_what_ecr_already_holds(moto_server
     )["image"]["imageId"]["imageDigest"]
     cached = dataclasses.replace(base, digest=pushed)
     registry = info.repository_uri.split("/", 1)[0]
-    assert copier.target.copy_source(cached).name == f"{registry}/ecr-public/org/pytorch"
+    assert copier.source(cached).name == f"{registry}/ecr-public/org/pytorch"
 
 
 class Fargate:

@@ -10,7 +10,9 @@ bytes move in the job, not in this process: here only the job's state and its lo
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from launcher.backend import Backend
 from launcher.cluster import ClusterInfo
 from launcher.copyjob import plan
 from launcher.copyjob.plan import CopierImage
@@ -19,27 +21,30 @@ from launcher.image.reference import Reference
 from launcher.job import JobState
 from launcher.jobdef import Requests
 from launcher.progress import ProgressFn, say
-from launcher.target import Target
 
 
 class CopyJobRunner:
+    """Copy jobs on ``backend``; ``source`` is where the job reads a base (a target's
+    ``copy_source``), ``where`` says where the bytes move, for the plan's line."""
+
     def __init__(
         self,
         cluster: ClusterInfo,
-        target: Target,
+        backend: Backend,
+        source: Callable[[Reference], Reference],
+        where: str,
         copier: CopierImage,
         progress: ProgressFn | None = None,
     ) -> None:
-        self.cluster, self.target, self.copier = cluster, target, copier
-        self.backend = target.copies
+        self.cluster, self.backend, self.source = cluster, backend, source
+        self.where, self.copier = where, copier
         self.say = say(progress)
-        self.where = target.copy_where()
 
     def check(self, base: Reference) -> None:
-        self.target.copy_source(base)
+        self.source(base)
 
     def requests(self, base: Reference, target: Reference) -> Requests:
-        return plan.requests(self.target.copy_source(base), target, self.cluster, self.copier)
+        return plan.requests(self.source(base), target, self.cluster, self.copier)
 
     def start(self, base: Reference, target: Reference) -> str:
         """A copy job for ``base``: the one already copying it into ``target``, if any (two
