@@ -70,16 +70,6 @@ def uses_efa(network: str | None) -> bool:
     return network is not None and "libfabric" in network.lower()
 
 
-def fi_info_providers(text: str) -> int:
-    """``fi_info -p efa`` output -> how many EFA provider entries it lists (0: unusable)."""
-    return sum(1 for line in text.splitlines() if line.strip() == "provider: efa")
-
-
-def nvidia_smi_gpus(text: str) -> int:
-    """``nvidia-smi -L`` output -> GPU count."""
-    return sum(1 for line in text.splitlines() if line.startswith("GPU "))
-
-
 # --- the verdict --------------------------------------------------------------------------
 
 
