@@ -1,4 +1,4 @@
-"""Stateful stack: the workspace image repository and the shared file system.
+"""Stateful stack: the workspace image repository and the shared file systems.
 
 Kept apart from the compute so that replacing a compute environment or a launch template can
 never replace data; termination protection and RETAIN (by default) guard it further.
@@ -14,6 +14,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import ClusterConfig
+from infra.lustre import LustreFileSystem
 from launcher.image.tags import BASE_PREFIX, WORKSPACE_PREFIX
 
 # Where jobs land on the file system; the access point confines them to it.
@@ -83,6 +84,20 @@ class StorageStack(Stack):
             # CDK's own "deny anonymous" statement would grant ClientWrite and ClientRootAccess
             # to every principal; the policy above is what closes anonymous access.
             allow_anonymous_access=True,
+        )
+        # FSx for Lustre, when configured: beside EFS, with the same lifetime rules.
+        self.lustre = (
+            LustreFileSystem(
+                self,
+                "Lustre",
+                settings=config.fsx_lustre,
+                vpc=vpc,
+                subnet=subnet,
+                client_security_group=cluster_security_group,
+                retain=not disposable,
+            )
+            if config.fsx_lustre
+            else None
         )
         self.access_point = self.file_system.add_access_point(
             "JobsAccessPoint",

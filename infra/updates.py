@@ -141,6 +141,31 @@ UPDATES: dict[str, Update] = {
         example={"nat_gateway": True, "registry_secrets": {"nvcr.io": _SECRET}},
     ),
     "copy_max_vcpus": Update(Effect.IN_PLACE, example={"copy_max_vcpus": 32}),
+    "data_buckets": Update(
+        Effect.IN_PLACE,
+        "the job role's policy; running jobs' credentials follow within their refresh",
+        example={"data_buckets": ("example-datasets/imagenet", "example-checkpoints:rw")},
+    ),
+    "job_role_policies": Update(
+        Effect.IN_PLACE, example={"job_role_policies": ("arn:aws:iam::aws:policy/ReadOnlyAccess",)}
+    ),
+    "job_secrets": Update(
+        Effect.IN_PLACE,
+        "the execution role's policy, and the endpoints that read them without NAT",
+        example={"job_secrets": ("team/", "ssm:/team/")},
+    ),
+    "fsx_lustre": Update(
+        Effect.NODES_ROLL,
+        "nodes mount it at boot; growing storage_gib is in place (FSx never shrinks), another "
+        "deployment replaces the file system (the old one is retained unless removal_policy is "
+        "destroy)",
+        example={"fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre"}},
+    ),
+    "allow_privileged": Update(
+        Effect.NODES_ROLL,
+        "the nodes' ECS agent setting ECS_DISABLE_PRIVILEGED",
+        example={"allow_privileged": True},
+    ),
 }
 
 

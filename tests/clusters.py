@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from launcher import catalog
+from launcher import buckets, catalog
 from launcher.cluster import ClusterInfo
 from launcher.outputs import Egress, OutputKey
 
@@ -19,6 +19,9 @@ def cluster_info(
     internet_egress: str = "none",
     pull_through_cache: dict[str, str] | None = None,
     registry_secrets: dict[str, str] | None = None,
+    data_buckets: tuple[str, ...] = (),
+    fsx_file_system_id: str | None = None,
+    allow_privileged: bool = False,
 ) -> ClusterInfo:
     example = ClusterInfo.from_outputs("EfaBatch", {k.value: k.example for k in OutputKey})
     it = catalog.CATALOG[instance_type]
@@ -34,6 +37,9 @@ def cluster_info(
             f"arn:aws:batch:{region}:{account}:scheduling-policy/fs" if fair_share else None
         ),
         "internet_egress": Egress(internet_egress),
+        "data_buckets": buckets.parse_all(data_buckets),
+        "fsx_file_system_id": fsx_file_system_id,
+        "allow_privileged": allow_privileged,
     }
     if pull_through_cache is not None:
         changes["pull_through_cache"] = pull_through_cache
