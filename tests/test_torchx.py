@@ -235,6 +235,49 @@ def test_log_of_every_replica_reads_the_job_once_for_all_of_them(
     assert all(len(streams) == 2 for streams in calls[-3:])
 
 
+def test_container_settings_and_secrets_are_run_options(
+    venv, stack, moto_server, registry, busybox_base, workdir
+):
+    """TorchX's cfg string cannot carry '=' in a value, so the mappings use its own KEY:VALUE
+    form (runopts.cfg_from_str, Dict[str, str]); a secret outside the stack's job_secrets is
+    refused before anything is pushed."""
+    base = ["torchx", "run", "--dryrun", "-s", "efa_batch"]
+    settings = "ulimits=nproc:4096:8192,tmpfs=/scratch:1g"
+    ok = run(
+        venv,
+        *base,
+        "-cfg",
+        settings,
+        *DDP,
+        "--image",
+        busybox_base,
+        env=_env(moto_server, registry),
+        cwd=workdir,
+    )
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    container = _request_json(ok.stdout)["registerJobDefinition"]["nodeProperties"][
+        "nodeRangeProperties"
+    ][0]["container"]
+    assert {"name": "nproc", "softLimit": 4096, "hardLimit": 8192} in container["ulimits"]
+    assert container["linuxParameters"]["tmpfs"] == [{"containerPath": "/scratch", "size": 1024}]
+
+    registry.requests()
+    refused = run(
+        venv,
+        *base,
+        "-cfg",
+        "secrets=WANDB_API_KEY:team/wandb",
+        *DDP,
+        "--image",
+        busybox_base,
+        env=_env(moto_server, registry),
+        cwd=workdir,
+    )
+    assert refused.returncode != 0
+    assert "--secret WANDB_API_KEY=team/wandb: EfaBatch lets jobs read only" in refused.stderr
+    assert not [r for r in registry.requests() if r.method in ("POST", "PUT", "PATCH")]
+
+
 def test_a_resource_for_another_instance_type_is_refused(
     venv, stack, moto_server, registry, busybox_base, workdir
 ):
