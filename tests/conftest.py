@@ -133,6 +133,50 @@ def synth_kms(tmp_path_factory):
     return synthesize(cdk_context(**KMS_REPOSITORY), tmp_path_factory.mktemp("cdk-kms"))
 
 
+# Every data setting at once, in a new VPC without NAT (demo, us-east-1, disposable): a
+# read-only prefix, a writable bucket and a writable prefix; an AWS managed and an account
+# policy; secrets by name prefix, parameter prefix and ARN; a scratch FSx for Lustre file
+# system; privileged containers allowed.
+DATA = {
+    "data_buckets": "example-datasets/imagenet,example-checkpoints:rw,example-results/runs/2026:rw",
+    "job_role_policies": "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess,"
+    "arn:aws:iam::123456789012:policy/team-training",
+    "job_secrets": f"team/,ssm:/team/,{secret_arn('shared/wandb')}",
+    "fsx_lustre": json.dumps({"storage_gib": 1200, "deployment": "SCRATCH_2"}),
+    "allow_privileged": "true",
+}
+
+
+@pytest.fixture(scope="session")
+def synth_data(tmp_path_factory):
+    from tests.infra_synth import synthesize
+
+    return synthesize(cdk_context(**DATA), tmp_path_factory.mktemp("cdk-data"))
+
+
+# prod (us-west-2, NAT, retained data): a persistent FSx for Lustre file system linked to S3,
+# another prefix of the linked bucket read-only, a parameter in another Region (through NAT).
+LUSTRE = {
+    "fsx_lustre": json.dumps(
+        {
+            "storage_gib": 2400,
+            "deployment": "PERSISTENT_2",
+            "throughput_mibps_per_tib": 250,
+            "s3": "example-datasets/lustre",
+        }
+    ),
+    "data_buckets": "example-datasets/imagenet",
+    "job_secrets": "arn:aws:ssm:us-east-1:210987654321:parameter/shared/hf-token",
+}
+
+
+@pytest.fixture(scope="session")
+def synth_lustre(tmp_path_factory):
+    from tests.infra_synth import synthesize
+
+    return synthesize(cdk_context(env="prod", **LUSTRE), tmp_path_factory.mktemp("cdk-lustre"))
+
+
 @pytest.fixture(scope="session")
 def docker_engine(tmp_path_factory):
     from tests.support.docker_engine import DockerEngine

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -119,9 +120,19 @@ def ecr_registry_settings(t: Template) -> None:
             del t["Resources"][logical_id]
 
 
+def fsx_data_repository_associations(t: Template) -> None:
+    # Gap: moto has no data repository associations at all (neither an API nor a CloudFormation
+    # type; it skips AWS::FSx::DataRepositoryAssociation with a warning) and nothing refers to
+    # one. Drop them so the copy says what moto really deploys; the real templates keep them
+    # and tests/rules/data_rules.py checks them instead.
+    for logical_id, _ in list(_resources(t, "AWS::FSx::DataRepositoryAssociation")):
+        del t["Resources"][logical_id]
+
+
 GAPS: tuple[Callable[[Template], None], ...] = (
     ecr_generated_name,
     ecr_registry_settings,
+    fsx_data_repository_associations,
     kms_key_tags,
     efs_arn,
     batch_service_role,
@@ -155,6 +166,127 @@ def scheduling_policies(t: Template, batch_client) -> None:
     _rewrite(t, lambda node: arns.get(node["Ref"]) if len(node) == 1 and "Ref" in node else None)
 
 
+_FSX_FILE_SYSTEM_MODEL: list[type] = []
+
+
+def fsx_file_systems() -> None:
+    # Gap: moto's FSx API creates file systems, but its CloudFormation has no
+    # AWS::FSx::FileSystem: it skips the resource, and the nodes' user data (GetAtt DNSName and
+    # LustreMountName, through the storage stack's exports) then fails the stack. Give its
+    # CloudFormation the type, creating the file system in moto's FSx backend with the subnets
+    # and groups CloudFormation resolved. moto's file systems have no mount name; FSx gives
+    # SCRATCH_2 and PERSISTENT_2 file systems a unique one of eight lower-case characters
+    # (DescribeFileSystems, LustreFileSystemConfiguration.MountName), made here from the id.
+    if _FSX_FILE_SYSTEM_MODEL:
+        return
+    from moto.cloudformation import parsing
+    from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+    from moto.core.common_models import CloudFormationModel
+    from moto.fsx.models import fsx_backends
+
+    class LustreFileSystem(CloudFormationModel):
+        ATTRIBUTES = ("DNSName", "LustreMountName", "ResourceARN", "Id")
+
+        def __init__(self, file_system: Any) -> None:
+            self.file_system = file_system
+            self.mount_name = file_system.file_system_id.removeprefix("fs-")[:8]
+
+        @staticmethod
+        def cloudformation_name_type() -> str:
+            return ""
+
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::FSx::FileSystem"
+
+        @classmethod
+        def has_cfn_attr(cls, attr: str) -> bool:
+            return attr in cls.ATTRIBUTES
+
+        @classmethod
+        def create_from_cloudformation_json(  # type: ignore[override]
+            cls,
+            resource_name: str,
+            cloudformation_json: dict[str, Any],
+            account_id: str,
+            region_name: str,
+            **kwargs: Any,
+        ) -> LustreFileSystem:
+            props = cloudformation_json["Properties"]
+            file_system = fsx_backends[account_id][region_name].create_file_system(
+                client_request_token=resource_name,
+                file_system_type=props["FileSystemType"],
+                storage_capacity=props.get("StorageCapacity"),
+                storage_type=props.get("StorageType"),
+                subnet_ids=props.get("SubnetIds", []),
+                security_group_ids=props.get("SecurityGroupIds", []),
+                tags=props.get("Tags"),
+                kms_key_id=props.get("KmsKeyId"),
+                windows_configuration=None,
+                lustre_configuration=props.get("LustreConfiguration"),
+                ontap_configuration=None,
+                file_system_type_version=props.get("FileSystemTypeVersion"),
+                open_zfs_configuration=None,
+            )
+            return cls(file_system)
+
+        @property
+        def physical_resource_id(self) -> str:
+            return self.file_system.file_system_id
+
+        def get_cfn_attribute(self, attribute_name: str) -> str:
+            values = {
+                "DNSName": self.file_system.dns_name,
+                "LustreMountName": self.mount_name,
+                "ResourceARN": self.file_system.resource_arn,
+                "Id": self.file_system.file_system_id,
+            }
+            if attribute_name not in values:
+                raise UnformattedGetAttTemplateException()
+            return values[attribute_name]
+
+    _FSX_FILE_SYSTEM_MODEL.append(LustreFileSystem)
+    # moto caches its list of CloudFormation types on first use.
+    for cached in (parsing.get_model_list, parsing.get_model_map, parsing.get_name_type_map):
+        cached.cache_clear()
+
+
+def iam_role_managed_policies() -> None:
+    # Gap: moto's AWS::IAM::Role ignores ManagedPolicyArns (it puts the inline Policies only),
+    # so a deployed role carries none of the managed policies its template attaches. Attach
+    # them once the role exists, as IAM does: an account's own policy must already exist (the
+    # deploy fails otherwise, as in AWS); an AWS managed policy comes from the copy of AWS's
+    # policies moto ships, loaded when first attached (moto loads none of them by default).
+    from moto.iam import models
+
+    original = models.Role.create_from_cloudformation_json.__func__
+    if getattr(original, "attaches_managed_policies", False):
+        return
+
+    def create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        role = original(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        backend = models.iam_backends[account_id][models.get_partition(region_name)]
+        for arn in cloudformation_json["Properties"].get("ManagedPolicyArns", []):
+            name = arn.rsplit("/", 1)[1]
+            if ":iam::aws:policy/" in arn and arn not in backend.managed_policies:
+                data = _aws_managed_policies().get(name)
+                if data is not None:
+                    policy = models.AWSManagedPolicy.from_data(name, account_id, region_name, data)
+                    backend.managed_policies[policy.arn] = policy
+            backend.attach_role_policy(arn, role.name)
+        return role
+
+    create.attaches_managed_policies = True  # type: ignore[attr-defined]
+    models.Role.create_from_cloudformation_json = classmethod(create)
+
+
+@functools.cache
+def _aws_managed_policies() -> dict[str, Any]:
+    from moto.iam.aws_managed_policies import aws_managed_policies_data
+
+    return json.loads(aws_managed_policies_data)
+
+
 def patch_moto_models() -> None:
     """Fix moto model gaps in-process (ThreadedMotoServer runs in this interpreter)."""
     from moto.batch.models import BatchBackend, Job
@@ -163,6 +295,9 @@ def patch_moto_models() -> None:
 
     # Gap: Ref on AWS::EFS::AccessPoint yields the model object's repr instead of its id.
     AccessPoint.physical_resource_id = property(lambda self: self.access_point_id)
+
+    fsx_file_systems()
+    iam_role_managed_policies()
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
     # scales from zero holds it RUNNABLE. Jobs wait here until a test runs them (run_job).
