@@ -22,8 +22,8 @@ DEFAULT_MANAGED_POLICIES_PER_ROLE = 10
 _READ_OBJECTS = ("s3:GetObject",)
 # Writing includes multipart uploads, which large checkpoints use: "You must be allowed to
 # perform the s3:PutObject action on an object to create multipart upload", and
-# s3:AbortMultipartUpload / s3:ListMultipartUploadParts to stop or list one (S3 user guide,
-# mpuoverview.html).
+# s3:AbortMultipartUpload / s3:ListMultipartUploadParts to stop one or list its parts (S3 user
+# guide, mpuoverview.html). Listing a bucket's uploads in progress is not needed to upload.
 _WRITE_OBJECTS = (
     "s3:PutObject",
     "s3:DeleteObject",
@@ -52,9 +52,10 @@ def bucket_statements(buckets: tuple[DataBucket, ...]) -> list[iam.PolicyStateme
     for b in buckets:
         bucket_arn = f"arn:{Aws.PARTITION}:s3:::{b.bucket}"
         conditions = {"StringLike": {"s3:prefix": list(b.list_prefixes)}} if b.prefix else None
-        listing = ["s3:ListBucket"] + (["s3:ListBucketMultipartUploads"] if b.writable else [])
         statements.append(
-            iam.PolicyStatement(actions=listing, resources=[bucket_arn], conditions=conditions)
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"], resources=[bucket_arn], conditions=conditions
+            )
         )
         actions = _READ_OBJECTS + (_WRITE_OBJECTS if b.writable else ())
         statements.append(

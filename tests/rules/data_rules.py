@@ -233,7 +233,6 @@ WRITE = {
     "s3:AbortMultipartUpload",
     "s3:ListMultipartUploadParts",
 }
-LISTING_UPLOADS = "s3:ListBucketMultipartUploads"
 LUSTRE_PORT_RANGES = ((988, 988), (1018, 1023))
 DRA_EVENTS = {"NEW", "CHANGED", "DELETED"}
 
@@ -282,8 +281,6 @@ def bucket_grants(locations: tuple[DataBucket, ...]) -> set[Grant]:
         grants.add(_allow("s3:ListBucket", bucket, listing))
         actions = READ | (WRITE if b.writable else set())
         grants |= {_allow(a, objects) for a in actions}
-        if b.writable:
-            grants.add(_allow(LISTING_UPLOADS, bucket, listing))
     return grants
 
 
@@ -336,8 +333,10 @@ def job_role_reaches_exactly_the_data_buckets(d: Deployment) -> list[str]:
     (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html). Objects are
     BUCKET/PREFIX/*. Writing includes multipart uploads, which checkpoints use: "You must be
     allowed to perform the s3:PutObject action on an object to create multipart upload", and
-    s3:AbortMultipartUpload, s3:ListMultipartUploadParts and s3:ListBucketMultipartUploads to
-    stop and list them (https://docs.aws.amazon.com/AmazonS3/latest/userguide/mpuoverview.html).
+    s3:AbortMultipartUpload and s3:ListMultipartUploadParts to stop one and list its parts
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/mpuoverview.html); listing a bucket's
+    uploads in progress (s3:ListBucketMultipartUploads) is not needed to upload, and s3:prefix
+    is not a documented condition of it, so it is not granted.
     A new VPC's S3 gateway endpoint carries no policy, so "we attach a default policy that
     allows full access to the service" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
     API_CreateVpcEndpoint.html); a policy there would have to name every data bucket.
