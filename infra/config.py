@@ -528,7 +528,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
             raise ConfigError(f"{key}: expected a list of strings (or one comma-separated string)")
         return tuple(i.strip() for i in items if i.strip())
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _coerce_object(key, value, hint)
     if origin in (Mapping, dict):
         if isinstance(value, str):

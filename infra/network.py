@@ -48,7 +48,7 @@ _SESSION_MANAGER_ENDPOINTS = {
 }
 
 
-def secret_endpoints(config: ClusterConfig) -> dict[str, ec2.InterfaceVpcEndpointService]:
+def secret_endpoints(config: ClusterConfig) -> dict[str, ec2.InterfaceVpcEndpointAwsService]:
     """The endpoints the ECS agent reads jobs' secrets through, before a container starts.
 
     A job's secrets (job_secrets) and a copy job's registry credentials (registry_secrets) are
@@ -58,7 +58,7 @@ def secret_endpoints(config: ClusterConfig) -> dict[str, ec2.InterfaceVpcEndpoin
     references parameters the one for Systems Manager (specifying-sensitive-data-parameters).
     """
     stores = {g.store for g in config.secret_grants}
-    found: dict[str, ec2.InterfaceVpcEndpointService] = {}
+    found: dict[str, ec2.InterfaceVpcEndpointAwsService] = {}
     if config.registry_secrets or Store.SECRETS_MANAGER in stores:
         found["SecretsManager"] = ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
     if Store.PARAMETER_STORE in stores:
@@ -97,6 +97,8 @@ class NetworkStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kw) -> None:
         super().__init__(scope, construct_id, **kw)
         if config.imports_vpc:
+            # Validated together (ClusterConfig): an imported VPC comes with all three ids.
+            assert config.vpc_id and config.subnet_id and config.default_security_group_id
             self.vpc = ec2.Vpc.from_vpc_attributes(
                 self,
                 "Vpc",

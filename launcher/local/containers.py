@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import resource
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from launcher.jobdef import FSX_VOLUME
 from launcher.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
+
+if TYPE_CHECKING:
+    import docker.types
 
 PREFIX = "local-"  # a local job id's
 LABEL = "efa-batch.job"  # the label naming a container's job
@@ -24,7 +28,7 @@ def is_local(handle: str) -> bool:
 
 
 def node_container(
-    container: dict,
+    container: dict[str, Any],
     *,
     job_id: str,
     job_name: str,
@@ -38,7 +42,7 @@ def node_container(
     ulimit_caps: dict[str, int] | None = None,
     fsx_dir: str | None = None,
     secret_values: dict[str, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Keyword arguments for ``docker.containers.run`` for one node of the job; ``secret_values``
     are the container's ``secrets``, read as the ECS agent would read them at start."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
@@ -61,7 +65,7 @@ def node_container(
     if not infiniband and "LAUNCHER_EFA_DEVICES" in env:
         # The devices are dropped here (warned about once): the prelude expects none.
         env["LAUNCHER_EFA_DEVICES"] = "0"
-    volumes: dict[str, dict] = {}
+    volumes: dict[str, dict[str, str]] = {}
     sources = {v["name"]: v for v in container.get("volumes", [])}
     for mount in container.get("mountPoints", []):
         volume = sources[mount["sourceVolume"]]
@@ -83,7 +87,7 @@ def node_container(
     ]
     import docker.types
 
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "image": container["image"],
         "command": container["command"],
         "environment": env,
@@ -112,7 +116,7 @@ def node_container(
     return kwargs
 
 
-def _ulimit(limit: dict, cap: int | None):
+def _ulimit(limit: dict[str, Any], cap: int | None) -> docker.types.Ulimit:
     import docker.types
 
     def capped(value: int) -> int:
