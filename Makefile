@@ -59,7 +59,7 @@ system-deps:
 deps: $(STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMPS) node_modules/.package-lock.json system-deps
 
 lint: deps
-	$(VENV)/bin/ruff check launcher infra tests bench demo torchx_plugins
+	$(VENV)/bin/ruff check launcher infra tests bench demo devenv torchx_plugins
 
 test: deps lint
 	$(VENV)/bin/pytest -q

@@ -9,8 +9,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from devenv.emulator import MotoServer
 from tests.infra_synth import synthesize
-from tests.support.emulator import MotoServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -30,7 +30,7 @@ def private_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def moto_server():
-    from tests.support.emulator import MotoServer
+    from devenv.emulator import MotoServer
 
     server = MotoServer.start()
     yield server
@@ -135,7 +135,7 @@ def synth_kms(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def docker_engine(tmp_path_factory):
-    from tests.support.docker_engine import DockerEngine
+    from devenv.docker_engine import DockerEngine
     from tests.support.processes import required_or_skip
 
     try:
@@ -147,8 +147,8 @@ def docker_engine(tmp_path_factory):
 
 
 def _registry(tmp_path_factory, user=None):
+    from devenv.registry_server import RegistryServer
     from tests.support.processes import required_or_skip
-    from tests.support.registry_server import RegistryServer
 
     try:
         return RegistryServer.start(tmp_path_factory.mktemp("registry"), user)
@@ -173,7 +173,7 @@ def auth_registry(tmp_path_factory):
 @pytest.fixture(scope="session")
 def busybox_base(docker_engine, registry):
     """REGISTRY/base:1, a busybox image pushed with Docker (absent from our own code path)."""
-    from tests.support.images import push_busybox_base
+    from devenv.images import push_busybox_base
 
     repository = f"{registry.host}/base"
     push_busybox_base(docker_engine.client(), repository)

@@ -20,6 +20,7 @@ import time
 import pytest
 import requests
 
+from devenv.images import push_random_base
 from launcher import copyjob, local
 from launcher.errors import UsageError
 from launcher.image import copy, manifest
@@ -28,7 +29,6 @@ from launcher.image.registry import Registry
 from tests.clusters import cluster_info
 from tests.support import cli
 from tests.support.host_python import host_python_mounts
-from tests.support.images import push_random_base
 from tests.support.local_run import launcher_run
 from tests.support.service_model import assert_valid
 
@@ -396,8 +396,8 @@ def test_a_base_for_another_platform_or_an_unreachable_registry_moves_nothing(
     with pytest.raises(UsageError) as wrong:
         cluster.build(remote_base, env / "ws", local=True)
     assert "linux/arm64" in str(wrong.value)
+    from devenv.processes import free_port
     from launcher.errors import RemoteError
-    from tests.support.processes import free_port
 
     with pytest.raises(RemoteError) as unreachable:
         cluster.build(f"127.0.0.1:{free_port()}/gone:1", env / "ws", local=True)
@@ -540,8 +540,8 @@ class Fargate:
         return done.returncode, (done.stdout + done.stderr).splitlines()
 
     def serve(self) -> None:
-        from tests.support import moto_gaps
-        from tests.support.emulator import ACCOUNT, REGION
+        from devenv import moto_gaps
+        from devenv.emulator import ACCOUNT, REGION
 
         while not self.stop.is_set():
             for job_id in moto_gaps.held_jobs(ACCOUNT, REGION, self.queue_arn):

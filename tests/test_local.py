@@ -104,7 +104,7 @@ def no_job_containers(docker_engine) -> bool:
 @pytest.fixture(scope="module")
 def eval_base(docker_engine, registry) -> str:
     """A base whose ENTRYPOINT re-parses the command with eval, as AWS's PyTorch DLCs do."""
-    from tests.support.images import push_entrypoint_base
+    from tests.support.entrypoint_bases import push_entrypoint_base
 
     return push_entrypoint_base(docker_engine.client(), f"{registry.host}/dlc-like", "dlc-eval")
 

@@ -131,7 +131,7 @@ def test_a_worker_that_never_starts_ends_the_attempt_and_status_names_it(
     LAUNCHER_START_SECONDS with the retryable exit code instead of waiting for the timeout,
     and `status` says which node never came."""
     from launcher.jobspec import NodeGroup
-    from tests.support.images import push_entrypoint_base
+    from tests.support.entrypoint_bases import push_entrypoint_base
 
     # An entrypoint that never runs the command it is given: the worker stays silent.
     stuck = push_entrypoint_base(

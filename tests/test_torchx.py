@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 
+from devenv import moto_gaps
+from devenv.emulator import ACCOUNT, REGION
 from tests.conftest import ROOT
-from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION
 from tests.support.processes import required_or_skip
 from tests.support.service_model import assert_valid
 
@@ -283,7 +283,7 @@ with get_runner() as runner:
 def test_the_runner_runs_a_job_on_the_local_backend(
     venv, stack, moto_server, docker_engine, busybox_base, tmp_path
 ):
-    from tests.support.processes import free_port
+    from devenv.processes import free_port
 
     env = {
         **moto_server.env,

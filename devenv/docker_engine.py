@@ -1,4 +1,4 @@
-"""A Docker engine for tests: the one DOCKER_HOST points at, or a private dockerd we start."""
+"""A Docker engine: the one DOCKER_HOST points at, or a private dockerd we start."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.processes import stop, wait_until
+from devenv.processes import stop, wait_until
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Where moto (5.2.x) cannot deploy what CDK emits, and the smallest change that lets it.
 
-Used only to deploy synthesized templates into a moto server (tests and the demo). The real
-templates are never changed for moto: ``adapt`` rewrites a copy, one function per gap.
+Used only to deploy synthesized templates into a moto server (the demo, the benchmarks, the
+tests). The real templates are never changed for moto: ``adapt`` rewrites a copy, one function
+per gap.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def patch_moto_models() -> None:
     AccessPoint.physical_resource_id = property(lambda self: self.access_point_id)
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
-    # scales from zero holds it RUNNABLE. Jobs wait here until a test runs them (run_job).
+    # scales from zero holds it RUNNABLE. Jobs wait here until the caller runs them (run_job).
     def hold(self, include_start_attempt: bool, job: Job) -> None:
         self.backend._jobs[job.job_id] = job
         job.status = "RUNNABLE"

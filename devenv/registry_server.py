@@ -10,7 +10,7 @@ from pathlib import Path
 
 import requests
 
-from tests.support.processes import free_port, stop, wait_until
+from devenv.processes import free_port, stop, wait_until
 
 _ACCESS = re.compile(r'"(GET|HEAD|POST|PUT|PATCH|DELETE) (/v2/[^ ]*) HTTP/[\d.]+" (\d{3}) (\d+|-)')
 

@@ -1,4 +1,5 @@
-"""An emulated AWS for tests and the demo: moto in server mode, reached over real HTTP.
+"""An emulated AWS for the demo, the benchmarks and the tests: moto in server mode, reached
+over real HTTP.
 
 Everything the launcher does goes through ``AWS_ENDPOINT_URL``, exactly as with real AWS.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 import boto3
 import requests
 
-from tests.support import moto_gaps
+from devenv import moto_gaps
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
