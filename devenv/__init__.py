@@ -12,7 +12,9 @@ against, all real programs on 127.0.0.1, none of them part of what the project s
 - ``docker_engine``: the Docker engine ``DOCKER_HOST`` names, or a private ``dockerd``.
 - ``images``: base images made offline (Docker Hub is out of reach): a busybox root file
   system imported and pushed, and a large base of random layers written into a registry.
-- ``processes``: free ports on 127.0.0.1, waiting for readiness, stopping by pid.
+- ``processes``: free ports on 127.0.0.1, waiting for readiness, stopping by pid, and
+  ``DEVENV_SERVICES``: the services (``moto``, ``registry``, ``docker``) a process and its
+  children may start; unset, every one.
 
 The launcher distribution does not include this package (pyproject's ``packages.find`` names
 only what ships); the demo, ``bench/`` and ``tests/`` run it from the source tree. It never

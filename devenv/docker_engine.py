@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from devenv.processes import stop, wait_until
+from devenv.processes import allowed, stop, wait_until
 
 
 @dataclass
@@ -19,6 +19,7 @@ class DockerEngine:
 
     @classmethod
     def start(cls, root: Path) -> DockerEngine:
+        allowed("docker")
         import docker
 
         for host in filter(None, (os.environ.get("DOCKER_HOST"), "unix:///var/run/docker.sock")):

@@ -15,6 +15,7 @@ import boto3
 import requests
 
 from devenv import moto_gaps
+from devenv.processes import allowed
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -27,6 +28,7 @@ class MotoServer:
 
     @classmethod
     def start(cls, port: int = 0) -> MotoServer:
+        allowed("moto")
         from moto.server import ThreadedMotoServer
 
         moto_gaps.patch_moto_models()

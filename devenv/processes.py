@@ -1,4 +1,4 @@
-"""Start helper servers on loopback, wait for them, stop them by pid."""
+"""Start helper servers on loopback, wait for them, stop them by pid; say which may start."""
 
 from __future__ import annotations
 
@@ -8,6 +8,22 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+
+SERVICES = "DEVENV_SERVICES"
+
+
+class NotAllowed(Exception):
+    """A service this process tree may not start (not a RuntimeError: callers that treat a
+    missing engine as a skip must not swallow it)."""
+
+
+def allowed(service: str) -> None:
+    """Raise NotAllowed unless ``$DEVENV_SERVICES`` (comma-separated; unset: every service)
+    names ``service``. The tests set it from each test's markers, so a test that reaches a
+    service it is not marked for fails, in this process and in the processes it starts."""
+    names = os.environ.get(SERVICES)
+    if names is not None and service not in names.split(","):
+        raise NotAllowed(f"{service} may not start here ({SERVICES}={names!r})")
 
 
 def free_port() -> int:

@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one synth per configuration, one moto server, real subprocesses."""
+"""Session-wide fixtures: one synth per configuration, one moto server, real subprocesses;
+and the test tiers (tests/support/tiers.py): marks from fixtures, each test held to its marks."""
 
 from __future__ import annotations
 
@@ -8,11 +9,41 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import tiers
+
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ("pytester",)  # tests/test_tiers.py runs pytest on small projects
 # jsii prints a large banner per process on Node.js 20 unless told the major version is known.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "20")
+
+
+def pytest_configure(config):
+    tiers.check_registered(config.getini("markers"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
+def pytest_collection_modifyitems(config, items):
+    tiers.mark(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with tiers.phase(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with tiers.phase(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with tiers.phase(item):
+        return (yield)
 
 
 def cdk_context(**overrides) -> dict:

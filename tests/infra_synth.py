@@ -32,6 +32,9 @@ class Synthesized:
 
 def synthesize(context: dict, outdir: Path) -> Synthesized:
     from infra.app import create_app
+    from tests.support import tiers
+
+    tiers.require("cdk")
 
     app, config, _ = create_app(context, outdir=str(outdir))
     app.synth()  # raises if cdk-nag (AwsSolutions) has an unacknowledged finding

@@ -52,6 +52,7 @@ def deployment(request) -> Deployment:
     return Deployment(synth.templates(), synth.config)
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("rule", STACK_RULES, ids=[r.name for r in STACK_RULES])
 def test_stack_rule(deployment, rule):
     assert rule.check(deployment) == []
@@ -210,6 +211,7 @@ def _nested(prefix: str, value) -> list[str]:
     return [prefix]
 
 
+@pytest.mark.cdk
 def test_every_template_property_is_governed_by_a_rule(deployment):
     """A property the stacks set that no rule covers (and no reason exempts) fails here."""
     covers = [c for r in STACK_RULES for c in r.covers]

@@ -9,6 +9,9 @@ from aws_cdk.assertions import Match, Template
 
 from launcher.outputs import NONE, SCHEMA_VERSION, OutputKey
 
+# Every test here reads a synthesized template.
+pytestmark = pytest.mark.cdk
+
 
 def _resources(template: dict, type_: str) -> dict[str, dict]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}

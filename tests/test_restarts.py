@@ -19,9 +19,12 @@ import pytest
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
-from tests.support import cli
+from tests.support import cli, tiers
 from tests.support.host_python import host_python_mounts
 from tests.support.processes import rendezvous_port, required_or_skip
+
+# The training script imports torch (this machine's, mounted into the container).
+pytestmark = pytest.mark.torch
 
 TRAIN = """
 import json, os, time
@@ -49,6 +52,7 @@ dist.destroy_process_group()
 
 @pytest.fixture
 def env(docker_engine, tmp_path, monkeypatch):
+    tiers.require("torch")
     if importlib.util.find_spec("torch") is None:
         required_or_skip("torch is not installed (pip install -r requirements-torch.txt)")
     monkeypatch.setenv("DOCKER_HOST", docker_engine.host)
