@@ -1,7 +1,7 @@
 """Copying base images inside AWS: a small Fargate queue, the copier image, its two roles, and
 the ECR pull-through cache rules copy jobs may read through.
 
-A copy job (``python3 -m launcher.image.copy SOURCE@DIGEST TARGET``, job definition built by
+A copy job (``python3 -m launcher.copyjob.program SOURCE@DIGEST TARGET``, job definition by
 the launcher) reads a base image from its registry and writes it into the workspace
 repository, registry to registry, so 10-20 GB never travel through a laptop. It runs in the
 cluster's subnet with ``assignPublicIp`` DISABLED: images, layers and logs go through the

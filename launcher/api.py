@@ -25,28 +25,71 @@ from typing import TYPE_CHECKING
 from launcher import jobdef, jobspec
 from launcher.backend import Backend
 from launcher.cluster import ClusterInfo
-from launcher.errors import RemoteError, UsageError
+from launcher.errors import UsageError
 from launcher.job import JobInfo, LogLine
-from launcher.jobspec import JobSpec
-from launcher.outputs import DEFAULT_STACK_NAME
+from launcher.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
+from launcher.outputs import DEFAULT_STACK_NAME, STACK_ENV
 from launcher.progress import ProgressFn, say
+from launcher.target import AwsTarget, LocalTarget, Target
 
 if TYPE_CHECKING:
-    from launcher.copyjob import Copier
+    from launcher.aws import Aws
+    from launcher.check import Report
+    from launcher.copyjob.plan import CopierImage
+    from launcher.copyjob.run import CopyJobRunner
+    from launcher.image.patch import Patched
 
-STACK_ENV = "LAUNCHER_STACK"
-LOCAL_EFS_ENV = "LAUNCHER_LOCAL_EFS"
-COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"
+COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"  # another image for copy jobs than the stack's
 
 
 def default_stack() -> str:
     return os.environ.get(STACK_ENV, DEFAULT_STACK_NAME)
 
 
-def aws_session(profile: str | None = None, region: str | None = None):
+def aws_session(profile: str | None = None, region: str | None = None) -> Aws:
     from launcher.aws import Aws
 
     return Aws(profile=profile, region=region)
+
+
+def backends(
+    profile: str | None = None, region: str | None = None, aws: Aws | None = None
+) -> Iterator[Backend]:
+    """Every backend a job id may belong to, made as they are asked for, the ones that need
+    nothing first (a local job needs no AWS region or credentials)."""
+    from launcher.batch import BatchBackend
+    from launcher.local import LocalBackend
+
+    yield LocalBackend()
+    yield BatchBackend(aws or aws_session(profile, region))
+
+
+def local_jobs(*, all: bool = False) -> list[JobInfo]:  # noqa: A002
+    """Jobs run on the local Docker engine (no stack needed), newest first."""
+    from launcher.local import LocalBackend
+
+    return LocalBackend().list(include_finished=all)
+
+
+def build_image(
+    base: str,
+    workspace: str | os.PathLike[str],
+    repository: str,
+    *,
+    platform: str = "linux/amd64",
+    profile: str | None = None,
+    region: str | None = None,
+    **options: object,
+) -> Patched:
+    """``base`` plus ``workspace`` pushed to any repository (no stack: ``launcher build
+    --repo``); ECR credentials from the AWS profile when the repository is in ECR.
+    ``options``: ``Cluster.build``'s ``builder``, ``dryrun``, ``progress``, ``stream_base``."""
+    from launcher.image.auth import is_ecr
+    from launcher.image.build import target_repository, workspace_image
+
+    ecr = is_ecr(target_repository(repository).registry)
+    aws = aws_session(profile, region) if ecr else None
+    return workspace_image(base, workspace, repository, aws=aws, platform=platform, **options)
 
 
 def make_spec(command: Sequence[str], **options) -> JobSpec:
@@ -59,20 +102,8 @@ def make_spec(command: Sequence[str], **options) -> JobSpec:
     for key in ("env", "tags"):
         if isinstance(options.get(key), dict):
             options[key] = tuple(options[key].items())
-    if not options.get("image"):
-        raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
+    options["image"] = jobspec.base_image(options.get("image"))
     return JobSpec(command=command, **options)
-
-
-def backend_for(job_id: str, aws=None) -> Backend:
-    """The backend that owns a job id: ``local-...`` ids are the local engine's."""
-    from launcher import local
-
-    if local.is_local(job_id):
-        return local.LocalBackend()
-    from launcher.batch import BatchBackend
-
-    return BatchBackend(aws or aws_session())
 
 
 @dataclass
@@ -83,12 +114,20 @@ class Job:
     backend: Backend
 
     @classmethod
-    def attach(cls, job_id: str, *, profile: str | None = None, region: str | None = None) -> Job:
-        """A job by its id, without reading any stack (``status`` costs one call)."""
-        from launcher import local
-
-        aws = None if local.is_local(job_id) else aws_session(profile, region)
-        return cls(job_id, backend_for(job_id, aws))
+    def attach(
+        cls,
+        job_id: str,
+        *,
+        profile: str | None = None,
+        region: str | None = None,
+        aws: Aws | None = None,
+    ) -> Job:
+        """A job by its id, without reading any stack (``status`` costs one call): the backend
+        that owns the id is found by asking each. ``aws``: a session to share."""
+        for backend in backends(profile, region, aws):
+            if backend.owns(job_id):
+                return cls(job_id, backend)
+        raise UsageError(f"job {job_id!r}: not a job id of AWS Batch or of the local engine")
 
     def status(self) -> JobInfo:
         return self.backend.describe(self.job_id)
@@ -144,12 +183,27 @@ class Job:
 
 
 class Cluster:
-    """The cluster of one efa-batch stack, discovered from its outputs."""
+    """The cluster of one efa-batch stack, discovered from its outputs, and where its jobs run
+    (``launcher.target``): AWS from ``from_stack``, the local Docker engine from ``local()``."""
 
-    def __init__(self, info: ClusterInfo, aws=None, copier: Copier | None = None) -> None:
+    def __init__(
+        self,
+        info: ClusterInfo,
+        aws: Aws | None = None,
+        copier: CopierImage | None = None,
+        target: Target | None = None,
+    ) -> None:
         self.info = info
         self._aws = aws
         self._copier = copier
+        self._target = target
+
+    @property
+    def target(self) -> Target:
+        """Where this cluster's jobs run; AWS unless the cluster was made ``local()``."""
+        if self._target is None:
+            self._target = AwsTarget(self.info, self.aws)
+        return self._target
 
     @classmethod
     def from_stack(
@@ -158,7 +212,7 @@ class Cluster:
         *,
         profile: str | None = None,
         region: str | None = None,
-        aws=None,
+        aws: Aws | None = None,
     ) -> Cluster:
         """The stack named ``name`` (default: ``$LAUNCHER_STACK``, then ``EfaBatch``); one
         DescribeStacks call. ``aws``: a ``launcher.aws.Aws`` to share (it counts calls)."""
@@ -167,55 +221,43 @@ class Cluster:
         aws = aws or aws_session(profile, region)
         return cls(from_stack(aws.describe_stack(name or default_stack())), aws)
 
+    def local(self, efs_dir: str | os.PathLike[str] | None = None) -> Cluster:
+        """This cluster's jobs on the local Docker engine instead: the same job definitions,
+        one container per node, ``efs_dir`` (default ``$LAUNCHER_LOCAL_EFS``, then
+        ``~/.local/share/efa-batch/efs/STACK``) standing in for EFS."""
+        return Cluster(
+            self.info, self._aws, self._copier, LocalTarget(self.info, efs_dir, self._aws)
+        )
+
     @property
-    def aws(self):
+    def aws(self) -> Aws:
         if self._aws is None:
             self._aws = aws_session(region=self.info.region)
         return self._aws
 
     @property
-    def copier(self) -> Copier:
+    def copier(self) -> CopierImage:
         """What copy jobs run: the stack's copier image (``$LAUNCHER_COPY_IMAGE`` overrides
         it), unless the cluster was given another."""
-        from launcher.copyjob import Copier
+        from launcher.copyjob.plan import CopierImage
 
         if self._copier is not None:
             return self._copier
-        return Copier(os.environ.get(COPY_IMAGE_ENV) or self.info.copy_image)
+        return CopierImage(os.environ.get(COPY_IMAGE_ENV) or self.info.copy_image)
 
     @property
     def platform(self) -> str:
         instance = self.info.instance
         return f"linux/{instance.architecture if instance else 'amd64'}"
 
-    # --- the account's part of the network --------------------------------------------------
-
-    def task_group_findings(self):
-        """What the VPC's default group lacks for jobs (``launcher.security``); one call."""
-        from launcher.security import default_group_findings
-
-        group = self.info.task_security_group_id
-        return default_group_findings(group, self.aws.security_group_rules(group))
-
-    def require_task_group(self, progress: ProgressFn | None = None) -> None:
-        """RemoteError when the default group lacks what jobs need, before anything is built or
-        submitted; a group found fine is not asked about again for an hour (a cache file)."""
-        from launcher import preflight
-
-        group = self.info.task_security_group_id
-        if preflight.recently_fine(group):
-            return
-        findings = self.task_group_findings()
-        for note in findings.notes:
-            say(progress)(f"warning: {note}")
-        if not findings.ok:
-            raise RemoteError(f"cluster {self.info.stack_name}: {findings.line()}")
-        preflight.remember_fine(group)
-
     # --- building requests (no side effects) --------------------------------------------
 
     def spec(
-        self, command: Sequence[str] | None = None, *, spec: JobSpec | None = None, **options
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        spec: JobSpec | None = None,
+        **options: object,
     ) -> JobSpec:
         """A spec (``make_spec``'s options, or one made already) checked against this cluster:
         node count, GPUs, EFA, shared memory, fair share. Raises UsageError; no I/O."""
@@ -231,26 +273,40 @@ class Cluster:
     def requests(self, spec: JobSpec) -> jobdef.Requests:
         return jobdef.build(spec, self.info)
 
-    # --- workspace images ---------------------------------------------------------------
+    # --- workspace images and bases ---------------------------------------------------------
+
+    def copy_jobs(self, progress: ProgressFn | None = None) -> CopyJobRunner:
+        """Copy jobs on this cluster's target (the copy queue, or the local engine)."""
+        from launcher.copyjob.run import CopyJobRunner
+
+        if self.copier.mounts and not self.target.rehearsal:
+            raise UsageError("a copier with bind mounts runs on the local backend only")
+        target = self.target
+        return CopyJobRunner(
+            self.info,
+            target.copies,
+            target.copy_source,
+            target.copy_where(),
+            self.copier,
+            progress,
+        )
 
     def build(
         self,
         image: str,
-        workspace: str | os.PathLike = ".",
+        workspace: str | os.PathLike[str] = ".",
         *,
         builder: str = "auto",
         platform: str | None = None,
         dryrun: bool = False,
         progress: ProgressFn | None = None,
-        local: bool = False,
-        local_efs: str | os.PathLike | None = None,
         stream_base: bool = False,
-    ):
+    ) -> Patched:
         """Patch ``workspace`` into ``image`` in the cluster's registry; ``.reference`` is
         ``REPO@sha256:...``. With ``dryrun`` the digest is computed and nothing is pushed.
 
-        Base layers missing from the registry are copied by a copy job on the cluster (the
-        local engine with ``local``), never through this machine unless ``stream_base``."""
+        Base layers missing from the registry are copied by a copy job on the cluster's
+        target, never through this machine unless ``stream_base``."""
         from launcher.image.build import workspace_image
 
         return workspace_image(
@@ -262,34 +318,8 @@ class Cluster:
             platform=platform or self.platform,
             dryrun=dryrun,
             progress=progress,
-            base_copy=None if stream_base else self.base_copy(local, local_efs, progress),
+            copy_jobs=None if stream_base else self.copy_jobs(progress),
             stream_base=stream_base,
-        )
-
-    def base_copy(
-        self,
-        local: bool = False,
-        local_efs: str | os.PathLike | None = None,
-        progress: ProgressFn | None = None,
-    ):
-        """Copy jobs on this cluster's copy queue (or the local engine), as ``BaseCopy``."""
-        from launcher.basecopy import JobCopy
-
-        if self.copier.mounts and not local:
-            raise UsageError("a copier with bind mounts runs on the local backend only")
-        if local:
-            return JobCopy(self.info, self.local_backend(local_efs), self.copier, progress)
-        from launcher.batch import BatchBackend
-
-        copies = BatchBackend(self.aws, self.info.copy_queue_arn)
-        return JobCopy(self.info, copies, self.copier, progress, self._in_cache)
-
-    def _in_cache(self, ref) -> bool:
-        from launcher.image.auth import ECR_HOST
-
-        ecr = ECR_HOST.match(ref.registry)
-        return bool(ecr) and self.aws.has_image(
-            ref.repository, ref.digest, ecr["account"], ecr["region"]
         )
 
     def mirror(
@@ -297,21 +327,19 @@ class Cluster:
         image: str,
         *,
         platform: str | None = None,
-        local: bool = False,
-        local_efs: str | os.PathLike | None = None,
         dryrun: bool = False,
         progress: ProgressFn | None = None,
     ) -> str:
         """Copy ``image`` (its manifest for the cluster's platform) into the cluster's
         repository with a copy job; ``REPO@sha256:...``. Later runs on it move no base layer."""
-        from launcher.image.build import mirror
+        from launcher.image.build import copy_base
 
-        return mirror(
+        return copy_base(
             image,
             self.info.repository_uri,
             aws=self.aws,
             platform=platform or self.platform,
-            base_copy=self.base_copy(local, local_efs, progress),
+            copy_jobs=self.copy_jobs(progress),
             dryrun=dryrun,
             progress=progress,
         )
@@ -319,39 +347,29 @@ class Cluster:
     def with_workspace(
         self,
         spec: JobSpec,
-        workspace: str | os.PathLike | None,
-        *,
-        builder: str = "auto",
-        platform: str | None = None,
-        dryrun: bool = False,
-        progress: ProgressFn | None = None,
-        **image_options,
+        workspace: str | os.PathLike[str] | None,
+        **options: object,
     ) -> JobSpec:
         """The spec with every image it names replaced by that image plus the workspace
-        (``image_options``: ``build``'s ``local``, ``local_efs``, ``stream_base``)."""
-        spec, _ = self._with_workspace(
-            spec,
-            workspace,
-            builder=builder,
-            platform=platform,
-            dryrun=dryrun,
-            progress=progress,
-            **image_options,
-        )
+        (``options``: ``build``'s)."""
+        spec, _ = self._with_workspace(spec, workspace, **options)
         return spec
 
-    def _with_workspace(self, spec: JobSpec, workspace, **options) -> tuple[JobSpec, list]:
-        """``with_workspace``, and what each build did (``Patched``)."""
+    def _with_workspace(
+        self, spec: JobSpec, workspace: str | os.PathLike[str] | None, **options: object
+    ) -> tuple[JobSpec, list[Patched]]:
+        """``with_workspace``, and what each build did."""
         if workspace is None:
             return spec, []
         if not Path(workspace).is_dir():
             raise UsageError(f"--workspace {os.fspath(workspace)!r}: no such directory")
         images = {spec.image} | {g.image for g in spec.groups if g.image}
-        built, results = {}, []
+        built: dict[str, str] = {}
+        results = []
         for image in sorted(images):
-            result = self.build(image, workspace, **options)
+            result = self.build(image, workspace, **options)  # type: ignore[arg-type]
             reused = " (unchanged, reused)" if result.reused else ""
-            say(options.get("progress"))(f"workspace image {result.reference}{reused}")
+            say(options.get("progress"))(f"workspace image {result.reference}{reused}")  # type: ignore[arg-type]
             built[image] = result.reference
             results.append(result)
         groups = tuple(
@@ -366,16 +384,18 @@ class Cluster:
         command: Sequence[str] | None = None,
         *,
         spec: JobSpec | None = None,
-        workspace: str | os.PathLike | None = None,
+        workspace: str | os.PathLike[str] | None = None,
         builder: str = "auto",
         platform: str | None = None,
         progress: ProgressFn | None = None,
         stream_base: bool = False,
-        **options,
-    ) -> dict:
+        **options: object,
+    ) -> dict[str, object]:
         """The exact RegisterJobDefinition and SubmitJob requests (what ``--dryrun`` prints);
         the workspace image's digest is computed from registry reads, nothing is pushed.
         ``copyBase``: the copy jobs a run would start for base layers not yet in place."""
+        from launcher.image.patch import BaseHandling
+
         spec = self.spec(command, spec=spec, **options)
         spec, built = self._with_workspace(
             spec,
@@ -386,15 +406,15 @@ class Cluster:
             progress=progress,
             stream_base=stream_base,
         )
-        document = self.requests(spec).as_dict()
-        copies = [b.plan for b in built if b.plan is not None and b.plan.how == "copy"]
+        document: dict[str, object] = dict(self.requests(spec).as_dict())
+        copies = [b.plan for b in built if b.plan and b.plan.how is BaseHandling.COPY_JOB]
         if copies:  # what would move base layers, and where: the copy jobs' requests
             from launcher.image.build import target_repository
 
             target = target_repository(self.info.repository_uri)
-            base_copy = self.base_copy(progress=progress)
+            runner = self.copy_jobs(progress)
             document["copyBase"] = [
-                {"bytes": plan.bytes, **base_copy.requests(plan.source, target).as_dict()}
+                {"bytes": plan.bytes, **runner.requests(plan.source, target).as_dict()}
                 for plan in copies
             ]
         return document
@@ -404,63 +424,38 @@ class Cluster:
         command: Sequence[str] | None = None,
         *,
         spec: JobSpec | None = None,
-        workspace: str | os.PathLike | None = None,
+        workspace: str | os.PathLike[str] | None = None,
         builder: str = "auto",
         platform: str | None = None,
-        local: bool = False,
-        local_efs: str | os.PathLike | None = None,
         progress: ProgressFn | None = None,
         stream_base: bool = False,
-        **options,
+        **options: object,
     ) -> Job:
-        """Validate, build the workspace image, then submit (``local=True``: run on Docker)."""
+        """Validate, check the account, build the workspace image, then submit."""
         spec = self.spec(command, spec=spec, **options)  # all checks before any side effect
-        backend = self.local_backend(local_efs) if local else self.backend()
-        if not local:
-            self.require_task_group(progress)
+        self.target.preflight(progress)
         spec = self.with_workspace(
             spec,
             workspace,
             builder=builder,
             platform=platform,
             progress=progress,
-            local=local,
-            local_efs=local_efs,
             stream_base=stream_base,
         )
-        requests = self.requests(spec)
-        job_id = backend.schedule(requests, say(progress))
-        if local:
-            say(progress)(
-                f"started {spec.name} locally: {spec.nodes} node(s), EFS at {backend.efs_dir}"
-            )
-        else:
-            say(progress)(
-                f"submitted {spec.name} to {self.info.job_queue_name}: "
-                f"{spec.nodes} x {self.info.instance_type}"
-            )
-        return Job(job_id, backend)
+        job = self.submit(self.requests(spec), progress=progress)
+        say(progress)(self.target.submitted(spec))
+        return job
 
-    def submit(self, requests: jobdef.Requests, *, local: bool = False, progress=None) -> Job:
+    def submit(self, requests: jobdef.Requests, *, progress: ProgressFn | None = None) -> Job:
         """Send requests built earlier (``requests``/``dryrun``) as they are."""
-        backend = self.local_backend() if local else self.backend()
+        backend = self.target.jobs
         return Job(backend.schedule(requests, say(progress)), backend)
 
     # --- proving the cluster ------------------------------------------------------------
 
-    def require_image(self, image: str, *, local: bool = False) -> None:
-        """UsageError unless the image exists (locally, for a local run, or in its registry)."""
-        from launcher.image.build import image_exists
-
-        if local:
-            from launcher.docker_client import docker_client
-
-            try:
-                docker_client().images.get(image)
-                return
-            except Exception:  # not in the local engine: the registry decides
-                pass
-        if not image_exists(image, self.aws):
+    def require_image(self, image: str) -> None:
+        """UsageError unless the image exists where the target's jobs pull it from."""
+        if not self.target.has_image(image):
             raise UsageError(f"--image {image}: no such image in its registry")
 
     def check(
@@ -468,61 +463,41 @@ class Cluster:
         *,
         nodes: int | None = None,
         image: str | None = None,
-        local: bool = False,
-        local_efs: str | os.PathLike | None = None,
         timeout: int = 1800,
-        port: int = 29500,
+        port: int = DEFAULT_RENDEZVOUS_PORT,
         progress: ProgressFn | None = None,
-    ):
+    ) -> Report:
         """Run ``launcher check``'s job and evaluate it (``launcher.check.Report``)."""
         from launcher import check, preflight
 
         nodes = nodes if nodes is not None else min(2, self.info.max_nodes)
         image = image or check.DEFAULT_IMAGE
         spec = self.spec(spec=check.spec(self.info, nodes, image, port, max(60, timeout)))
+        findings = self.target.account_findings()
         group = None
-        if not local:
-            findings = self.task_group_findings()
+        if findings is not None:
             group = check.task_group_result(findings)
             if not findings.ok:  # the job would hang in the rendezvous until its timeout
                 return check.Report(cluster=[group])
             preflight.remember_fine(findings.group_id)
-        self.require_image(image, local=local)
-        job = self.run(spec=spec, local=local, local_efs=local_efs, progress=progress)
+        self.require_image(image)
+        job = self.run(spec=spec, progress=progress)
         info = job.wait(timeout=timeout + 120, poll=2)
         if not info.state.terminal:
             job.cancel()
             info = job.wait(timeout=120, poll=2)
-        report = check.evaluate(
-            [line.message for line in job.logs()], nodes, self.info, local=local
-        )
+        lines = [line.message for line in job.logs()]
+        report = check.evaluate(lines, nodes, self.info, local=self.target.rehearsal)
         report.job = info
         if group is not None:
             report.cluster.insert(0, group)
         return report
 
-    # --- backends and lookups -----------------------------------------------------------
-
-    def backend(self) -> Backend:
-        from launcher.batch import BatchBackend
-
-        return BatchBackend(self.aws, self.info.job_queue_arn)
-
-    def local_backend(self, efs_dir: str | os.PathLike | None = None) -> Backend:
-        from launcher.local import LocalBackend
-
-        efs = (
-            efs_dir
-            or os.environ.get(LOCAL_EFS_ENV)
-            or Path.home() / ".local" / "share" / "efa-batch" / "efs" / self.info.stack_name
-        )
-        return LocalBackend(queue=self.info.job_queue_name, efs_dir=os.fspath(efs))
+    # --- jobs ---------------------------------------------------------------------------
 
     def job(self, job_id: str) -> Job:
-        from launcher import local
+        return Job(job_id, self.target.jobs)
 
-        return Job(job_id, self.local_backend() if local.is_local(job_id) else self.backend())
-
-    def list(self, *, all: bool = False, local: bool = False) -> list[JobInfo]:  # noqa: A002
-        backend = self.local_backend() if local else self.backend()
-        return backend.list(include_finished=all)
+    def list(self, *, all: bool = False) -> list[JobInfo]:  # noqa: A002
+        """Every job of the target's queue (active ones unless ``all``), newest first."""
+        return self.target.jobs.list(include_finished=all)

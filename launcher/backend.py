@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
-from launcher.job import JobInfo, LogLine
+from launcher.job import BackendName, JobInfo, LogLine
 from launcher.jobdef import Requests
 
 Say = Callable[[str], None]  # progress messages, one line each (the CLI prints them)
@@ -24,13 +24,20 @@ def newest_first(jobs: Iterable[JobInfo], include_finished: bool) -> list[JobInf
 
 
 class Backend(Protocol):
-    name: str
+    name: BackendName
+
+    def owns(self, job_id: str) -> bool:
+        """Whether a job id (or ``QUEUE:JOB_ID``) can be one of this backend's jobs."""
+        ...
 
     def schedule(self, requests: Requests, say: Say) -> str:
         """Start the job the requests describe; return its id."""
+        ...
 
-    def describe(self, job_id: str) -> JobInfo:
-        """The job's state and its nodes'; UsageError for an unknown id."""
+    def describe(self, job_id: str, nodes: bool = False) -> JobInfo:
+        """The job's state; with ``nodes``, each node's too (on AWS one more call). UsageError
+        for an unknown id. ``JobInfo.cancelled`` says whether a cancel ended it."""
+        ...
 
     def log_iter(
         self,
@@ -42,13 +49,17 @@ class Backend(Protocol):
     ) -> Iterator[LogLine]:
         """Each node's lines in order; with ``follow``, until the job ends and all are read.
         ``since`` is seconds since the epoch; ``attempt`` (1-based) defaults to the latest."""
+        ...
 
     def cancel(self, job_id: str) -> JobInfo:
         """Stop the job in any state; return what it was."""
+        ...
 
     def resubmit(self, job_id: str, say: Say) -> tuple[str, str]:
         """The job again, resuming from its checkpoint directory; (new id, directory)."""
+        ...
 
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         """Every job of this backend's queue (or only those named ``name``), newest first
         (complete, not one page)."""
+        ...

@@ -7,14 +7,17 @@ values of ``launcher.job`` and keeps each operation to the fewest calls it can.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterator
 
 from launcher.aws import Aws
 from launcher.backend import Say, newest_first
 from launcher.errors import UsageError
 from launcher.follow import PROCESS, Call, Hub, JobFacts, Nodes, Streams
-from launcher.job import JobInfo, JobState, LogLine, NodeStatus
+from launcher.job import CANCEL_REASON, BackendName, JobInfo, JobState, LogLine, NodeStatus
 from launcher.jobdef import Requests, groups_of, node_ranges, resumption
+
+BATCH_JOB_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(#\d+)?$")
 
 
 def job_id_of(handle: str) -> str:
@@ -69,18 +72,23 @@ def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
         stopped_at=_seconds(job.get("stoppedAt")),
         node_status=node_status,
         groups=groups_of(job) if ranges else (),
-        backend="aws",
+        backend=BackendName.AWS,
+        cancelled=job.get("statusReason") == CANCEL_REASON,
         last_exit_code=last.get("exitCode"),
     )
 
 
 class BatchBackend:
-    name = "aws"
+    name = BackendName.AWS
 
     def __init__(self, aws: Aws, queue_arn: str | None = None, logs: Hub = PROCESS) -> None:
         self.aws = aws
         self.queue_arn = queue_arn  # only list() needs it
         self.logs = logs  # the process's log tails and its one limiter, unless given others
+
+    def owns(self, job_id: str) -> bool:
+        """A Batch job id (a UUID), optionally after its queue (``QUEUE:JOB_ID``)."""
+        return bool(BATCH_JOB_ID.match(job_id.rsplit(":", 1)[-1].strip()))
 
     # --- scheduling ---------------------------------------------------------------------
 
@@ -118,7 +126,7 @@ class BatchBackend:
         info = self.describe(job_id)
         if info.state.terminal:
             raise UsageError(f"job {info.job_id} already {info.state}; nothing to cancel")
-        self.aws.terminate_job(info.job_id, "cancelled with launcher cancel")
+        self.aws.terminate_job(info.job_id, CANCEL_REASON)
         return info
 
     def resubmit(self, job_id: str, say: Say = lambda _: None) -> tuple[str, str]:

@@ -70,16 +70,6 @@ def uses_efa(network: str | None) -> bool:
     return network is not None and "libfabric" in network.lower()
 
 
-def fi_info_providers(text: str) -> int:
-    """``fi_info -p efa`` output -> how many EFA provider entries it lists (0: unusable)."""
-    return sum(1 for line in text.splitlines() if line.strip() == "provider: efa")
-
-
-def nvidia_smi_gpus(text: str) -> int:
-    """``nvidia-smi -L`` output -> GPU count."""
-    return sum(1 for line in text.splitlines() if line.startswith("GPU "))
-
-
 # --- the verdict --------------------------------------------------------------------------
 
 
@@ -255,14 +245,14 @@ def task_group_result(findings) -> Result:
 
 
 def spec(cluster: ClusterInfo, nodes: int, image: str, port: int, timeout_seconds: int):
-    from launcher.jobspec import JobSpec
+    from launcher.jobspec import EfaMode, JobSpec
 
     return JobSpec(
         name=NAME,
         command=("/bin/sh", "-c", check_script.SCRIPT),
         image=image,
         nodes=nodes,
-        efa="auto" if cluster.efa_interfaces else "off",
+        efa=EfaMode.AUTO if cluster.efa_interfaces else EfaMode.OFF,
         timeout_seconds=timeout_seconds,
         attempts=1,
         rendezvous_port=port,

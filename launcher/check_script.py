@@ -31,6 +31,10 @@ try:
 except OSError:
     print("imds=blocked")"""
 
+# What a node counts in its tools' output (tested against real output in tests/fixtures/check).
+COUNT_EFA_PROVIDERS = "grep -c 'provider: efa'"  # fi_info -p efa -t FI_EP_RDM; 0: unusable
+COUNT_GPUS = "grep -c '^GPU '"  # nvidia-smi -L
+
 SCRIPT = f"""\
 node="${{AWS_BATCH_JOB_NODE_INDEX:-0}}"; nodes="${{AWS_BATCH_JOB_NUM_NODES:-1}}"
 job="${{AWS_BATCH_JOB_ID%%#*}}"; shared="${{LAUNCHER_EFS:-/mnt/efs}}/.launcher-check/$job"
@@ -42,9 +46,9 @@ wait_for() {{ _t=0; while [ "$(ls "$shared" 2>/dev/null | grep -c "$1")" -lt "$2
 out efa_devices "$(ls /dev/infiniband/ 2>/dev/null | grep -c '^uverbs')"
 out infiniband "$(ls /dev/infiniband/ 2>/dev/null | tr '\n' ' ')"
 fi="$(command -v fi_info || echo /opt/amazon/efa/bin/fi_info)"
-if [ -x "$fi" ]; then out efa_provider "$("$fi" -p efa -t FI_EP_RDM 2>&1 | grep -c 'provider: efa')"
+if [ -x "$fi" ]; then out efa_provider "$("$fi" -p efa -t FI_EP_RDM 2>&1 | {COUNT_EFA_PROVIDERS})"
 else out efa_provider none; fi
-if have nvidia-smi; then out gpus "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"; else out gpus none; fi
+if have nvidia-smi; then out gpus "$(nvidia-smi -L 2>/dev/null | {COUNT_GPUS})"; else out gpus none; fi
 
 # On ECS the job role's credentials come from the agent's endpoint (169.254.170.2), and the
 # instance's metadata service must be out of reach (ECS_AWSVPC_BLOCK_IMDS on the nodes).

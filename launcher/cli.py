@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from launcher.errors import LauncherError, UsageError
-from launcher.outputs import DEFAULT_STACK_NAME
+from launcher.jobspec import DEFAULT_ATTEMPTS, DEFAULT_RENDEZVOUS_PORT, EfaMode, base_image
+from launcher.outputs import DEFAULT_STACK_NAME, STACK_ENV
 
 
 def _err(message: str) -> None:
@@ -38,23 +39,18 @@ def _console():
     return Console()
 
 
-def _cluster(args: argparse.Namespace):
+def _cluster(args: argparse.Namespace, local: bool = False):
+    """The stack's cluster; with ``local`` (the command's --local), its local Docker engine."""
     from launcher.api import Cluster
 
-    return Cluster.from_stack(args.stack, profile=args.profile, region=args.region)
+    cluster = Cluster.from_stack(args.stack, profile=args.profile, region=args.region)
+    return cluster.local(getattr(args, "local_efs", None)) if local else cluster
 
 
 def _job(args: argparse.Namespace, job_id: str):
     from launcher.api import Job
 
     return Job.attach(job_id, profile=args.profile, region=args.region)
-
-
-def _base_image(args: argparse.Namespace) -> str:
-    base = args.image or os.environ.get("LAUNCHER_IMAGE")
-    if not base:
-        raise UsageError("--image: no base image; pass --image or set LAUNCHER_IMAGE")
-    return base
 
 
 class Outputs(Command):
@@ -106,8 +102,8 @@ class Run(Command):
         )
         parser.add_argument(
             "--efa",
-            default="auto",
-            choices=["auto", "require", "off"],
+            default=EfaMode.AUTO.value,
+            choices=[m.value for m in EfaMode],
             help="auto: EFA devices, warn if the image lacks libfabric/aws-ofi-nccl; "
             "require: fail the job instead; off: no EFA",
         )
@@ -116,8 +112,9 @@ class Run(Command):
         parser.add_argument(
             "--retries",
             type=int,
-            default=3,
-            help="attempts, 1-10; a lost host or node is retried, an error is not (default 3)",
+            default=DEFAULT_ATTEMPTS,
+            help="attempts, 1-10; a lost host or node is retried, an error is not "
+            f"(default {DEFAULT_ATTEMPTS})",
         )
         parser.add_argument("--share-id", help="fair-share identifier")
         parser.add_argument("--priority", type=int, help="fair-share scheduling priority")
@@ -128,7 +125,10 @@ class Run(Command):
             help="wrap the command in torchrun with nodes and GPUs per node",
         )
         parser.add_argument(
-            "--port", type=int, default=29500, help="rendezvous port (the next one: node watch)"
+            "--port",
+            type=int,
+            default=DEFAULT_RENDEZVOUS_PORT,
+            help="rendezvous port (the next one: node watch)",
         )
         parser.add_argument(
             "--restarts",
@@ -182,8 +182,8 @@ class Run(Command):
         from launcher.api import make_spec
 
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
-        spec = make_spec(command, **self.options(args, _base_image(args)))  # before any call
-        cluster = _cluster(args)
+        spec = make_spec(command, **self.options(args, base_image(args.image)))  # before calls
+        cluster = _cluster(args, args.local)
         workspace = None if args.no_workspace else args.workspace
         image_options = {
             "builder": args.builder,
@@ -196,14 +196,7 @@ class Run(Command):
             )
             print(json.dumps(requests, indent=2))
             return 0
-        job = cluster.run(
-            spec=spec,
-            workspace=workspace,
-            local=args.local,
-            local_efs=args.local_efs,
-            progress=_console(),
-            **image_options,
-        )
+        job = cluster.run(spec=spec, workspace=workspace, progress=_console(), **image_options)
         code = _follow(job) if args.follow else 0
         print(job.job_id)
         return code
@@ -213,7 +206,7 @@ def _image_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--builder",
         default="auto",
-        choices=["auto", "registry", "docker"],
+        choices=["auto", "registry", "docker"],  # launcher.image.build.Builder (kept light)
         help="registry: patch in the registry; docker: Docker SDK build "
         "(auto: docker when the workspace has Dockerfile.launcher)",
     )
@@ -237,12 +230,8 @@ class Mirror(Command):
         parser.add_argument("--dryrun", action="store_true", help="say what would move; move none")
 
     def run(self, args):
-        reference = _cluster(args).mirror(
-            args.image,
-            platform=args.platform,
-            local=args.local,
-            dryrun=args.dryrun,
-            progress=_console(),
+        reference = _cluster(args, args.local).mirror(
+            args.image, platform=args.platform, dryrun=args.dryrun, progress=_console()
         )
         print(reference)
         return 0
@@ -262,7 +251,7 @@ class Build(Command):
         )
 
     def run(self, args):
-        base = _base_image(args)
+        base = base_image(args.image)
         options = {
             "builder": args.builder,
             "dryrun": args.dryrun,
@@ -272,17 +261,15 @@ class Build(Command):
         if args.repo is None:  # the stack's repository, and the platform of its instances
             built = _cluster(args).build(base, args.workspace, platform=args.platform, **options)
         else:
-            from launcher.api import aws_session
-            from launcher.image.auth import is_ecr
-            from launcher.image.build import target_repository, workspace_image
+            from launcher.api import build_image
 
-            needs_aws = is_ecr(target_repository(args.repo).registry)  # ECR credentials
-            built = workspace_image(
+            built = build_image(
                 base,
                 args.workspace,
                 args.repo,
-                aws=aws_session(args.profile, args.region) if needs_aws else None,
                 platform=args.platform or "linux/amd64",
+                profile=args.profile,
+                region=args.region,
                 **options,
             )
         if built.reused:
@@ -292,12 +279,14 @@ class Build(Command):
 
 
 def _follow(job) -> int:
+    from launcher.job import JobState
+
     """Stream every node's log lines to stderr, then the job's end; exit code from its state."""
     for line in job.logs(follow=True):
         _err(f"[node {line.node}] {line.message}")
     info = job.status()
     _err(info.status_line())
-    return 0 if info.state == "SUCCEEDED" else 1
+    return 0 if info.state is JobState.SUCCEEDED else 1
 
 
 class Status(Command):
@@ -425,9 +414,9 @@ class List(Command):
 
     def run(self, args):
         if args.local:  # local jobs need no stack
-            from launcher.local import LocalBackend
+            from launcher.api import local_jobs
 
-            listed = LocalBackend().list(include_finished=args.all)
+            listed = local_jobs(all=args.all)
         else:
             listed = _cluster(args).list(all=args.all)
         if args.json:
@@ -446,7 +435,9 @@ class Check(Command):
         parser.add_argument("--nodes", type=int, help="nodes to test (default: 2, or max_nodes)")
         parser.add_argument("--image", help="an nccl-tests image with EFA (default: AWS's)")
         parser.add_argument("--timeout", default="30m", help="give up after (default 30m)")
-        parser.add_argument("--port", type=int, default=29500, help="rendezvous port")
+        parser.add_argument(
+            "--port", type=int, default=DEFAULT_RENDEZVOUS_PORT, help="rendezvous port"
+        )
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
         parser.add_argument("--local-efs", metavar="DIR", help="EFS stand-in with --local")
@@ -457,14 +448,8 @@ class Check(Command):
         timeout = jobspec.parse_duration(args.timeout)
         if args.nodes is not None and args.nodes < 1:
             raise UsageError(f"--nodes {args.nodes}: a check needs at least 1 node")
-        report = _cluster(args).check(
-            nodes=args.nodes,
-            image=args.image,
-            local=args.local,
-            local_efs=args.local_efs,
-            timeout=timeout,
-            port=args.port,
-            progress=_console(),
+        report = _cluster(args, args.local).check(
+            nodes=args.nodes, image=args.image, timeout=timeout, port=args.port, progress=_console()
         )
         if args.json:
             print(json.dumps(report.as_dict(), indent=2))
@@ -495,7 +480,7 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument(
         "--stack",
-        default=os.environ.get("LAUNCHER_STACK", DEFAULT_STACK_NAME),
+        default=os.environ.get(STACK_ENV, DEFAULT_STACK_NAME),
         help="cluster stack (default: $LAUNCHER_STACK or %(default)s)",
     )
     top.add_argument("--profile", help="AWS profile")

@@ -46,6 +46,9 @@ class ClusterInfo:
     registry_secrets: dict[str, str]  # registry host -> Secrets Manager secret ARN
     task_security_group_id: str  # the VPC's default group, where jobs' task interfaces are
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "internet_egress", Egress(self.internet_egress))
+
     @property
     def instance(self) -> catalog.InstanceType | None:
         return catalog.lookup(self.instance_type)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from launcher.progress import Event
+from launcher.progress import Event, EventKind
 
 
 class Console:
@@ -14,13 +14,13 @@ class Console:
         self._drawing = False
 
     def __call__(self, event: Event) -> None:
-        if event.kind == "message":
+        if event.kind is EventKind.MESSAGE:
             self._end_line()
             self.stream.write(event.text + "\n")
         elif self.tty:
             self.stream.write("\r" + event.text)
-            self._drawing = event.kind == "transfer"
-            if event.kind == "done":
+            self._drawing = event.kind is EventKind.TRANSFER
+            if event.kind is EventKind.DONE:
                 self.stream.write("\n")
         self.stream.flush()
 

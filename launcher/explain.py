@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from launcher.job import JobInfo, JobState
+from launcher.job import CANCEL_REASON, JobInfo, JobState
 from launcher.prelude import NODE_LOST_EXIT
 
 # (pattern over "statusReason | detail", advice); the first match wins.
@@ -68,7 +68,7 @@ _ADVICE: tuple[tuple[str, str], ...] = (
         "the job ran longer than --timeout: raise it, or checkpoint and resubmit",
     ),
     (
-        r"cancelled with launcher cancel|killed via torchx",
+        rf"{re.escape(CANCEL_REASON)}|killed via torchx",
         "cancelled on request",
     ),
     (

@@ -244,7 +244,6 @@ class Tail:
         self._quiet_polls = 0  # polls in a row without lines
         self._had_lines = False
         self._drained = 0
-        self.polls = 0
 
     # --- followers (any thread) ------------------------------------------------------------
 
@@ -334,7 +333,6 @@ class Tail:
         if joiners and (streams := self._streams_of(theirs)):
             caught = read_once(self.source.page, streams, Cursor(self.since_ms), self.call)
             new = self._cursor.absorb(caught)
-        self.polls += 1
         self._rounds += 1
         lines = bool(main or new)
         self._quiet_polls = 0 if lines else self._quiet_polls + 1
@@ -504,6 +502,7 @@ class Hub:
 
     @property
     def tails(self) -> int:
+        """How many tails are open (each stream is read by one, whoever follows it)."""
         with self._lock:
             return len(self._tails)
 

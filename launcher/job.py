@@ -9,6 +9,17 @@ from __future__ import annotations
 import enum
 from dataclasses import asdict, dataclass, field
 
+# What a job cancelled on request is told (Batch's TerminateJob reason, the local supervisor's).
+CANCEL_REASON = "cancelled with launcher cancel"
+
+
+class BackendName(str, enum.Enum):
+    AWS = "aws"  # AWS Batch
+    LOCAL = "local"  # the local Docker engine
+
+    def __str__(self) -> str:
+        return self.value
+
 
 class JobState(str, enum.Enum):
     SUBMITTED = "SUBMITTED"
@@ -64,7 +75,8 @@ class JobInfo:
     stopped_at: float | None = None
     node_status: tuple[NodeStatus, ...] = field(default_factory=tuple)
     groups: tuple[GroupInfo, ...] = field(default_factory=tuple)
-    backend: str = "aws"  # aws | local
+    backend: BackendName = BackendName.AWS
+    cancelled: bool = False  # ended by a cancel on request (launcher cancel, TorchX's cancel)
     # The main node's exit code in the latest attempt that ended (a job being retried has one).
     last_exit_code: int | None = None
 
@@ -80,6 +92,7 @@ class JobInfo:
     def as_dict(self) -> dict:
         data = asdict(self)
         data["state"] = self.state.value
+        data["backend"] = self.backend.value
         data["node_status"] = [{**n, "state": n["state"].value} for n in data["node_status"]]
         return data
 

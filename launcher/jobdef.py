@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from dataclasses import dataclass
 
 from launcher import prelude
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
-from launcher.jobspec import DEFAULT_EFS_PATH, JobSpec, NodeGroup
+from launcher.jobspec import DEFAULT_EFS_PATH, JobSpec, MountKind, NodeGroup
 
 EFA_DEVICE = "/dev/infiniband/uverbs{}"
 ULIMITS = (
@@ -45,17 +44,13 @@ class Requests:
         return {"registerJobDefinition": self.register, "submitJob": self.submit}
 
 
-def efa_on(spec: JobSpec) -> bool:
-    return spec.efa in ("auto", "require")
-
-
 def efa_environment(spec: JobSpec, cluster: ClusterInfo) -> dict[str, str]:
     """EFA/NCCL defaults for the node type; each can be overridden with ``--env``."""
-    if not efa_on(spec):
+    if not spec.efa.on:
         return {}
     env = {
         # Read by the prelude's userspace check (launcher.prelude).
-        "LAUNCHER_EFA": spec.efa,
+        "LAUNCHER_EFA": spec.efa.value,
         "LAUNCHER_EFA_DEVICES": str(cluster.efa_interfaces),
         "FI_PROVIDER": "efa",
         # NCCL's bootstrap must use the task's own interface (eth0): not loopback, Docker's
@@ -106,7 +101,7 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
             f"--nodes {spec.nodes}: the compute environment of {cluster.stack_name} runs at most "
             f"{cluster.max_nodes} {cluster.instance_type} nodes"
         )
-    if efa_on(spec) and cluster.efa_interfaces == 0:
+    if spec.efa.on and cluster.efa_interfaces == 0:
         raise UsageError(
             f"--efa {spec.efa}: {cluster.stack_name} has no EFA interfaces "
             f"({cluster.instance_type}); use --efa off"
@@ -125,16 +120,21 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
         )
     for group in (None, *spec.groups):
         resolve_gpus(spec, cluster, group)  # raises for more GPUs than a node has
-    efs = [m for m in spec.mounts if m.kind == "efs"]
+    efs = [m for m in spec.mounts if m.kind is MountKind.EFS]
     if len(efs) > 1:
         raise UsageError("--mount type=efs: give the cluster's EFS one mount point")
-    destinations = [m.dst for m in spec.mounts if m.kind != "device"]
+    destinations = [m.dst for m in spec.mounts if m.kind is not MountKind.DEVICE]
     if len(set(destinations)) != len(destinations):
         raise UsageError("--mount: two mounts share a dst= path")
 
 
+def efs_path(spec: JobSpec) -> str:
+    """Where the job sees the cluster's EFS."""
+    return next((m.dst for m in spec.mounts if m.kind is MountKind.EFS), DEFAULT_EFS_PATH)
+
+
 def _volumes(spec: JobSpec, cluster: ClusterInfo) -> tuple[list, list, list]:
-    efs = next((m for m in spec.mounts if m.kind == "efs"), None)
+    efs = next((m for m in spec.mounts if m.kind is MountKind.EFS), None)
     volumes = [
         {
             "name": "efs",
@@ -153,14 +153,14 @@ def _volumes(spec: JobSpec, cluster: ClusterInfo) -> tuple[list, list, list]:
         }
     ]
     devices = []
-    binds = [m for m in spec.mounts if m.kind == "bind"]
+    binds = [m for m in spec.mounts if m.kind is MountKind.BIND]
     for index, mount in enumerate(binds):
         volumes.append({"name": f"bind{index}", "host": {"sourcePath": mount.src}})
         mount_points.append(
             {"sourceVolume": f"bind{index}", "containerPath": mount.dst, "readOnly": mount.readonly}
         )
     for mount in spec.mounts:
-        if mount.kind == "device":
+        if mount.kind is MountKind.DEVICE:
             devices.append(
                 {
                     "hostPath": mount.src,
@@ -180,7 +180,7 @@ def environment(
             "LAUNCHER_NNODES": str(spec.nodes),
             "LAUNCHER_GPUS_PER_NODE": str(gpus),
             "LAUNCHER_MAIN_PORT": str(spec.rendezvous_port),
-            "LAUNCHER_EFS": next((m.dst for m in spec.mounts if m.kind == "efs"), DEFAULT_EFS_PATH),
+            "LAUNCHER_EFS": efs_path(spec),
         }
     )
     if spec.restarts_on:
@@ -200,7 +200,7 @@ def container_properties(
 ) -> dict:
     gpus = resolve_gpus(spec, cluster, group)
     volumes, mount_points, devices = _volumes(spec, cluster)
-    if efa_on(spec):
+    if spec.efa.on:
         devices = [
             {
                 "hostPath": EFA_DEVICE.format(i),
@@ -379,9 +379,3 @@ def groups_of(definition: dict):
         )
         groups.append(GroupInfo(name, first, last, container.get("image")))
     return tuple(groups)
-
-
-def describe_command(requests: Requests) -> str:
-    """The user's command as the main container will run it, for messages."""
-    container = requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]
-    return shlex.join(prelude.user_command(container["command"]))

@@ -5,6 +5,8 @@ Every parser raises ``UsageError`` with one line that says what was wrong and wh
 
 from __future__ import annotations
 
+import enum
+import os
 import re
 from dataclasses import dataclass
 
@@ -13,7 +15,43 @@ from launcher.errors import UsageError
 DEFAULT_EFS_PATH = "/mnt/efs"
 DEFAULT_RENDEZVOUS_PORT = 29500
 DEFAULT_ATTEMPTS = 3
-EFA_MODES = ("auto", "require", "off")
+IMAGE_ENV = "LAUNCHER_IMAGE"  # the base image when none is given
+
+
+class MountKind(str, enum.Enum):
+    EFS = "efs"  # the cluster's file system, through its access point
+    BIND = "bind"  # a directory of the node
+    DEVICE = "device"  # a device file of the node
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class EfaMode(str, enum.Enum):
+    AUTO = "auto"  # EFA devices, a warning when the image lacks libfabric or aws-ofi-nccl
+    REQUIRE = "require"  # ... and the job fails instead of the warning
+    OFF = "off"  # no EFA
+
+    @property
+    def on(self) -> bool:
+        return self is not EfaMode.OFF
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# A device's permissions: the letters of --mount perm= and Batch's words for them.
+DEVICE_PERMISSIONS = {"r": "READ", "w": "WRITE", "m": "MKNOD"}
+
+
+def base_image(image: str | None) -> str:
+    """The base image given, else $LAUNCHER_IMAGE; UsageError when there is none."""
+    found = image or os.environ.get(IMAGE_ENV)
+    if not found:
+        raise UsageError(f"--image: no base image; pass --image or set {IMAGE_ENV}")
+    return found
+
+
 MIN_TIMEOUT_SECONDS = 60  # AWS Batch refuses attemptDurationSeconds below 60
 
 # AWS Batch limits checked before anything is created (Batch API reference: SubmitJob,
@@ -28,17 +66,18 @@ _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?$")
 _SIZE = re.compile(r"^(\d+)([kmgt]?)(i?b)?$", re.IGNORECASE)
-_MOUNT_KINDS = ("efs", "bind", "device")
-_DEVICE_PERMS = {"r": "READ", "w": "WRITE", "m": "MKNOD"}
 
 
 @dataclass(frozen=True)
 class Mount:
-    kind: str  # efs | bind | device
+    kind: MountKind
     dst: str
     src: str | None = None
     readonly: bool = False
     permissions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", MountKind(self.kind))
 
 
 @dataclass(frozen=True)
@@ -68,7 +107,7 @@ class JobSpec:
     gpus_per_node: int | None = None  # None: every GPU of the instance
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[Mount, ...] = ()
-    efa: str = "auto"  # auto | require | off
+    efa: EfaMode = EfaMode.AUTO
     shm_mib: int | None = None  # None: the instance's default
     timeout_seconds: int | None = None
     attempts: int = DEFAULT_ATTEMPTS
@@ -100,8 +139,11 @@ class JobSpec:
             raise UsageError(f"--nodes {self.nodes}: a job needs at least 1 node")
         if not 1 <= self.attempts <= 10:
             raise UsageError(f"--retries {self.attempts}: allowed 1-10 (AWS Batch attempts)")
-        if self.efa not in EFA_MODES:
-            raise UsageError(f"--efa {self.efa!r}: allowed {', '.join(EFA_MODES)}")
+        try:
+            object.__setattr__(self, "efa", EfaMode(self.efa))
+        except ValueError:
+            allowed = ", ".join(m.value for m in EfaMode)
+            raise UsageError(f"--efa {self.efa!r}: allowed {allowed}") from None
         if self.gpus_per_node is not None and self.gpus_per_node < 0:
             raise UsageError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
         if self.priority is not None and not 0 <= self.priority <= 9999:
@@ -150,13 +192,6 @@ class JobSpec:
                 raise UsageError(f"node group {group.first}-{group.last}: GPUs must be 0 or more")
             for key, _ in group.env:
                 parse_env(f"{key}=")
-
-    def group_of(self, node: int) -> NodeGroup:
-        """The node's group (the whole job as one group when none are given)."""
-        for group in self.groups:
-            if group.first <= node <= group.last:
-                return group
-        return NodeGroup(0, self.nodes - 1)
 
 
 def default_name(command: list[str] | tuple[str, ...]) -> str:
@@ -239,13 +274,15 @@ def parse_mount(text: str) -> Mount:
             fields[key.strip()] = value.strip()
         else:
             flags.add(key.strip())
-    kind = fields.pop("type", "")
+    kind_text = fields.pop("type", "")
     usage = (
         "expected type=efs,dst=PATH | type=bind,src=PATH,dst=PATH[,readonly] | "
         "type=device,src=PATH[,dst=PATH][,perm=rwm]"
     )
-    if kind not in _MOUNT_KINDS:
-        raise UsageError(f"--mount {text!r}: unknown type {kind!r}; {usage}")
+    try:
+        kind = MountKind(kind_text)
+    except ValueError:
+        raise UsageError(f"--mount {text!r}: unknown type {kind_text!r}; {usage}") from None
     src, dst = fields.pop("src", None), fields.pop("dst", None)
     readonly = bool(flags & {"readonly", "ro"})
     flags -= {"readonly", "ro"}
@@ -253,22 +290,26 @@ def parse_mount(text: str) -> Mount:
     if fields or flags:
         extra = ", ".join(sorted([*fields, *flags]))
         raise UsageError(f"--mount {text!r}: unknown option {extra}; {usage}")
-    if kind == "device":
+    if kind is MountKind.DEVICE:
         if not src:
             raise UsageError(f"--mount {text!r}: a device needs src=; {usage}")
         perm = perm or "rwm"
-        if not perm or set(perm) - set(_DEVICE_PERMS):
+        if not perm or set(perm) - set(DEVICE_PERMISSIONS):
             raise UsageError(f"--mount {text!r}: perm= takes letters from rwm")
-        permissions = tuple(_DEVICE_PERMS[c] for c in "rwm" if c in perm)
-        return Mount("device", dst or src, src, permissions=permissions)
+        return Mount(MountKind.DEVICE, dst or src, src, permissions=device_permissions(perm))
     if perm is not None:
         raise UsageError(f"--mount {text!r}: perm= applies to type=device only")
     if not dst or not dst.startswith("/"):
         raise UsageError(f"--mount {text!r}: dst= must be an absolute path; {usage}")
-    if kind == "bind":
+    if kind is MountKind.BIND:
         if not src or not src.startswith("/"):
             raise UsageError(f"--mount {text!r}: src= must be an absolute host path; {usage}")
-        return Mount("bind", dst, src, readonly=readonly)
+        return Mount(MountKind.BIND, dst, src, readonly=readonly)
     if src:
         raise UsageError(f"--mount {text!r}: type=efs takes no src= (it is the cluster's EFS)")
-    return Mount("efs", dst, readonly=readonly)
+    return Mount(MountKind.EFS, dst, readonly=readonly)
+
+
+def device_permissions(letters: str) -> tuple[str, ...]:
+    """``rw`` -> ("READ", "WRITE"), in Batch's order."""
+    return tuple(DEVICE_PERMISSIONS[c] for c in "rwm" if c in letters)

@@ -8,15 +8,27 @@ Nothing in the library prints. A ``ProgressFn`` receives an ``Event`` for each s
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 
+def size_text(n: int) -> str:
+    """Bytes as messages say them: GB from 0.1 GB up, else MB."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+class EventKind(str, enum.Enum):
+    MESSAGE = "message"  # a step done: one line
+    TRANSFER = "transfer"  # bytes of a transfer under way (throttled)
+    DONE = "done"  # the transfer's end
+
+
 @dataclass(frozen=True)
 class Event:
     text: str  # one human-readable line
-    kind: str = "message"  # message | transfer | done
+    kind: EventKind = EventKind.MESSAGE
     label: str = ""
     done: int = 0  # bytes so far (transfers)
     total: int | None = None
@@ -43,10 +55,9 @@ class Transfer:
         self.emit = progress or ignore
         self._last = 0.0
 
-    def _event(self, kind: str) -> Event:
-        mib = self.done / 2**20
-        text = f"{self.label}: {mib:.1f} MiB" + (
-            f" / {self.total / 2**20:.1f} MiB" if self.total else ""
+    def _event(self, kind: EventKind) -> Event:
+        text = f"{self.label}: {size_text(self.done)}" + (
+            f" / {size_text(self.total)}" if self.total else ""
         )
         return Event(text, kind, self.label, self.done, self.total)
 
@@ -55,10 +66,10 @@ class Transfer:
         now = time.monotonic()
         if now - self._last > 0.1:
             self._last = now
-            self.emit(self._event("transfer"))
+            self.emit(self._event(EventKind.TRANSFER))
 
     def message(self, text: str) -> None:
         self.emit(Event(text))
 
     def close(self) -> None:
-        self.emit(self._event("done"))
+        self.emit(self._event(EventKind.DONE))

@@ -45,11 +45,20 @@ from torchx.specs import (
 from torchx.workspace.api import WorkspaceMixin
 
 from launcher import jobdef
-from launcher.api import Cluster, Job, aws_session, backend_for, default_stack
+from launcher.api import Cluster, Job, aws_session, default_stack
 from launcher.errors import UsageError
 from launcher.job import GroupInfo, JobInfo, JobState
-from launcher.jobspec import MAX_NODE_GROUPS, JobSpec, Mount, NodeGroup, default_name
-from launcher.local import CANCEL_REASON, is_local
+from launcher.jobspec import (
+    DEFAULT_RENDEZVOUS_PORT,
+    MAX_NODE_GROUPS,
+    EfaMode,
+    JobSpec,
+    Mount,
+    MountKind,
+    NodeGroup,
+    default_name,
+    device_permissions,
+)
 
 if TYPE_CHECKING:
     from launcher.aws import Aws
@@ -74,8 +83,7 @@ class Request:
     """What ``schedule`` sends: the Batch requests and the workspace layers still to push."""
 
     requests: jobdef.Requests
-    cluster: tuple  # (stack, profile, region): where schedule() sends it
-    local: bool = False
+    cluster: tuple  # (stack, profile, region, local): where schedule() sends it
     # (base, workspace, reference, build options) of each workspace image to push
     pushes: list[tuple[str, str, str, dict]] = field(default_factory=list)
 
@@ -135,18 +143,17 @@ def role_mounts(role: Role) -> tuple[Mount, ...]:
     mounts = []
     for m in role.mounts:
         if isinstance(m, BindMount):
-            mounts.append(Mount("bind", m.dst_path, m.src_path, readonly=m.read_only))
+            mounts.append(Mount(MountKind.BIND, m.dst_path, m.src_path, readonly=m.read_only))
         elif isinstance(m, VolumeMount):
             if m.src not in ("efs", "shared"):
                 raise UsageError(
                     f"role {role.name}: volume {m.src!r}: the cluster's one volume is its EFS "
                     "(type=volume,src=efs,dst=PATH)"
                 )
-            mounts.append(Mount("efs", m.dst_path, readonly=m.read_only))
+            mounts.append(Mount(MountKind.EFS, m.dst_path, readonly=m.read_only))
         elif isinstance(m, DeviceMount):
-            perms = {"r": "READ", "w": "WRITE", "m": "MKNOD"}
-            permissions = tuple(perms[c] for c in "rwm" if c in m.permissions)
-            mounts.append(Mount("device", m.dst_path, m.src_path, permissions=permissions))
+            permissions = device_permissions(m.permissions)
+            mounts.append(Mount(MountKind.DEVICE, m.dst_path, m.src_path, permissions=permissions))
     return tuple(mounts)
 
 
@@ -198,11 +205,11 @@ def app_to_spec(app: AppDef, cluster, cfg: Mapping[str, CfgVal]) -> JobSpec:
         image=main.image or "",
         nodes=first,
         mounts=tuple(dict.fromkeys(mounts)),
-        efa=_str(cfg, "efa") or "auto",
+        efa=_str(cfg, "efa") or EfaMode.AUTO,
         attempts=attempts,
         share_id=_str(cfg, "share_id"),
         priority=int(cfg["priority"]) if cfg.get("priority") is not None else None,
-        rendezvous_port=int(cfg.get("port") or 29500),
+        rendezvous_port=int(cfg.get("port") or DEFAULT_RENDEZVOUS_PORT),
         groups=tuple(groups) if len(groups) > 1 else (),
         gpus_per_node=main.gpus_per_node if len(groups) == 1 else None,
         env=(*main.env, ("LAUNCHER_GROUP", main.name)) if len(groups) == 1 else (),
@@ -235,8 +242,10 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             help="registry HOST[:PORT] to push workspace images to instead of the stack's ECR "
             "(same repository path; $LAUNCHER_REGISTRY)",
         )
-        opts.add("efa", type_=str, default="auto", help="auto | require | off")
-        opts.add("port", type_=int, default=29500, help="rendezvous port")
+        opts.add(
+            "efa", type_=str, default=EfaMode.AUTO.value, help=" | ".join(m.value for m in EfaMode)
+        )
+        opts.add("port", type_=int, default=DEFAULT_RENDEZVOUS_PORT, help="rendezvous port")
         opts.add("local", type_=bool, default=False, help="run on the local Docker engine")
         opts.add(
             "stream_base",
@@ -247,13 +256,17 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         return opts
 
     def _cluster(self, cfg: Mapping[str, CfgVal]) -> Cluster:
+        stack = _str(cfg, "stack") or default_stack()
         return self._cluster_at(
-            (_str(cfg, "stack") or default_stack(), _str(cfg, "profile"), _str(cfg, "region"))
+            (stack, _str(cfg, "profile"), _str(cfg, "region"), bool(cfg.get("local")))
         )
 
     def _cluster_at(self, key: tuple) -> Cluster:
+        """The cluster of a stack, on AWS or (``local``) on the local Docker engine."""
         if key not in self._clusters:
-            self._clusters[key] = Cluster.from_stack(key[0], profile=key[1], region=key[2])
+            stack, profile, region, local = key
+            cluster = Cluster.from_stack(stack, profile=profile, region=region)
+            self._clusters[key] = cluster.local() if local else cluster
         return self._clusters[key]
 
     # --- workspace: a layer on the role's image, in the registry -------------------------
@@ -268,7 +281,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         if repo:
             os.environ["LAUNCHER_REGISTRY"] = repo
         cluster = self._cluster(cfg)
-        options = {"local": bool(cfg.get("local")), "stream_base": bool(cfg.get("stream_base"))}
+        options = {"stream_base": bool(cfg.get("stream_base"))}
         # The digest; nothing pushed yet.
         built = cluster.build(role.image, path, dryrun=True, **options)
         if built.reused:
@@ -288,10 +301,10 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
         cluster = self._cluster(cfg)
         spec = cluster.spec(spec=app_to_spec(app, cluster.info, cfg))
+        where = (cluster.info.stack_name, _str(cfg, "profile"), _str(cfg, "region"))
         request = Request(
             cluster.requests(spec),
-            cluster=(cluster.info.stack_name, _str(cfg, "profile"), _str(cfg, "region")),
-            local=bool(cfg.get("local")),
+            cluster=(*where, bool(cfg.get("local"))),
             pushes=list(getattr(self, "_pending", [])),
         )
         self._pending = []
@@ -304,13 +317,13 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             built = cluster.build(base, path, **options)
             if built.reference != expected:
                 raise UsageError(f"workspace {path} changed since the dry run; run again")
-        job = cluster.submit(request.requests, local=request.local)
+        job = cluster.submit(request.requests)
         return job.job_id
 
     # --- reading back ---------------------------------------------------------------------
 
     def _job(self, app_id: str) -> Job:
-        return Job(app_id, backend_for(app_id, None if is_local(app_id) else self._aws()))
+        return Job.attach(app_id, aws=self._aws())
 
     def _aws(self) -> Aws:
         """One AWS session for every call of this scheduler: TorchX calls it from a thread per
@@ -332,7 +345,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         if info is None:
             return None
         state = STATES[info.state]
-        if info.state == JobState.FAILED and info.reason == CANCEL_REASON:
+        if info.state is JobState.FAILED and info.cancelled:
             state = AppState.CANCELLED
         nodes = {n.index: n for n in info.node_status}
         roles, statuses = [], []
@@ -408,7 +421,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         cfg = cfg or {}
-        jobs = self._cluster(cfg).list(all=True, local=bool(cfg.get("local")))
+        jobs = self._cluster(cfg).list(all=True)
         return [ListAppResponse(app_id=j.job_id, state=STATES[j.state]) for j in jobs]
 
     def _cancel_existing(self, app_id: str) -> None:

@@ -11,7 +11,8 @@ import dataclasses
 
 import pytest
 
-from launcher import catalog, copyjob, jobdef
+from launcher import catalog, jobdef
+from launcher.copyjob import plan
 from launcher.image.reference import Reference, parse
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
@@ -91,7 +92,7 @@ def _copy_job(source: str, **cluster) -> copy_job_rules.CopyJob:
     info = cluster_info(**cluster)
     target = Reference("123456789012.dkr.ecr.us-east-1.amazonaws.com", "workspace")
     source_ref = parse(f"{source}@{DIGEST}")
-    requests = copyjob.build(source_ref, target, info, copyjob.Copier(info.copy_image))
+    requests = plan.requests(source_ref, target, info, plan.CopierImage(info.copy_image))
     return copy_job_rules.CopyJob(requests.register, requests.submit, info)
 
 

@@ -21,9 +21,11 @@ import pytest
 import requests
 
 from devenv.images import push_random_base
-from launcher import copyjob, local
+from launcher import local
+from launcher.copyjob import plan as copy_plan
+from launcher.copyjob import program
 from launcher.errors import UsageError
-from launcher.image import copy, manifest
+from launcher.image import manifest, transfer
 from launcher.image.reference import Reference, parse
 from launcher.image.registry import Registry
 from tests.clusters import cluster_info
@@ -89,7 +91,7 @@ def test_an_interrupted_copy_resumes_without_sending_finished_layers(
     source = pinned(remote_base)
     repo = f"{registry.host}/resume-{os.getpid()}"
     blobs = blobs_of(source)
-    command = [sys.executable, "-m", "launcher.image.copy", str(source), repo]
+    command = [sys.executable, "-m", "launcher.copyjob.program", str(source), repo]
     registry.requests()
     first = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     target = repo.split("/", 1)[1]
@@ -109,7 +111,7 @@ def test_an_interrupted_copy_resumes_without_sending_finished_layers(
     assert resent and not set(resent) & set(finished)  # only what was missing went up
     assert sorted(resent) == sorted(set(b["digest"] for b in blobs) - set(finished))
     assert f"copy: done {repo}@{source.digest}" in second.stdout
-    tag = copy.mirror_tag(source.digest)
+    tag = transfer.copied_tag(source.digest)
     assert pinned(f"{repo}:{tag}").digest == source.digest  # byte-identical manifest
 
     third = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
@@ -141,18 +143,20 @@ def test_two_copies_of_one_base_racing_for_its_tag_both_succeed(remote_base, reg
     source = pinned(remote_base)
     target = parse(f"{registry.host}/race-{os.getpid()}")
     remote_client = Registry(source.registry, lambda: None)
-    copied = copy.copy_image(source, target, remote_client, ImmutableTags(registry.host))
+    copied = transfer.copy_image(source, target, remote_client, ImmutableTags(registry.host))
     assert copied.reference == f"{target.name}@{source.digest}" and not copied.already
     # A tag naming other bytes is no race won by an equal copy: the refusal stands.
     other = ImmutableTags(registry.host, other_digest="sha256:" + "0" * 64)
     from launcher.errors import RemoteError
 
     with pytest.raises(RemoteError, match="tag already exists"):
-        copy.copy_image(source, parse(f"{registry.host}/race2-{os.getpid()}"), remote_client, other)
+        transfer.copy_image(
+            source, parse(f"{registry.host}/race2-{os.getpid()}"), remote_client, other
+        )
 
 
 def test_a_copy_of_an_index_or_an_unpinned_base_is_refused(remote_base, registry):
-    code = copy.main([remote_base, f"{registry.host}/x"])
+    code = program.main([remote_base, f"{registry.host}/x"])
     assert code == 2
 
 
@@ -167,7 +171,9 @@ def test_the_copy_job_is_a_valid_fargate_job_reading_secrets_by_arn_only():
     cluster = cluster_info(internet_egress="nat", registry_secrets={"nvcr.io": secret})
     source = Reference("nvcr.io", "nvidia/pytorch", None, "sha256:" + "a" * 64)
     target = Reference("123456789012.dkr.ecr.us-east-1.amazonaws.com", "workspace")
-    requests_ = copyjob.build(source, target, cluster, copyjob.Copier(cluster.copy_image))
+    requests_ = copy_plan.requests(
+        source, target, cluster, copy_plan.CopierImage(cluster.copy_image)
+    )
     assert_valid("batch", "RegisterJobDefinition", requests_.register)
     assert_valid("batch", "SubmitJob", requests_.submit)
     container = requests_.register["containerProperties"]
@@ -181,11 +187,11 @@ def test_the_copy_job_is_a_valid_fargate_job_reading_secrets_by_arn_only():
         f"{secret}:accessToken::",
     }
     assert secret not in json.dumps(container["environment"])
-    other = copyjob.build(
+    other = copy_plan.requests(
         dataclasses.replace(source, digest="sha256:" + "b" * 64),
         target,
         cluster,
-        copyjob.Copier(cluster.copy_image),
+        copy_plan.CopierImage(cluster.copy_image),
     )
     assert other.register == requests_.register  # one definition for every copy
 
@@ -201,23 +207,23 @@ def test_the_copy_job_reads_a_base_where_the_vpc_can_reach_it():
     base = Reference(public, "org/pytorch", None, digest)
     cached_name = "123456789012.dkr.ecr.us-east-1.amazonaws.com/ecr-public/org/pytorch"
     no_nat = cluster_info(internet_egress="none", pull_through_cache={"ecr-public": public})
-    assert copyjob.source_for(base, no_nat, cached=True).name == cached_name
+    assert copy_plan.route(base, no_nat, cached=True).name == cached_name
     with pytest.raises(UsageError) as info:
-        copyjob.source_for(base, no_nat, cached=False)
+        copy_plan.route(base, no_nat, cached=False)
     assert "needs a NAT gateway" in str(info.value) and "--stream-base" in str(info.value)
     with_nat = cluster_info(internet_egress="nat", pull_through_cache={"ecr-public": public})
-    assert copyjob.source_for(base, with_nat).name == cached_name  # ECR keeps it for everyone
+    assert copy_plan.route(base, with_nat).name == cached_name  # ECR keeps it for everyone
 
     same_region = Reference("210987654321.dkr.ecr.us-east-1.amazonaws.com", "base", None, digest)
     with_rule = cluster_info(pull_through_cache={"dlc": same_region.registry})
-    assert copyjob.source_for(same_region, with_rule) == same_region  # by the ECR endpoints
+    assert copy_plan.route(same_region, with_rule) == same_region  # by the ECR endpoints
 
     ghcr = Reference("ghcr.io", "org/base", None, digest)
     with pytest.raises(UsageError) as info:
-        copyjob.source_for(ghcr, cluster_info(internet_egress="none"))
+        copy_plan.route(ghcr, cluster_info(internet_egress="none"))
     assert "no route to ghcr.io" in str(info.value) and "--stream-base" in str(info.value)
-    assert copyjob.source_for(ghcr, cluster_info(internet_egress="nat")) == ghcr
-    assert copyjob.source_for(ghcr, cluster_info(internet_egress="imported")) == ghcr
+    assert copy_plan.route(ghcr, cluster_info(internet_egress="nat")) == ghcr
+    assert copy_plan.route(ghcr, cluster_info(internet_egress="imported")) == ghcr
 
 
 # --- a run on a base in another registry, the local backend standing in for AWS ---------------
@@ -255,7 +261,7 @@ def test_a_base_in_another_registry_is_copied_by_a_job_not_through_the_launcher(
     assert job.state.value == "SUCCEEDED"
     # The launcher's processes moved the workspace and metadata over TCP, not the base.
     assert moved < workspace_bytes + 2**20 < base_bytes / 10
-    tag = copy.mirror_tag(pinned(remote_base).digest)
+    tag = transfer.copied_tag(pinned(remote_base).digest)
     assert pinned(f"{info.repository_uri}:{tag}").digest == pinned(remote_base).digest
 
     (env / "ws" / "hello.txt").write_text("hello again\n")  # a new workspace, the same base
@@ -272,26 +278,26 @@ def test_mirror_copies_a_base_once_and_a_dry_run_moves_nothing(
     """`launcher mirror` (Cluster.mirror) for platform teams that pre-seed bases: the copy job
     alone; the base's own digest comes back; a second mirror finds it and starts no job."""
     from launcher.api import Cluster
-    from launcher.copyjob import Copier
+    from launcher.copyjob.plan import CopierImage
 
     info = dataclasses.replace(cluster_info(), repository_uri=f"{registry.host}/m-{os.getpid()}")
-    program = (sys.executable, "-m", "launcher.image.copy")  # this machine's, mounted
-    cluster = Cluster(info, copier=Copier(busybox_base, program, host_python_mounts()))
+    program = (sys.executable, "-m", "launcher.copyjob.program")  # this machine's, mounted
+    cluster = Cluster(info, copier=CopierImage(busybox_base, program, host_python_mounts()))
     digest = pinned(remote_base).digest
     registry.requests()
     said: list = []
-    dry = cluster.mirror(remote_base, local=True, dryrun=True, progress=said.append)
+    dry = cluster.local().mirror(remote_base, dryrun=True, progress=said.append)
     assert dry == f"{info.repository_uri}@{digest}"
     assert any(e.text.startswith("copying 0.15 GB of base layers in a local") for e in said)
     assert not copy_jobs()
     assert not [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")]
 
-    assert cluster.mirror(remote_base, local=True) == f"{info.repository_uri}@{digest}"
+    assert cluster.local().mirror(remote_base) == f"{info.repository_uri}@{digest}"
     (job,) = copy_jobs()
     assert job.state.value == "SUCCEEDED"
-    assert pinned(f"{info.repository_uri}:{copy.mirror_tag(digest)}").digest == digest
+    assert pinned(f"{info.repository_uri}:{transfer.copied_tag(digest)}").digest == digest
     said.clear()
-    cluster.mirror(remote_base, local=True, progress=said.append)
+    cluster.local().mirror(remote_base, progress=said.append)
     assert [e.text for e in said] == [f"base: already copied to {info.repository_uri}"]
     assert len(copy_jobs()) == 1
 
@@ -300,16 +306,16 @@ def test_two_runs_on_a_new_base_share_one_copy_job(env, remote_base, registry, b
     """A second run (another user, another terminal) while a copy of the same base into the
     same repository is under way waits for that copy instead of starting another."""
     from launcher.api import Cluster
-    from launcher.copyjob import Copier
+    from launcher.copyjob.plan import CopierImage
 
     info = dataclasses.replace(cluster_info(), repository_uri=f"{registry.host}/s-{os.getpid()}")
-    program = (sys.executable, "-m", "launcher.image.copy")
-    cluster = Cluster(info, copier=Copier(busybox_base, program, host_python_mounts()))
+    program = (sys.executable, "-m", "launcher.copyjob.program")
+    cluster = Cluster(info, copier=CopierImage(busybox_base, program, host_python_mounts()))
     base, target = pinned(remote_base), parse(info.repository_uri)
     said: list = []
     first_copy, second_copy = (
-        cluster.base_copy(local=True),
-        cluster.base_copy(local=True, progress=said.append),
+        cluster.local().copy_jobs(),
+        cluster.local().copy_jobs(progress=said.append),
     )
     first = first_copy.start(base, target)
     second = second_copy.start(base, target)
@@ -318,7 +324,7 @@ def test_two_runs_on_a_new_base_share_one_copy_job(env, remote_base, registry, b
         f"copy job {first} is copying this base already; waiting for it"
     ]
     second_copy.wait(second, poll=0.2)
-    assert pinned(f"{info.repository_uri}:{copy.mirror_tag(base.digest)}").digest == base.digest
+    assert pinned(f"{info.repository_uri}:{transfer.copied_tag(base.digest)}").digest == base.digest
     other = parse(f"{registry.host}/other-{os.getpid()}")  # another repository: its own copy
     assert (
         first_copy.requests(base, other).submit["jobName"]
@@ -337,7 +343,7 @@ def test_a_refused_mount_becomes_a_copy_and_its_upload_session_is_closed(
     mount: the layer is planned as a copy (never streamed), and the abandoned session is
     closed (DELETE) rather than left open."""
     from launcher.api import Cluster
-    from launcher.image.patch import plan_base
+    from launcher.image.patch import BaseHandling, plan_base
 
     source_repo = f"shared-{os.getpid()}"
     push_random_base(registry.host, source_repo, "1", [1, 1], tmp_path)
@@ -355,11 +361,11 @@ def test_a_refused_mount_becomes_a_copy_and_its_upload_session_is_closed(
         base,
         parse(info.repository_uri),
         layers,
-        base_copy=Cluster(info).base_copy(local=True),
+        copy_jobs=Cluster(info).local().copy_jobs(),
         stream_base=False,
         dryrun=False,
     )
-    assert (plan.how, plan.layers, plan.missing) == ("copy", len(layers), 1)
+    assert (plan.how, plan.layers, plan.missing) == (BaseHandling.COPY_JOB, len(layers), 1)
     assert plan.bytes == int(layers[-1]["size"])
     seen = registry.requests()
     mounts = [r for r in seen if r.method == "POST" and "mount=" in r.path]
@@ -389,18 +395,18 @@ def test_a_base_for_another_platform_or_an_unreachable_registry_moves_nothing(
         cluster_info("hpc7g.16xlarge", efa=False), repository_uri=f"{registry.host}/arm"
     )
     from launcher.api import Cluster
-    from launcher.copyjob import Copier
+    from launcher.copyjob.plan import CopierImage
 
-    cluster = Cluster(info, copier=Copier(busybox_base, mounts=host_python_mounts()))
+    cluster = Cluster(info, copier=CopierImage(busybox_base, mounts=host_python_mounts()))
     registry.requests()
     with pytest.raises(UsageError) as wrong:
-        cluster.build(remote_base, env / "ws", local=True)
+        cluster.local().build(remote_base, env / "ws")
     assert "linux/arm64" in str(wrong.value)
     from devenv.processes import free_port
     from launcher.errors import RemoteError
 
     with pytest.raises(RemoteError) as unreachable:
-        cluster.build(f"127.0.0.1:{free_port()}/gone:1", env / "ws", local=True)
+        cluster.local().build(f"127.0.0.1:{free_port()}/gone:1", env / "ws")
     assert "unreachable" in str(unreachable.value)
     assert not copy_jobs()
     assert not [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")]
@@ -494,7 +500,7 @@ def test_without_nat_a_cache_rule_serves_only_what_ecr_already_holds(moto_server
     base = Reference("public.ecr.aws", "org/pytorch", None, digest)
     info = from_stack(aws.describe_stack("EfaBatch"))
     assert info.pull_through_cache == {"ecr-public": "public.ecr.aws"}
-    copier = Cluster(info, aws).base_copy()
+    copier = Cluster(info, aws).copy_jobs()
     with pytest.raises(UsageError) as refused:
         copier.check(base)
     assert "not yet in the pull-through cache ecr-public/org/pytorch" in str(refused.value)
@@ -595,7 +601,7 @@ def test_on_aws_the_run_waits_for_the_copy_job_then_submits_on_the_copied_base(
     (copy_job,) = moto_server.client("batch").describe_jobs(jobs=[copy_id])["jobs"]
     assert copy_job["parameters"]["source"] == str(pinned(remote_base))
     digest = pinned(remote_base).digest
-    assert pinned(f"{cluster.info.repository_uri}:{copy.mirror_tag(digest)}").digest == digest
+    assert pinned(f"{cluster.info.repository_uri}:{transfer.copied_tag(digest)}").digest == digest
     (training,) = moto_server.client("batch").describe_jobs(jobs=[job.job_id])["jobs"]
     image = training["nodeProperties"]["nodeRangeProperties"][0]["container"]["image"]
     assert image.startswith(f"{cluster.info.repository_uri}@sha256:")

@@ -41,12 +41,6 @@ def test_socket_fallback_is_recognised():
     assert found["network"] == "Socket" and not check.uses_efa(found["network"])
 
 
-def test_fi_info_and_nvidia_smi_are_counted():
-    assert check.fi_info_providers(fixture("fi_info_efa.txt")) == 1
-    assert check.fi_info_providers(fixture("fi_info_missing.txt")) == 0
-    assert check.nvidia_smi_gpus(fixture("nvidia_smi_8x_a100.txt")) == 8
-
-
 def node_lines(node: int, **facts: str) -> list[str]:
     base = {
         "efa_devices": "4",
@@ -153,6 +147,23 @@ def test_the_check_job_is_a_valid_batch_job():
     container = requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]
     assert container["command"][4:6] == ["/bin/sh", "-c"]
     assert len(container["linuxParameters"]["devices"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "output", "count"),
+    [
+        (check_script.COUNT_EFA_PROVIDERS, "fi_info_efa.txt", "1"),
+        (check_script.COUNT_EFA_PROVIDERS, "fi_info_missing.txt", "0"),
+        (check_script.COUNT_GPUS, "nvidia_smi_8x_a100.txt", "8"),
+    ],
+)
+def test_the_script_counts_real_tool_output(pipeline, output, count):
+    """The node's own pipelines (in dash, as the images run them) over real tool output."""
+    run = subprocess.run(
+        ["dash", "-c", pipeline], input=fixture(output), capture_output=True, text=True
+    )
+    assert run.stdout.strip() == count
+    assert f"| {pipeline})" in check_script.SCRIPT
 
 
 def test_dash_parses_the_check_script():

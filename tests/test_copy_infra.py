@@ -267,7 +267,7 @@ def test_copier_asset_holds_only_what_pip_needs(synth_default):
     assert files
     assert all(any(f == c or f.startswith(c + "/") for c in COPIER_CONTEXT) for f in files), files
     assert {"pyproject.toml", "README.md", "infra/copier/Dockerfile"} <= set(files)
-    assert "launcher/image/copy.py" in files
+    assert "launcher/copyjob/program.py" in files
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
     manifest = json.loads((synth_default.outdir / "EfaBatch.assets.json").read_text())
     (image,) = manifest["dockerImages"].values()
@@ -291,13 +291,13 @@ def test_copier_package_builds_from_the_asset_and_runs_its_command(synth_default
     assert build.returncode == 0, build.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "launcher/image/copy.py" in names
+    assert "launcher/copyjob/program.py" in names
     assert not [n for n in names if n.startswith("infra/")]
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     env = {**os.environ, "PYTHONPATH": str(site)}
     which = subprocess.run(
-        [sys.executable, "-c", "import launcher.image.copy as c; print(c.__file__)"],
+        [sys.executable, "-c", "import launcher.copyjob.program as c; print(c.__file__)"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

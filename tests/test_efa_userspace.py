@@ -57,7 +57,7 @@ def run(image: str, command: str, tmp_path, **spec):
     requests = jobdef.build(JobSpec(**(values | spec)), cluster_info())
     backend = local.LocalBackend("q", str(tmp_path / "efs"))
     job_id = backend.schedule(requests)
-    job = local.wait(job_id, timeout=120)
+    job = local.LocalBackend().wait(job_id, timeout=120)
     return job, [(line.node, line.message) for line in backend.log_iter(job_id)]
 
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from launcher import jobdef, local
+from launcher.job import CANCEL_REASON
 from launcher.jobspec import JobSpec, Mount
 from tests.clusters import cluster_info
 from tests.conftest import ROOT
@@ -79,7 +80,7 @@ def stack(moto_server, synth_default):
 
 @pytest.fixture
 def env(moto_server, docker_engine, registry, tmp_path, monkeypatch):
-    # The library calls below (LocalBackend, local.wait) read these from the environment.
+    # The library calls below (LocalBackend, its Store) read these from the environment.
     monkeypatch.setenv("DOCKER_HOST", docker_engine.host)
     monkeypatch.setenv("LAUNCHER_LOCAL_STATE", str(tmp_path / "state"))
     return {
@@ -169,7 +170,7 @@ def test_main_node_failure_fails_the_job_and_stops_the_workers(env, busybox_base
     job_id = _start(
         env, 'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 0 ]; then exit 3; fi; sleep 600', busybox_base
     )
-    job = local.wait(job_id, timeout=60)
+    job = local.LocalBackend().wait(job_id, timeout=60)
     assert (job.state, job.reason) == ("FAILED", local.EXIT_REASON)
     assert job.exit_code == 3
     assert no_job_containers(docker_engine)
@@ -178,9 +179,9 @@ def test_main_node_failure_fails_the_job_and_stops_the_workers(env, busybox_base
 def test_killed_main_node_fails_the_job(env, busybox_base, docker_engine):
     job_id = _start(env, "sleep 600", busybox_base)
     client = docker_engine.client()
-    main = client.containers.get(local.load(job_id)["containers"][0])
+    main = client.containers.get(local.Store().load(job_id).containers[0])
     main.kill()
-    job = local.wait(job_id, timeout=60)
+    job = local.LocalBackend().wait(job_id, timeout=60)
     assert job.state == "FAILED" and job.exit_code == 137
     assert no_job_containers(docker_engine)
 
@@ -193,7 +194,7 @@ def test_timeout_stops_every_node(env, busybox_base, docker_engine):
     requests.register["timeout"] = {"attemptDurationSeconds": 2}  # the CLI's floor is 60 s
     start = time.time()
     job_id = local.LocalBackend("q", env["LAUNCHER_LOCAL_EFS"]).schedule(requests)
-    job = local.wait(job_id, timeout=60)
+    job = local.LocalBackend().wait(job_id, timeout=60)
     assert (job.state, job.reason) == ("FAILED", local.TIMEOUT_REASON)
     assert time.time() - start < 30
     assert no_job_containers(docker_engine)
@@ -204,7 +205,7 @@ def test_cancel_during_the_run(env, busybox_base, docker_engine):
     time.sleep(1)
     result = launcher(env, "cancel", job_id)
     assert result.returncode == 0, result.stderr
-    job = local.wait(job_id, timeout=60)
+    job = local.LocalBackend().wait(job_id, timeout=60)
     assert (job.state, job.reason) == ("FAILED", "cancelled with launcher cancel")
     assert "started" in launcher(env, "logs", job_id).stdout
     assert launcher(env, "cancel", job_id).returncode == 2
@@ -243,17 +244,17 @@ def test_cancel_asks_the_supervisor_and_only_it_writes_the_outcome(env, busybox_
     backend = local.LocalBackend()
     before = backend.cancel(job_id)
     assert before.state == "RUNNING"
-    job = local.wait(job_id, timeout=30)
-    assert (job.state, job.reason) == ("FAILED", local.CANCEL_REASON)
+    job = local.LocalBackend().wait(job_id, timeout=30)
+    assert (job.state, job.reason, job.cancelled) == ("FAILED", CANCEL_REASON, True)
 
 
 def test_cancel_after_the_supervisor_died_ends_the_job(env, busybox_base, docker_engine):
     job_id = _start(env, "sleep 600", busybox_base)
-    pid = int((local.state_dir() / job_id / "supervisor.pid").read_text())
+    pid = local.Store().load(job_id).writer.pid
     os.kill(pid, 9)
     time.sleep(0.5)
     local.LocalBackend().cancel(job_id)
-    job = local.wait(job_id, timeout=5)
+    job = local.LocalBackend().wait(job_id, timeout=5)
     assert (job.state, job.reason) == ("FAILED", local.LOST_REASON)
     assert no_job_containers(docker_engine)
 
@@ -271,7 +272,7 @@ def test_a_docker_failure_is_a_system_failure_exit_1(stack, env, docker_engine):
 def test_logs_since_applies_to_local_jobs(env, busybox_base):
     """--since reads the containers' timestamps (bug: ignored for local jobs)."""
     job_id = _start(env, "echo early; sleep 3; echo late", busybox_base)
-    local.wait(job_id, timeout=60)
+    local.LocalBackend().wait(job_id, timeout=60)
     recent = launcher(env, "logs", job_id, "--node", "0", "--since", "2s").stdout
     everything = launcher(env, "logs", job_id, "--node", "0").stdout
     assert "late" in recent and "early" not in recent

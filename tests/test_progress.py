@@ -20,7 +20,7 @@ def test_transfers_are_drawn_on_a_terminal_and_messages_always_printed():
     transfer.message("step 1/2")
     transfer.close()
     text = out.getvalue()
-    assert "upload: 1.0 MiB / 4.0 MiB" in text and "step 1/2\n" in text
+    assert "upload: 1.0 MB / 4.2 MB" in text and "step 1/2\n" in text
     assert text.endswith("\n")
 
 

@@ -6,6 +6,7 @@ import base64
 import http.server
 import json
 import threading
+import time
 
 import pytest
 
@@ -57,6 +58,17 @@ def test_retries_429_and_5xx_with_backoff(server):
     raw, _, digest = client.get_manifest("repo", "tag", manifest.ACCEPT)
     assert raw == MANIFEST and digest == manifest.digest_of(MANIFEST)
     assert len(Scripted.seen) == 3
+
+
+def test_a_429_waits_as_long_as_the_registry_asks(server):
+    """Retry-After on a 429 is honoured (RFC 9110 10.2.3; Docker Hub and ECR send it when
+    they throttle): a client that retries sooner is throttled again."""
+    Scripted.script = [(429, {"Retry-After": "1"}), (200, {})]
+    client = Registry(server, lambda: None, backoff=0.001)
+    started = time.monotonic()
+    client.get_manifest("repo", "tag", manifest.ACCEPT)
+    assert time.monotonic() - started >= 1
+    assert len(Scripted.seen) == 2
 
 
 def test_gives_up_after_the_retries_with_one_line(server):

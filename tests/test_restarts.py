@@ -97,12 +97,12 @@ def test_a_lost_worker_is_retried_and_the_next_attempt_resumes(env, busybox_base
     deadline = time.monotonic() + 120
     while checkpoint(env, job_id) < 3:
         assert time.monotonic() < deadline, lines(job_id)
-        assert local.load(job_id)["status"] == "RUNNING", lines(job_id)
+        assert local.Store().load(job_id).status == "RUNNING", lines(job_id)
         time.sleep(0.2)
-    worker = local.load(job_id)["containers"][1]
+    worker = local.Store().load(job_id).containers[1]
     docker_engine.client().containers.get(worker).kill()  # the worker's host is gone
 
-    job = local.wait(job_id, timeout=180)
+    job = local.LocalBackend().wait(job_id, timeout=180)
     assert (job.state, job.attempts) == ("SUCCEEDED", 2), lines(job_id)
     first, second = lines(job_id, attempt=1), lines(job_id)
     assert any("lost: ending with exit code 75" in x for x in first), first
@@ -115,14 +115,14 @@ def test_a_lost_worker_is_retried_and_the_next_attempt_resumes(env, busybox_base
     result = cli.launcher("resubmit", job_id, timeout=120)
     assert result.returncode == 0, result.stderr
     again = result.stdout.strip().splitlines()[-1]
-    assert local.wait(again, timeout=120).state == "SUCCEEDED", lines(again)
+    assert local.LocalBackend().wait(again, timeout=120).state == "SUCCEEDED", lines(again)
     assert "rank 0 resumed from step 12 (attempt 1)" in lines(again)
 
 
 def test_an_application_error_on_a_worker_is_not_retried(env, busybox_base):
     script = 'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 1 ]; then sleep 2; exit 3; fi; sleep 600'
     job_id = start(env, busybox_base, ("sh", "-c", script), restarts=True)
-    job = local.wait(job_id, timeout=120)
+    job = local.LocalBackend().wait(job_id, timeout=120)
     assert (job.state, job.attempts) == ("FAILED", 1), lines(job_id)
     assert any("node 1 failed (exit code 3): the job stops" in x for x in lines(job_id))
 
@@ -150,7 +150,7 @@ def test_a_worker_that_never_starts_ends_the_attempt_and_status_names_it(
         groups=(NodeGroup(0, 0), NodeGroup(1, 1, image=stuck)),
         env=(("LAUNCHER_START_SECONDS", "3"),),
     )
-    job = local.wait(job_id, timeout=120)
+    job = local.LocalBackend().wait(job_id, timeout=120)
     assert (job.state, job.attempts, job.last_exit_code) == ("FAILED", 2, 75), lines(job_id)
     assert any("node(s) 1 never started (no word within 3 s)" in x for x in lines(job_id))
     status = cli.launcher("status", job_id)
@@ -161,7 +161,7 @@ def test_a_worker_that_never_starts_ends_the_attempt_and_status_names_it(
 
 def test_bad_attempt_and_unknown_job_exit_2(env, busybox_base):
     job_id = start(env, busybox_base, ("true",))
-    local.wait(job_id, timeout=60)
+    local.LocalBackend().wait(job_id, timeout=60)
     bad = cli.launcher("logs", job_id, "--attempt", "2")
     assert bad.returncode == 2 and "--attempt 2: job" in bad.stderr and "one attempt" in bad.stderr
     unknown = cli.launcher("resubmit", "local-00000000-0000-0000-0000-000000000000")

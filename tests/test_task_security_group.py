@@ -127,6 +127,6 @@ def test_a_run_after_a_fine_check_makes_no_extra_call(moto_server, stack, tmp_pa
     calls = []
     for _ in range(2):
         before = aws.calls
-        cluster.require_task_group()
+        cluster.target.preflight()
         calls.append(aws.calls - before)
     assert calls == [1, 0]

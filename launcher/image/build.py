@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import enum
 import os
 from pathlib import Path
 
 from launcher.errors import UsageError
 from launcher.image import auth, manifest, reference
-from launcher.image.copy import mirror_tag
-from launcher.image.patch import BaseCopy, Patched, base_image, patch, resolve_base, size_text
+from launcher.image.patch import CopyJobs, Patched, base_image, patch, resolve_base
 from launcher.image.registry import Registry
-from launcher.progress import ProgressFn
+from launcher.image.transfer import copied_tag
+from launcher.progress import ProgressFn, size_text
 from launcher.progress import say as progress_say
 
 DOCKERFILE_ENV = "LAUNCHER_DOCKERFILE"
@@ -18,7 +19,15 @@ DEFAULT_DOCKERFILE = "Dockerfile.launcher"
 # Push workspace images to this registry host instead of the stack's (an air-gapped mirror,
 # or a local registry next to an emulated AWS whose ECR host does not exist).
 REGISTRY_ENV = "LAUNCHER_REGISTRY"
-BUILDERS = ("auto", "registry", "docker")
+
+
+class Builder(str, enum.Enum):
+    AUTO = "auto"  # docker when the workspace has a Dockerfile.launcher, else registry
+    REGISTRY = "registry"  # the workspace patched onto the base in the registry
+    DOCKER = "docker"  # a Docker SDK build against the user's daemon
+
+    def __str__(self) -> str:
+        return self.value
 
 
 def target_repository(repo: str) -> reference.Reference:
@@ -29,14 +38,19 @@ def target_repository(repo: str) -> reference.Reference:
     return reference.Reference(parsed.registry, parsed.repository)
 
 
-def choose_builder(builder: str, workspace: str | os.PathLike) -> tuple[str, str | None]:
-    if builder not in BUILDERS:
-        raise UsageError(f"--builder {builder!r}: allowed {', '.join(BUILDERS)}")
+def choose_builder(
+    builder: Builder | str, workspace: str | os.PathLike
+) -> tuple[Builder, str | None]:
+    try:
+        builder = Builder(builder)
+    except ValueError:
+        allowed = ", ".join(b.value for b in Builder)
+        raise UsageError(f"--builder {builder!r}: allowed {allowed}") from None
     dockerfile = os.environ.get(DOCKERFILE_ENV, DEFAULT_DOCKERFILE)
     has_dockerfile = (Path(workspace) / dockerfile).is_file()
-    if builder == "docker" or (builder == "auto" and has_dockerfile):
-        return "docker", dockerfile if has_dockerfile else None
-    return "registry", None
+    if builder is Builder.DOCKER or (builder is Builder.AUTO and has_dockerfile):
+        return Builder.DOCKER, dockerfile if has_dockerfile else None
+    return Builder.REGISTRY, None
 
 
 def workspace_image(
@@ -45,11 +59,11 @@ def workspace_image(
     repo: str,
     *,
     aws=None,
-    builder: str = "auto",
+    builder: Builder | str = Builder.AUTO,
     platform: str = "linux/amd64",
     dryrun: bool = False,
     progress: ProgressFn | None = None,
-    base_copy: BaseCopy | None = None,
+    copy_jobs: CopyJobs | None = None,
     stream_base: bool = False,
 ) -> Patched:
     if not Path(workspace).is_dir():
@@ -59,7 +73,7 @@ def workspace_image(
     target_platform = manifest.parse_platform(platform)
     kind, dockerfile = choose_builder(builder, workspace)
     registry_for = _registries(base_ref, repo_ref, aws)
-    if kind == "docker":
+    if kind is Builder.DOCKER:
         from launcher.image.docker_build import docker_build
 
         return docker_build(
@@ -81,7 +95,7 @@ def workspace_image(
         registry_for,
         dryrun=dryrun,
         progress=progress,
-        base_copy=base_copy,
+        copy_jobs=copy_jobs,
         stream_base=stream_base,
     )
 
@@ -104,13 +118,13 @@ def _registries(base: reference.Reference, repo: reference.Reference, aws):
     return registry_for
 
 
-def mirror(
+def copy_base(
     base: str,
     repo: str,
     *,
     aws=None,
     platform: str = "linux/amd64",
-    base_copy: BaseCopy | None,
+    copy_jobs: CopyJobs | None,
     dryrun: bool = False,
     progress: ProgressFn | None = None,
 ) -> str:
@@ -126,18 +140,18 @@ def mirror(
     )
     pinned = base_ref.with_digest(digest)
     say = progress_say(progress)
-    if target.head_manifest(repo_ref.repository, mirror_tag(digest), manifest.ACCEPT) == digest:
+    if target.head_manifest(repo_ref.repository, copied_tag(digest), manifest.ACCEPT) == digest:
         say(f"base: already copied to {repo_ref.name}")
         return str(repo_ref.with_digest(digest))
-    if base_copy is None:
+    if copy_jobs is None:
         raise UsageError(f"--image {base}: nothing can copy it next to the registries here")
-    base_copy.check(pinned)
+    copy_jobs.check(pinned)
     blobs = [document["config"], *document["layers"]]
     missing = [d for d in blobs if not target.has_blob(repo_ref.repository, d["digest"])]
     size = sum(int(d["size"]) for d in missing)
-    say(f"copying {size_text(size)} of base layers {base_copy.where}")
+    say(f"copying {size_text(size)} of base layers {copy_jobs.where}")
     if not dryrun:
-        base_copy.wait(base_copy.start(pinned, repo_ref))
+        copy_jobs.wait(copy_jobs.start(pinned, repo_ref))
     return str(repo_ref.with_digest(digest))
 
 

@@ -7,13 +7,14 @@ never names an image whose blobs are missing.
 
 The base layers never pass through this machine unless the caller says so. They are already
 in the repository (the base lives there, or a copy job copied it: ``base-sha256-...``), or
-they are mounted from another repository of the same registry, or a ``BaseCopy`` copies them
+they are mounted from another repository of the same registry, or a copy job copies them
 next to the registries (a copy job in AWS), or, only with ``stream_base``, they are streamed
 through here. ``plan_base`` decides before anything moves and says so in one line.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from collections.abc import Callable
@@ -22,10 +23,10 @@ from typing import Protocol
 
 from launcher.errors import UsageError
 from launcher.image import layer, manifest
-from launcher.image.copy import mirror_tag, transfer_blobs
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
-from launcher.progress import ProgressFn, Transfer, say
+from launcher.image.transfer import copied_tag, transfer_blobs
+from launcher.progress import ProgressFn, Transfer, say, size_text
 
 # The workspace image keeps the base's ENTRYPOINT and Cmd: entrypoints set up what the image's
 # authors rely on (NGC's sources entrypoint.d, AWS's newer DLCs export CUDA's compatibility
@@ -36,9 +37,9 @@ WORKDIR = "/workspace"
 ENV = {"LAUNCHER_WORKSPACE": WORKDIR}
 
 
-class BaseCopy(Protocol):
-    """Copies a base into the target repository away from this machine (``api`` provides
-    one that runs a copy job on the cluster's backend)."""
+class CopyJobs(Protocol):
+    """Copy jobs that copy a base into the target repository away from this machine
+    (``launcher.copyjob.run`` runs them on the cluster's target)."""
 
     where: str  # "in AWS (copy job on QUEUE)": where the bytes move, for the plan's line
 
@@ -52,11 +53,21 @@ class BaseCopy(Protocol):
         """Until the copy is done; RemoteError if it failed."""
 
 
+class BaseHandling(str, enum.Enum):
+    """How a base's layers get into the target repository."""
+
+    PRESENT = "present"  # there already
+    MOUNTED = "mounted"  # mounted from another repository of the registry
+    MOUNT = "mount"  # would be mounted (a dry run tries nothing)
+    COPY_JOB = "copy job"  # a copy job copies them next to the registries
+    STREAM = "stream"  # through this machine (--stream-base)
+
+
 @dataclass(frozen=True)
 class BasePlan:
     """How the base's layers get into the target repository, decided before anything moves."""
 
-    how: str  # present | mounted | mount (dry run: would mount) | copy | stream
+    how: BaseHandling
     layers: int  # base layers
     missing: int  # layers not in the target registry's repository yet
     bytes: int  # their compressed size: what a copy or a stream moves
@@ -64,21 +75,16 @@ class BasePlan:
     where: str = ""
 
     def line(self) -> str:
-        if self.how == "present":
+        if self.how is BaseHandling.PRESENT:
             return f"base: all {self.layers} layers already in the repository"
-        if self.how == "mounted":
+        if self.how is BaseHandling.MOUNTED:
             return f"base: {self.layers} layers mounted from {self.source.repository}"
-        if self.how == "mount":
+        if self.how is BaseHandling.MOUNT:
             return f"base: {self.layers} layers to mount from {self.source.repository}"
-        if self.how == "copy":
+        if self.how is BaseHandling.COPY_JOB:
             return f"copying {size_text(self.bytes)} of base layers {self.where}"
         size = size_text(self.bytes)
         return f"streaming {size} of base layers through this machine (--stream-base)"
-
-
-def size_text(n: int) -> str:
-    """Bytes as the plan says them: GB from 0.1 GB up, else MB."""
-    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 @dataclass(frozen=True)
@@ -140,15 +146,13 @@ def base_image(
     found = client.get_manifest(base.repository, digest, manifest.ACCEPT)
     if found is None:
         raise UsageError(f"--image {base}: base image not found in {base.registry}")
-    raw, content_type, _ = found
-    kind = manifest.media_type(raw, content_type)
+    raw, kind, _ = found
     if kind in manifest.INDEXES:
         desc = manifest.select_platform(json.loads(raw), platform)
         found = client.get_manifest(base.repository, desc["digest"], manifest.ACCEPT)
         if found is None:
             raise UsageError(f"--image {base}: {platform} manifest {desc['digest']} is missing")
-        raw, content_type, _ = found
-        kind = manifest.media_type(raw, content_type)
+        raw, kind, _ = found
         if kind not in manifest.MANIFESTS:
             raise UsageError(f"--image {base}: nested index for {platform} is not supported")
         digest = desc["digest"]
@@ -165,7 +169,7 @@ def plan_base(
     repo: Reference,
     layers: list[dict],
     *,
-    base_copy: BaseCopy | None,
+    copy_jobs: CopyJobs | None,
     stream_base: bool,
     dryrun: bool,
 ) -> BasePlan:
@@ -174,31 +178,31 @@ def plan_base(
     (not in a dry run); every other request is a read."""
     count = len(layers)
     if source.host == target.host and base.repository == repo.repository:
-        return BasePlan("present", count, 0, 0, base)
-    tag = mirror_tag(base.digest or "")
+        return BasePlan(BaseHandling.PRESENT, count, 0, 0, base)
+    tag = copied_tag(base.digest or "")
     if target.head_manifest(repo.repository, tag, manifest.ACCEPT) == base.digest:
-        return BasePlan("present", count, 0, 0, base)  # a copy job copied it before
+        return BasePlan(BaseHandling.PRESENT, count, 0, 0, base)  # a copy job copied it before
     if source.host == target.host and dryrun:
-        return BasePlan("mount", count, 0, 0, base)
+        return BasePlan(BaseHandling.MOUNT, count, 0, 0, base)
     if source.host == target.host:
         missing = [d for d in layers if not _mounted(target, repo, base, d["digest"])]
         if not missing:
-            return BasePlan("mounted", count, 0, 0, base)
+            return BasePlan(BaseHandling.MOUNTED, count, 0, 0, base)
     else:
         missing = [d for d in layers if not target.has_blob(repo.repository, d["digest"])]
         if not missing:
-            return BasePlan("present", count, 0, 0, base)
+            return BasePlan(BaseHandling.PRESENT, count, 0, 0, base)
     size = sum(int(d.get("size", 0)) for d in missing)
     if stream_base:
-        return BasePlan("stream", count, len(missing), size, base)
-    if base_copy is None:
+        return BasePlan(BaseHandling.STREAM, count, len(missing), size, base)
+    if copy_jobs is None:
         raise UsageError(
             f"--image {base}: {size_text(size)} of its layers are not in {repo.name} and nothing "
             "can copy them next to the registries here; run `launcher mirror` on a cluster "
             "with a copy queue, or pass --stream-base to send them through this machine"
         )
-    base_copy.check(base)
-    return BasePlan("copy", count, len(missing), size, base, base_copy.where)
+    copy_jobs.check(base)
+    return BasePlan(BaseHandling.COPY_JOB, count, len(missing), size, base, copy_jobs.where)
 
 
 def _mounted(target: Registry, repo: Reference, base: Reference, digest: str) -> bool:
@@ -218,7 +222,7 @@ def patch(
     *,
     dryrun: bool = False,
     progress: ProgressFn | None = None,
-    base_copy: BaseCopy | None = None,
+    copy_jobs: CopyJobs | None = None,
     stream_base: bool = False,
 ) -> Patched:
     found = lookup(base, repo, workspace, platform, registry_for, json.dumps(ENV) + WORKDIR)
@@ -233,14 +237,14 @@ def patch(
         base.with_digest(digest),
         repo,
         base_manifest["layers"],
-        base_copy=base_copy,
+        copy_jobs=copy_jobs,
         stream_base=stream_base,
         dryrun=dryrun,
     )
     say(progress)(plan.line())
     copying = None
-    if plan.how == "copy" and not dryrun and base_copy is not None:
-        copying = base_copy.start(plan.source, repo)  # runs while the workspace goes up
+    if plan.how is BaseHandling.COPY_JOB and not dryrun and copy_jobs is not None:
+        copying = copy_jobs.start(plan.source, repo)  # runs while the workspace goes up
     digests = layer.LayerDigests()
     transfer = Transfer("uploading workspace" if not dryrun else "workspace layer", progress)
     if dryrun:
@@ -272,9 +276,9 @@ def patch(
     if dryrun:
         reference = str(repo.with_digest(manifest.digest_of(new_manifest)))
         return Patched(reference, tag, False, digests.size, plan)
-    if copying is not None and base_copy is not None:
-        base_copy.wait(copying)
-    elif plan.how == "stream":
+    if copying is not None and copy_jobs is not None:
+        copy_jobs.wait(copying)
+    elif plan.how is BaseHandling.STREAM:
         streamed = Transfer("streaming base layers", progress, plan.bytes)
         transfer_blobs(
             source,

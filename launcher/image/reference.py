@@ -34,9 +34,6 @@ class Reference:
     def with_digest(self, digest: str) -> Reference:
         return Reference(self.registry, self.repository, None, digest)
 
-    def with_tag(self, tag: str) -> Reference:
-        return Reference(self.registry, self.repository, tag, None)
-
     def __str__(self) -> str:
         if self.digest:
             return f"{self.name}@{self.digest}"

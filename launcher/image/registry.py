@@ -8,18 +8,51 @@ uploads are monolithic: POST, one streamed PATCH, PUT ?digest= (ECR mishandles m
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 from urllib.parse import urlencode, urljoin
 
 import requests
+import requests.auth
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from launcher.errors import RemoteError
-from launcher.image.manifest import digest_of
+from launcher.image.manifest import ACCEPT, digest_of, media_type
 from launcher.image.reference import is_loopback
 
 RETRIES = 4
+RETRIED_STATUSES = (429, 500, 502, 503, 504)
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+
+
+class BearerAuth(requests.auth.AuthBase):
+    """A registry token (the distribution spec's token flow) on every request."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = f"Bearer {self.token}"
+        return request
+
+
+def _session(retries: int, backoff: float) -> requests.Session:
+    """A session whose adapter retries connection errors, 429 and 5xx answers (honouring
+    Retry-After) with exponential backoff, on every method: urllib3's ``Retry``."""
+    session = requests.Session()
+    session.headers["User-Agent"] = "efa-batch-launcher"
+    retry = Retry(
+        total=retries,
+        backoff_factor=backoff,
+        status_forcelist=RETRIED_STATUSES,
+        allowed_methods=None,  # every call here is safe to repeat (an upload session at worst)
+        raise_on_status=False,  # the last answer is returned, and reported with its errors
+    )
+    adapter = HTTPAdapter(max_retries=retry)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
 
 
 class Registry:
@@ -32,27 +65,14 @@ class Registry:
     ) -> None:
         self.host = host
         self.base = f"{'http' if is_loopback(host) else 'https'}://{host}"
-        self.http = requests.Session()
-        self.http.headers["User-Agent"] = "efa-batch-launcher"
+        self.http = _session(RETRIES, backoff)
+        # A streamed body cannot be sent twice: uploads go through a session that never retries.
+        self.once = _session(0, backoff)
         self._credentials = credentials
         self._scopes = list(scopes)
-        self._auth: str | None = None
-        self._backoff = backoff
-        self.requests = 0
-        self.uploaded = 0
+        self._auth: requests.auth.AuthBase | None = None
 
     # --- transport --------------------------------------------------------------------------
-
-    def _send(self, method: str, url: str, **kwargs) -> requests.Response:
-        headers = dict(kwargs.pop("headers", {}))
-        if self._auth:
-            headers["Authorization"] = self._auth
-        self.requests += 1
-        try:
-            return self.http.request(method, url, headers=headers, timeout=(10, 300), **kwargs)
-        except requests.RequestException as exc:
-            reason = exc.__class__.__name__
-            raise RemoteError(f"registry {self.host} unreachable: {reason}") from exc
 
     def request(
         self,
@@ -61,36 +81,28 @@ class Registry:
         *,
         ok: tuple[int, ...] = (200,),
         retry: bool = True,
-        **kwargs,
+        **kwargs: Any,
     ) -> requests.Response:
+        """One call (retried by the session unless ``retry`` is False); on 401, one
+        authentication and the call again."""
         url = path_or_url if "://" in path_or_url else self.base + path_or_url
-        reauthed = False
-        attempt = 0
-        while True:
+        session = self.http if retry else self.once
+        for first in (True, False):
             try:
-                response = self._send(method, url, **kwargs)
-            except RemoteError:
-                if not retry or attempt >= RETRIES:
-                    raise
-                attempt += 1
-                time.sleep(self._backoff * 2**attempt)
-                continue
-            if response.status_code == 401 and not reauthed:
-                reauthed = True
+                response = session.request(
+                    method, url, auth=self._auth, timeout=(10, 300), **kwargs
+                )
+            except requests.RequestException as exc:
+                reason = exc.__class__.__name__
+                raise RemoteError(f"registry {self.host} unreachable: {reason}") from exc
+            if response.status_code == 401 and first:
                 self._authenticate(response.headers.get("WWW-Authenticate", ""))
                 if retry:
                     continue
-            if response.status_code in ok:
-                return response
-            if (
-                retry
-                and (response.status_code == 429 or response.status_code >= 500)
-                and (attempt < RETRIES)
-            ):
-                attempt += 1
-                time.sleep(self._backoff * 2**attempt)
-                continue
+            break
+        if response.status_code not in ok:
             raise self._error(method, url, response)
+        return response
 
     def _error(self, method: str, url: str, response: requests.Response) -> RemoteError:
         detail = ""
@@ -119,14 +131,13 @@ class Registry:
                     f"registry {self.host} needs credentials (docker login, or "
                     "ECR access through AWS credentials)"
                 )
-            self._auth = requests.auth._basic_auth_str(*creds)
+            self._auth = requests.auth.HTTPBasicAuth(*creds)
             return
         if scheme != "bearer":
             raise RemoteError(f"registry {self.host}: unsupported auth challenge {challenge!r}")
         params = dict(_CHALLENGE.findall(challenge))
         query = [("service", params.get("service", ""))]
         query += [("scope", s) for s in self._scopes] or [("scope", params.get("scope", ""))]
-        self.requests += 1
         try:
             response = self.http.get(
                 f"{params['realm']}?{urlencode(query)}", auth=creds or None, timeout=(10, 60)
@@ -138,11 +149,14 @@ class Registry:
                 f"registry {self.host}: token request refused (HTTP {response.status_code})"
             )
         body = response.json()
-        self._auth = f"Bearer {body.get('token') or body.get('access_token')}"
+        self._auth = BearerAuth(body.get("token") or body.get("access_token"))
 
     # --- manifests --------------------------------------------------------------------------
 
-    def get_manifest(self, repo: str, ref: str, accept: str) -> tuple[bytes, str, str] | None:
+    def get_manifest(
+        self, repo: str, ref: str, accept: str = ACCEPT
+    ) -> tuple[bytes, str, str] | None:
+        """(raw manifest, its media type, its digest), or None where there is none."""
         response = self.request(
             "GET", f"/v2/{repo}/manifests/{ref}", ok=(200, 404), headers={"Accept": accept}
         )
@@ -152,7 +166,7 @@ class Registry:
         digest = digest_of(raw)
         if ref.startswith("sha256:") and digest != ref:
             raise RemoteError(f"registry {self.host}: manifest {ref} arrived with digest {digest}")
-        return raw, response.headers.get("Content-Type", ""), digest
+        return raw, media_type(raw, response.headers.get("Content-Type")), digest
 
     def head_manifest(self, repo: str, ref: str, accept: str) -> str | None:
         response = self.request(
@@ -215,7 +229,6 @@ class Registry:
 
         def counted() -> Iterator[bytes]:
             for chunk in chunks:
-                self.uploaded += len(chunk)
                 on_chunk(len(chunk))
                 yield chunk
 
@@ -231,7 +244,6 @@ class Registry:
 
     def finish_upload(self, location: str, digest: str, data: bytes = b"") -> str:
         sep = "&" if "?" in location else "?"
-        self.uploaded += len(data)
         self.request(
             "PUT",
             f"{location}{sep}{urlencode({'digest': digest})}",

@@ -18,16 +18,16 @@ DRIVER = """
 import json, sys
 from launcher.api import Cluster
 from launcher.cluster import ClusterInfo
-from launcher.copyjob import Copier
+from launcher.copyjob.plan import CopierImage
 from launcher.jobspec import Mount
 
 args = json.loads(sys.argv[1])
 mounts = tuple(Mount(**m) for m in args["mounts"])
-copier = Copier(args["copier"], tuple(args["command"]), mounts)
-cluster = Cluster(ClusterInfo(**args["info"]), copier=copier)
+copier = CopierImage(args["copier"], tuple(args["command"]), mounts)
+cluster = Cluster(ClusterInfo(**args["info"]), copier=copier).local(args["efs"])
 job = cluster.run(
     ["/bin/sh", "-c", "cat /workspace/hello.txt"], image=args["base"], workspace=args["ws"],
-    local=True, local_efs=args["efs"], nodes=1, gpus_per_node=0, efa="off",
+    nodes=1, gpus_per_node=0, efa="off",
     stream_base=args["stream"], progress=lambda e: print("PROGRESS " + e.text, flush=True),
 )
 info = job.wait(timeout=300, poll=0.5)
@@ -44,7 +44,7 @@ def launcher_run(
     args = {
         "info": dataclasses.asdict(info),
         "copier": copier,
-        "command": [sys.executable, "-m", "launcher.image.copy"],
+        "command": [sys.executable, "-m", "launcher.copyjob.program"],
         "mounts": [dataclasses.asdict(m) for m in host_python_mounts()],
         "base": base,
         "ws": str(ws),

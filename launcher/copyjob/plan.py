@@ -1,14 +1,16 @@
-"""The copy job: a small Fargate job that copies a base image into the cluster's repository.
+"""A copy job, planned: a small Fargate job that copies a base image into the cluster's
+repository, next to the registries.
 
-Pure: ``build`` turns a source, a target and the cluster into RegisterJobDefinition and
+Pure: ``requests`` turns a source, a target and the cluster into RegisterJobDefinition and
 SubmitJob requests (no I/O), as ``jobdef.build`` does for training jobs. One job definition per
 cluster and copier image (named by its content); the source and target are SubmitJob
 ``parameters`` (``Ref::source``/``Ref::target`` in the command), so every copy reuses it.
 
-``source_for`` decides where the job reads the base: from the region's ECR directly, through
-one of the stack's ECR pull-through cache rules when one serves the base's registry (ECR
-fetches and keeps it), or from the internet where the VPC has a route to it, and refuses,
-before anything moves, a base the job could not reach.
+``route`` decides where the job reads the base: from the region's ECR directly, through one of
+the stack's ECR pull-through cache rules when one serves the base's registry (ECR fetches and
+keeps it), or from the internet where the VPC has a route to it, and refuses, before anything
+moves, a base the job could not reach. ``launcher.copyjob.run`` runs it on a backend;
+``launcher.copyjob.program`` is what runs in it.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from dataclasses import dataclass
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
 from launcher.image.auth import ECR_HOST
-from launcher.image.copy import SOURCE_SECRET_ENV, SOURCE_USER_ENV
 from launcher.image.reference import Reference
 from launcher.jobdef import Requests, definition_name
 from launcher.jobspec import Mount
 from launcher.outputs import Egress
 
 COPY_DEFINITION_PREFIX = "efa-batch-copy"
-PROGRAM = ("python3", "-m", "launcher.image.copy")
+PROGRAM = ("python3", "-m", "launcher.copyjob.program")
+# Credentials for the source registry, given to a copy job from a Secrets Manager secret
+# (the job definition names the secret; ECS puts its JSON keys in these variables).
+SOURCE_USER_ENV = "LAUNCHER_SOURCE_USERNAME"
+SOURCE_SECRET_ENV = "LAUNCHER_SOURCE_TOKEN"
 # Fargate sizes: 1 vCPU takes 2-8 GiB (RegisterJobDefinition, ResourceRequirement value);
 # the copy streams 1 MiB at a time, so the smallest memory for a full vCPU is plenty.
 VCPU, MEMORY_MIB = "1", "2048"
@@ -43,7 +48,7 @@ def job_name(source: Reference, target: Reference) -> str:
 
 
 @dataclass(frozen=True)
-class Copier:
+class CopierImage:
     """What runs the copy: an image with the launcher's copy program (the stack's, by default),
     the command that starts it, and bind mounts (only for the local backend: Fargate has no
     host volumes)."""
@@ -62,7 +67,7 @@ def cache_route(base: Reference, cluster: ClusterInfo) -> Reference | None:
     return None
 
 
-def source_for(base: Reference, cluster: ClusterInfo, cached: bool = False) -> Reference:
+def route(base: Reference, cluster: ClusterInfo, cached: bool = False) -> Reference:
     """Where a copy job in this cluster reads ``base`` (pinned by digest), or UsageError.
 
     ``cached``: the base already sits in the pull-through cache (the caller looked). Without
@@ -93,7 +98,9 @@ def source_for(base: Reference, cluster: ClusterInfo, cached: bool = False) -> R
     )
 
 
-def build(source: Reference, target: Reference, cluster: ClusterInfo, copier: Copier) -> Requests:
+def requests(
+    source: Reference, target: Reference, cluster: ClusterInfo, copier: CopierImage
+) -> Requests:
     """Requests for one copy job: ``source`` (pinned) into ``target``'s repository."""
     if not source.digest:
         raise UsageError(f"copy source {source}: pin it by digest (REPO@sha256:...)")

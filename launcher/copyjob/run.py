@@ -1,4 +1,5 @@
-"""Copy jobs on a backend: the ``BaseCopy`` that image code calls when a base must move.
+"""Copy jobs run on a target's copy backend: what the workspace image calls when a base must
+move (``launcher.image.patch.CopyJobs``).
 
 On AWS the job runs on the stack's Fargate copy queue, next to the registries; on the local
 backend it runs as a container on the Docker engine (the dress rehearsal). Either way the
@@ -11,57 +12,39 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from launcher import copyjob
 from launcher.backend import Backend
 from launcher.cluster import ClusterInfo
-from launcher.copyjob import Copier
+from launcher.copyjob import plan
+from launcher.copyjob.plan import CopierImage
 from launcher.errors import RemoteError
 from launcher.image.reference import Reference
+from launcher.job import JobState
 from launcher.jobdef import Requests
-from launcher.outputs import Egress
 from launcher.progress import ProgressFn, say
 
 
-class JobCopy:
+class CopyJobRunner:
+    """Copy jobs on ``backend``; ``source`` is where the job reads a base (a target's
+    ``copy_source``), ``where`` says where the bytes move, for the plan's line."""
+
     def __init__(
         self,
         cluster: ClusterInfo,
         backend: Backend,
-        copier: Copier,
+        source: Callable[[Reference], Reference],
+        where: str,
+        copier: CopierImage,
         progress: ProgressFn | None = None,
-        cached: Callable[[Reference], bool] | None = None,
     ) -> None:
-        """``cached(ref)``: whether the pull-through cache already holds ``ref`` (the AWS
-        backend asks ECR; without NAT a rule serves nothing else)."""
-        self.cluster, self.backend, self.copier = cluster, backend, copier
-        self.cached = cached
+        self.cluster, self.backend, self.source = cluster, backend, source
+        self.where, self.copier = where, copier
         self.say = say(progress)
-        queue = cluster.copy_queue_arn.rsplit("/", 1)[-1]
-        self.where = (
-            "in a local copy job (Docker engine)"
-            if backend.name == "local"
-            else f"in AWS (copy job on {queue})"
-        )
-
-    def source(self, base: Reference) -> Reference:
-        """Where the job reads the base: the cluster's route to it; a local job reads what
-        this machine reads."""
-        if self.backend.name == "local":
-            return base
-        route = copyjob.cache_route(base, self.cluster)
-        cached = bool(
-            route
-            and self.cluster.internet_egress is Egress.NONE
-            and self.cached is not None
-            and self.cached(route)
-        )
-        return copyjob.source_for(base, self.cluster, cached)
 
     def check(self, base: Reference) -> None:
         self.source(base)
 
     def requests(self, base: Reference, target: Reference) -> Requests:
-        return copyjob.build(self.source(base), target, self.cluster, self.copier)
+        return plan.requests(self.source(base), target, self.cluster, self.copier)
 
     def start(self, base: Reference, target: Reference) -> str:
         """A copy job for ``base``: the one already copying it into ``target``, if any (two
@@ -88,7 +71,7 @@ class JobCopy:
             if info.state.terminal:
                 break
             time.sleep(poll)  # the logs ended before the job did (a follower's drain)
-        if info.state.value != "SUCCEEDED":
+        if info.state is not JobState.SUCCEEDED:
             why = last_error or info.reason or "no reason given"
             raise RemoteError(
                 f"copy job {handle} {info.state.value}: {why} (launcher logs {handle})"

@@ -1,40 +1,30 @@
-"""Copy a base image into the cluster's repository, next to the registries.
+"""An image's blobs and manifest from one repository into another, registry to registry.
 
-What a copy job runs (``python3 -m launcher.image.copy SOURCE@DIGEST TARGET_REPOSITORY``): the
-image's blobs go registry to registry (a cross-repository mount when both repositories are in
-one registry, else a stream through the job), then its manifest, byte for byte, under a tag
-named after its digest (``base-sha256-<hex>``). Content-addressed, so a base copied once is
-found by one HEAD and never copied again, by anyone; a blob the target already has is never
-sent again, so a copy that was interrupted resumes where it stopped.
-
-``transfer_blobs`` is also the launcher's own path when a user asks to stream a base through
-their machine (``--stream-base``).
+The blobs go first (a cross-repository mount when both repositories are in one registry, else
+a stream), then the manifest, byte for byte, under a tag named after its digest
+(``base-sha256-<hex>``). Content-addressed, so a base copied once is found by one HEAD and
+never copied again, by anyone; a blob the target already has is never sent again, so a copy
+that was interrupted resumes where it stopped. A copy job runs ``copy_image``
+(``launcher.copyjob.program``); ``transfer_blobs`` is also the launcher's own path when a user
+asks to stream a base through their machine (``--stream-base``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from launcher.errors import LauncherError, RemoteError, UsageError
-from launcher.image import auth, manifest
-from launcher.image.reference import Reference, parse
+from launcher.errors import RemoteError, UsageError
+from launcher.image import manifest
+from launcher.image.reference import Reference
 from launcher.image.registry import Registry
 from launcher.image.tags import BASE_PREFIX
-
-# Credentials for the source registry, given to a copy job from a Secrets Manager secret
-# (the job definition names the secret; ECS puts its JSON keys in these variables).
-SOURCE_USER_ENV = "LAUNCHER_SOURCE_USERNAME"
-SOURCE_SECRET_ENV = "LAUNCHER_SOURCE_TOKEN"
 
 OnBlob = Callable[[dict, str], None]  # (descriptor, "present" | "mounted" | "copied")
 
 
-def mirror_tag(digest: str) -> str:
+def copied_tag(digest: str) -> str:
     """The tag a copied base gets in the target repository: its own digest, as a tag."""
     return BASE_PREFIX + digest.replace(":", "-")
 
@@ -96,15 +86,14 @@ def copy_image(
     """Copy one single-platform image (``source`` pinned by digest) into ``target``'s repository."""
     if not source.digest:
         raise UsageError(f"copy source {source}: pin it by digest (REPO@sha256:...)")
-    tag = mirror_tag(source.digest)
+    tag = copied_tag(source.digest)
     pinned = target.with_digest(source.digest)
     if target_registry.head_manifest(target.repository, tag, manifest.ACCEPT) == source.digest:
         return Copied(str(pinned), tag, 0, True)
     found = source_registry.get_manifest(source.repository, source.digest, manifest.ACCEPT)
     if found is None:
         raise UsageError(f"copy source {source}: no such manifest in {source.registry}")
-    raw, content_type, _ = found
-    kind = manifest.media_type(raw, content_type)
+    raw, kind, _ = found
     if kind not in manifest.MANIFESTS:
         raise UsageError(f"copy source {source}: a {kind}; copy one platform's manifest")
     document = json.loads(raw)
@@ -127,61 +116,3 @@ def copy_image(
     if digest != source.digest:
         raise RemoteError(f"registry {target.registry}: stored {digest}, copied {source.digest}")
     return Copied(str(pinned), tag, sent, False)
-
-
-# --- the copy job's program -------------------------------------------------------------------
-
-
-def _source_credentials(host: str, aws) -> auth.Credentials | None:
-    user, token = os.environ.get(SOURCE_USER_ENV), os.environ.get(SOURCE_SECRET_ENV)
-    if user and token:
-        return user, token
-    return auth.credentials(host, aws)
-
-
-def _gb(size: int) -> str:
-    return f"{size / 1e9:.2f} GB" if size >= 1e8 else f"{size / 1e6:.1f} MB"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python3 -m launcher.image.copy",
-        description="copy a base image (pinned by digest) into a repository, blobs first",
-    )
-    parser.add_argument("source", help="REGISTRY/REPO@sha256:... (one platform's manifest)")
-    parser.add_argument("target", help="REGISTRY/REPO to copy into")
-    args = parser.parse_args(argv)
-    try:
-        source, target = parse(args.source, "source"), parse(args.target, "target")
-        aws = None
-        if auth.is_ecr(source.registry) or auth.is_ecr(target.registry):
-            from launcher.aws import Aws
-
-            aws = Aws()
-        pull = [f"repository:{source.repository}:pull"]
-        push = [f"repository:{target.repository}:pull,push"]
-        if source.registry == target.registry:
-            pull = push = [*pull, *push]
-        source_registry = Registry(
-            source.registry, lambda: _source_credentials(source.registry, aws), pull
-        )
-        target_registry = (
-            source_registry
-            if source.registry == target.registry
-            else Registry(target.registry, lambda: auth.credentials(target.registry, aws), push)
-        )
-
-        def report(desc: dict, how: str) -> None:
-            print(f"copy: {desc['digest']} {_gb(int(desc.get('size', 0)))} {how}", flush=True)
-
-        copied = copy_image(source, target, source_registry, target_registry, report)
-    except LauncherError as exc:
-        print(f"copy: error: {exc}", file=sys.stderr, flush=True)
-        return 2 if isinstance(exc, UsageError) else 1
-    what = "already there" if copied.already else f"{_gb(copied.bytes_sent)} sent"
-    print(f"copy: done {copied.reference} ({what})", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

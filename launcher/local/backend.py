@@ -1,0 +1,300 @@
+"""The local backend: a multi-node job on the local Docker engine, run as AWS Batch runs it.
+
+``schedule`` validates, starts every node (``engine``) and hands the job to a detached
+supervisor (``supervisor``), which enforces the timeout and the retry rules, copies the logs and
+records the outcome. Every other call reads the job's record (``state``); ``cancel`` asks the
+record's writer to stop the job and writes only when no writer is left.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from launcher.backend import Say, newest_first
+from launcher.errors import RemoteError, UsageError
+from launcher.job import CANCEL_REASON, BackendName, JobInfo, JobState, LogLine, NodeStatus
+from launcher.jobdef import (
+    Requests,
+    as_one_node,
+    groups_of,
+    node_ranges,
+    resumption,
+    with_environment,
+)
+from launcher.local import engine, supervisor
+from launcher.local.containers import PREFIX, is_local, parse_log_line
+from launcher.local.state import Owner, OwnershipError, Process, Record, Store, now_ms
+
+LOST_REASON = "the local supervisor is gone; cancelled with launcher cancel"
+HANDOVER_SECONDS = 60  # how long a cancel waits for a writer to hand over or stop
+
+
+def job_info(record: Record) -> JobInfo:
+    state = record.status
+    codes = record.exit_codes
+    return JobInfo(
+        job_id=record.job_id,
+        name=record.name,
+        state=state,
+        reason=record.status_reason,
+        nodes=record.nodes,
+        queue="local",
+        definition=record.definition,
+        image=record.node_properties["nodeRangeProperties"][0]["container"]["image"],
+        attempts=record.attempt if state != JobState.STARTING else 0,
+        created_at=record.created_at / 1000,
+        started_at=record.started_at / 1000 if record.started_at else None,
+        stopped_at=record.stopped_at / 1000 if record.stopped_at else None,
+        node_status=tuple(
+            NodeStatus(
+                index=n,
+                state=state,
+                reason=record.status_reason if state.terminal else None,
+                exit_code=codes[n] if n < len(codes) else None,
+            )
+            for n in range(record.nodes)
+        ),
+        groups=groups_of(record.register),
+        backend=BackendName.LOCAL,
+        cancelled=record.status_reason in (CANCEL_REASON, LOST_REASON),
+        last_exit_code=next(iter(record.history[-1].exit_codes), None) if record.history else None,
+    )
+
+
+def _check_port(port: int) -> None:
+    with socket.socket() as s:
+        # SO_REUSEADDR: a connection of an earlier run in TIME_WAIT is no conflict; a listener is.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+        except OSError:
+            raise UsageError(
+                f"--port {port}: 127.0.0.1:{port} is in use; the main node needs it for the "
+                "rendezvous (pass another --port)"
+            ) from None
+
+
+def _validate(containers: list[dict], efs_dir: str | None) -> None:
+    """Everything a local run refuses, before the first container starts."""
+    env = {e["name"]: e["value"] for e in containers[0].get("environment", [])}
+    if "LAUNCHER_MAIN_PORT" in env:
+        _check_port(int(env["LAUNCHER_MAIN_PORT"]))
+    if any(c.get("secrets") for c in containers):
+        raise UsageError("a local run cannot read Secrets Manager secrets (job 'secrets')")
+    uses_efs = any("efsVolumeConfiguration" in v for c in containers for v in c.get("volumes", []))
+    if uses_efs and efs_dir is None:
+        raise UsageError("a local run needs a directory standing in for EFS (--local-efs)")
+
+
+class LocalBackend:
+    name = BackendName.LOCAL
+
+    def __init__(
+        self, queue: str = "local", efs_dir: str | None = None, store: Store | None = None
+    ) -> None:
+        self.queue = queue
+        self.efs_dir = efs_dir
+        self.store = store or Store()
+
+    def owns(self, job_id: str) -> bool:
+        return is_local(job_id)
+
+    def schedule(self, requests: Requests, say: Say = lambda _: None) -> str:
+        from launcher.docker_client import docker_client
+
+        submit = requests.submit
+        register = as_one_node(requests.register, submit.get("parameters", {}))
+        containers = [c for _, c in node_ranges(register)]
+        _validate(containers, self.efs_dir)
+        client = docker_client()
+        infiniband = Path("/dev/infiniband").is_dir()
+        if not infiniband and any(
+            d["hostPath"].startswith("/dev/infiniband/")
+            for c in containers
+            for d in c.get("linuxParameters", {}).get("devices", [])
+        ):
+            say("no /dev/infiniband on this machine: EFA devices dropped (NCCL falls back to TCP)")
+        gpus = Path("/dev/nvidia0").exists()
+        if not gpus and any(
+            r["type"] == "GPU" for c in containers for r in c["resourceRequirements"]
+        ):
+            say("no NVIDIA GPU on this machine: the job runs without GPUs")
+        if self.efs_dir is not None:
+            Path(self.efs_dir).mkdir(parents=True, exist_ok=True)
+        record = Record(
+            job_id=f"{PREFIX}{uuid.uuid4()}",
+            name=submit["jobName"],
+            definition=register["jobDefinitionName"],
+            queue=self.queue,
+            status=JobState.STARTING,
+            created_at=now_ms(),
+            register=register,
+            submit=submit,
+            efs_dir=self.efs_dir,
+            infiniband=infiniband,
+            gpus=gpus,
+            timeout=register.get("timeout", {}).get("attemptDurationSeconds"),
+            writer=Process.of(os.getpid()),
+        )
+        self.store.create(record)
+        try:
+            for image in sorted({c["image"] for c in containers}):
+                engine.pull(client, image)
+            record.containers, record.ulimit_caps = engine.start_nodes(client, record, say)
+        except RemoteError:
+            record.status, record.status_reason = JobState.FAILED, "could not start"
+            record.stopped_at = now_ms()
+            self.store.save(record, Owner.SCHEDULER)
+            raise
+        record.status, record.started_at = JobState.RUNNING, now_ms()
+        self._hand_to_supervisor(record)
+        return record.job_id
+
+    def _hand_to_supervisor(self, record: Record) -> None:
+        """Start the supervisor, make it the record's writer, then let it go."""
+        job_dir = self.store.job_dir(record.job_id)
+        with open(job_dir / "supervisor.log", "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", supervisor.__name__, str(self.store.base), record.job_id],
+                start_new_session=True,  # a Ctrl-C in this terminal is not the job's end
+                preexec_fn=supervisor.before_exec,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        assert process.stdin is not None
+        try:
+            self.store.hand_over(
+                record, Owner.SCHEDULER, Owner.SUPERVISOR, writer=Process.of(process.pid)
+            )
+            process.stdin.write(supervisor.GO)
+        finally:
+            process.stdin.close()  # at EOF without the word, the supervisor leaves the job
+
+    def describe(self, job_id: str, nodes: bool = False) -> JobInfo:
+        return job_info(self.store.load(job_id))
+
+    def cancel(self, job_id: str) -> JobInfo:
+        record = self.store.load(job_id)
+        if record.status.terminal:
+            raise UsageError(
+                f"job {record.job_id} already {record.status.value}; nothing to cancel"
+            )
+        info = job_info(record)
+        deadline = time.monotonic() + HANDOVER_SECONDS
+        asked: Process | None = None
+        while not record.status.terminal:
+            writer = record.writer
+            if writer is None or not writer.alive():
+                try:
+                    self._end_abandoned(record)
+                except OwnershipError:
+                    pass  # a writer took the record over meanwhile: ask it instead
+                else:
+                    return info
+            elif record.owner is Owner.SUPERVISOR and writer != asked:
+                writer.terminate()  # the supervisor stops the nodes and records the cancel
+                asked = writer
+            # else: the launcher scheduling it has yet to hand it to its supervisor
+            if time.monotonic() > deadline:
+                raise RemoteError(
+                    f"local job {record.job_id}: its {record.owner.value} did not stop it"
+                )
+            time.sleep(0.1)
+            record = self.store.load(job_id)
+        return info
+
+    def _end_abandoned(self, record: Record) -> None:
+        """The job's writer is gone: take the record over, stop the nodes, record the end."""
+        from launcher.docker_client import docker_client
+
+        record = self.store.hand_over(
+            record, record.owner, Owner.CANCELLER, writer=Process.of(os.getpid())
+        )
+        if record.containers:
+            client = docker_client()
+            for cid in record.containers:
+                engine.remove(client, cid)
+        record.status, record.status_reason = JobState.FAILED, LOST_REASON
+        record.stopped_at = now_ms()
+        self.store.save(record, Owner.CANCELLER)
+
+    def resubmit(self, job_id: str, say: Say = lambda _: None) -> tuple[str, str]:
+        """The same job again, with the first one's checkpoint directory; (new id, dir)."""
+        record = self.store.load(job_id)
+        register, submit = record.register, record.submit
+        checkpoint, tags = resumption({**register, "tags": submit.get("tags")}, record.job_id)
+        register = with_environment(register, {"LAUNCHER_CHECKPOINT_DIR": checkpoint})
+        if self.efs_dir is None:
+            self.efs_dir = record.efs_dir
+        return self.schedule(Requests(register, {**submit, "tags": tags}), say), checkpoint
+
+    def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
+        jobs = (job_info(r) for r in self.store.records())
+        return newest_first((j for j in jobs if name in (None, j.name)), include_finished)
+
+    def log_iter(
+        self,
+        job_id: str,
+        node: int | None = None,
+        since: float | None = None,
+        follow: bool = False,
+        attempt: int | None = None,
+        poll: float = 0.2,
+    ) -> Iterator[LogLine]:
+        record = self.store.load(job_id)
+        if node is not None and not 0 <= node < record.nodes:
+            raise UsageError(f"--node {node}: job {record.job_id} has nodes 0-{record.nodes - 1}")
+        latest = record.attempt
+        if attempt is not None and not 1 <= attempt <= latest:
+            raise UsageError(
+                f"--attempt {attempt}: job {record.job_id} has "
+                + (f"attempts 1-{latest}" if latest > 1 else "one attempt so far")
+            )
+        attempt = attempt or latest
+        nodes = [node] if node is not None else list(range(record.nodes))
+        offsets = dict.fromkeys(nodes, 0)
+        partial = dict.fromkeys(nodes, b"")
+
+        def lines(n: int, data: bytes) -> Iterator[LogLine]:
+            stamp, message = parse_log_line(data)
+            if since is None or stamp is None or stamp >= since:
+                yield LogLine(n, message, stamp)
+
+        while True:
+            done = self.store.load(job_id).status.terminal
+            for n in nodes:
+                path = self.store.log_path(record.job_id, n, attempt)
+                if not path.exists():
+                    continue
+                with open(path, "rb") as f:
+                    f.seek(offsets[n])
+                    data = partial[n] + f.read()
+                    offsets[n] = f.tell()
+                *complete, partial[n] = data.split(b"\n")
+                for raw in complete:
+                    yield from lines(n, raw)
+            if not follow or done:
+                for n in nodes:
+                    if partial[n]:
+                        yield from lines(n, partial[n])
+                return
+            time.sleep(poll)
+
+    def wait(self, job_id: str, timeout: float | None = None, poll: float = 0.2) -> JobInfo:
+        """The job once it ends, or as it is after ``timeout`` seconds; for tests and the demo."""
+        end = time.monotonic() + timeout if timeout else None
+        while not (info := self.describe(job_id)).state.terminal:
+            if end and time.monotonic() > end:
+                return info
+            time.sleep(poll)
+        return info

@@ -1,0 +1,140 @@
+"""A job definition's node as a container: pure translation, no engine involved.
+
+The job definition is the one ``jobdef.build`` made for AWS; ``node_container`` turns each
+node's range of it into the keyword arguments of ``docker.containers.run``: host networking
+(all traffic stays on 127.0.0.1), Batch's multi-node environment, the EFS stand-in directory,
+devices, ulimits and shared memory as Batch would give them.
+"""
+
+from __future__ import annotations
+
+import resource
+from datetime import datetime
+
+from launcher.jobspec import DEVICE_PERMISSIONS
+
+PREFIX = "local-"  # a local job id's
+LABEL = "efa-batch.job"  # the label naming a container's job
+_LETTERS = {word: letter for letter, word in DEVICE_PERMISSIONS.items()}
+
+
+def is_local(handle: str) -> bool:
+    return handle.rsplit(":", 1)[-1].startswith(PREFIX)
+
+
+def node_container(
+    container: dict,
+    *,
+    job_id: str,
+    job_name: str,
+    queue: str,
+    node: int,
+    nodes: int,
+    efs_dir: str,
+    infiniband: bool,
+    gpus: bool,
+    attempt: int = 1,
+    ulimit_caps: dict[str, int] | None = None,
+) -> dict:
+    """Keyword arguments for ``docker.containers.run`` for one node of the job."""
+    env = {e["name"]: e["value"] for e in container.get("environment", [])}
+    env.update(
+        {
+            "AWS_BATCH_JOB_ID": f"{job_id}#{node}",
+            "AWS_BATCH_JOB_ATTEMPT": str(attempt),
+            "AWS_BATCH_JOB_NUM_NODES": str(nodes),
+            "AWS_BATCH_JOB_NODE_INDEX": str(node),
+            "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
+            "AWS_BATCH_JQ_NAME": queue,
+            "AWS_BATCH_CE_NAME": "local",
+            # Every node is on this machine: keep the main node off its non-loopback addresses.
+            "LAUNCHER_MAIN_ADDR": "127.0.0.1",
+        }
+    )
+    if node != 0:  # as on Batch: only the workers are told where the main node is
+        env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = "127.0.0.1"
+    if not infiniband and "LAUNCHER_EFA_DEVICES" in env:
+        # The devices are dropped here (warned about once): the prelude expects none.
+        env["LAUNCHER_EFA_DEVICES"] = "0"
+    volumes: dict[str, dict] = {}
+    sources = {v["name"]: v for v in container.get("volumes", [])}
+    for mount in container.get("mountPoints", []):
+        volume = sources[mount["sourceVolume"]]
+        host = efs_dir if "efsVolumeConfiguration" in volume else volume["host"]["sourcePath"]
+        volumes[host] = {
+            "bind": mount["containerPath"],
+            "mode": "ro" if mount.get("readOnly") else "rw",
+        }
+    linux = container.get("linuxParameters", {})
+    devices = [
+        f"{d['hostPath']}:{d['containerPath']}:{''.join(_LETTERS[p] for p in d['permissions'])}"
+        for d in linux.get("devices", [])
+        if infiniband or not d["hostPath"].startswith("/dev/infiniband/")
+    ]
+    import docker.types
+
+    kwargs = {
+        "image": container["image"],
+        "command": container["command"],
+        "environment": env,
+        "network_mode": "host",
+        "name": f"efa-batch-{job_id.removeprefix(PREFIX)[:12]}-{attempt}-{node}",
+        "labels": {LABEL: job_id, f"{LABEL}.node": str(node), f"{LABEL}.name": job_name},
+        "ulimits": [
+            _ulimit(u, (ulimit_caps or {}).get(u["name"])) for u in container.get("ulimits", [])
+        ],
+        "shm_size": f"{linux.get('sharedMemorySize', 64)}m",
+        "init": bool(linux.get("initProcessEnabled")),
+        "devices": devices,
+        "volumes": volumes,
+        "detach": True,
+    }
+    wanted = next(
+        (int(r["value"]) for r in container.get("resourceRequirements", []) if r["type"] == "GPU"),
+        0,
+    )
+    if wanted and gpus:
+        kwargs["device_requests"] = [
+            docker.types.DeviceRequest(count=wanted, capabilities=[["gpu"]])
+        ]
+    return kwargs
+
+
+def _ulimit(limit: dict, cap: int | None):
+    import docker.types
+
+    def capped(value: int) -> int:
+        if cap is None or cap < 0:
+            return value
+        return cap if value < 0 else min(value, cap)
+
+    return docker.types.Ulimit(
+        name=limit["name"], soft=capped(limit["softLimit"]), hard=capped(limit["hardLimit"])
+    )
+
+
+def host_ulimit_caps() -> dict[str, int]:
+    """This machine's hard limits, for a daemon that may not raise them (no CAP_SYS_RESOURCE)."""
+    caps = {}
+    for name, which in (
+        ("memlock", resource.RLIMIT_MEMLOCK),
+        ("stack", resource.RLIMIT_STACK),
+        ("nofile", resource.RLIMIT_NOFILE),
+    ):
+        hard = resource.getrlimit(which)[1]
+        caps[name] = -1 if hard == resource.RLIM_INFINITY else hard
+    return caps
+
+
+def parse_log_line(raw: bytes) -> tuple[float | None, str]:
+    """Docker's ``--timestamps`` line (RFC 3339, nanoseconds) -> (epoch seconds, message)."""
+    text = raw.decode(errors="replace")
+    stamp, sep, message = text.partition(" ")
+    if not sep or not stamp.endswith("Z") or "T" not in stamp:
+        return None, text
+    whole, _, fraction = stamp[:-1].partition(".")
+    try:
+        seconds = datetime.fromisoformat(whole + "+00:00").timestamp()
+    except ValueError:
+        return None, text
+    return seconds + float(f"0.{fraction or 0}"), message

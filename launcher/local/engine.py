@@ -1,0 +1,102 @@
+"""The Docker engine's part of a local job: images, the node containers, their ends.
+
+The one place the local backend talks to the engine (through ``launcher.docker_client``);
+every failure leaves as ``RemoteError`` naming what Docker refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from launcher.backend import Say
+from launcher.errors import RemoteError, UsageError
+from launcher.jobdef import node_ranges
+from launcher.local.containers import host_ulimit_caps, node_container
+from launcher.local.state import Record
+
+
+def failure(what: str, exc: Exception) -> RemoteError:
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return RemoteError(f"Docker: {what}: {detail}")
+
+
+def pull(client: Any, image: str) -> None:
+    import docker.errors
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        try:
+            client.images.pull(image)
+        except docker.errors.APIError as exc:
+            raise failure(f"could not pull {image}", exc) from exc
+
+
+def remove(client: Any, container_id: str) -> None:
+    import docker.errors
+
+    with contextlib.suppress(docker.errors.NotFound):
+        client.containers.get(container_id).remove(force=True)
+
+
+def exit_code(client: Any, container_id: str) -> int | None:
+    """The container's exit code; None while it runs, -1 once it is gone."""
+    import docker.errors
+
+    try:
+        container = client.containers.get(container_id)
+    except docker.errors.NotFound:
+        return -1
+    if container.status in ("created", "running", "restarting"):
+        return None
+    return int(container.attrs["State"]["ExitCode"])
+
+
+def _container_for(record: Record, node: int) -> dict[str, Any]:
+    for (first, last), container in node_ranges(record.register):
+        if first <= node <= last:
+            return container
+    raise UsageError(f"node {node} is in no node range of job {record.job_id}")
+
+
+def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[str, int] | None]:
+    """Start every node, the main node first; return container ids and the ulimit caps used
+    (the machine's hard limits, where the daemon may not raise them)."""
+    caps = record.ulimit_caps
+    started: list[str] = []
+    try:
+        for node in range(record.nodes):
+            while True:
+                run = node_container(
+                    _container_for(record, node),
+                    job_id=record.job_id,
+                    job_name=record.name,
+                    queue=record.queue,
+                    node=node,
+                    nodes=record.nodes,
+                    efs_dir=record.efs_dir or "",
+                    infiniband=record.infiniband,
+                    gpus=record.gpus,
+                    attempt=record.attempt,
+                    ulimit_caps=caps,
+                )
+                try:
+                    started.append(client.containers.run(**run).id)
+                    break
+                except Exception as exc:
+                    if caps is not None or "rlimit" not in str(exc):
+                        raise
+                    remove(client, run["name"])
+                    caps = host_ulimit_caps()
+                    say(
+                        "the Docker daemon may not raise ulimits here: memlock/stack/nofile "
+                        f"capped at this machine's hard limits {caps}"
+                    )
+    except Exception as exc:
+        for cid in started:
+            remove(client, cid)
+        if isinstance(exc, UsageError):
+            raise
+        raise failure("could not start the job's containers", exc) from exc
+    return started, caps

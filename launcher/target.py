@@ -1,0 +1,194 @@
+"""Where a cluster's jobs run, chosen once: AWS (the stack's queues) or the local Docker engine.
+
+Everything that differs between the two lives behind ``Target``, so the API never asks which
+it holds: the backend jobs run on and the one copy jobs run on, whether an image exists, what
+the account must hold before a run, where a copy job reads a base, and how each says where
+things went. ``Cluster.from_stack`` makes the AWS target, ``cluster.local()`` the local one
+(the dress rehearsal: the same job definitions, one container per node).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from launcher.backend import Backend
+from launcher.cluster import ClusterInfo
+from launcher.errors import RemoteError
+from launcher.job import BackendName
+from launcher.jobspec import JobSpec
+from launcher.outputs import Egress
+from launcher.progress import ProgressFn, say
+
+if TYPE_CHECKING:
+    from launcher.aws import Aws
+    from launcher.image.reference import Reference
+    from launcher.security import Findings
+
+LOCAL_EFS_ENV = "LAUNCHER_LOCAL_EFS"  # the directory standing in for EFS in local runs
+
+
+class Target(Protocol):
+    name: BackendName
+    # A stand-in for the cluster: no EFA devices, GPUs or ECS (launcher check says n/a).
+    rehearsal: bool
+
+    @property
+    def jobs(self) -> Backend:
+        """Where training jobs run."""
+        ...
+
+    @property
+    def copies(self) -> Backend:
+        """Where copy jobs run."""
+        ...
+
+    def account_findings(self) -> Findings | None:
+        """What the account lacks for jobs (its VPC's default group), or None where no
+        account is involved."""
+        ...
+
+    def preflight(self, progress: ProgressFn | None = None) -> None:
+        """RemoteError when the account cannot run jobs as it is; before anything is built."""
+        ...
+
+    def has_image(self, image: str) -> bool: ...
+
+    def submitted(self, spec: JobSpec) -> str:
+        """The line that says where a job went."""
+        ...
+
+    def copy_source(self, base: Reference) -> Reference:
+        """Where a copy job here reads ``base`` (pinned); UsageError when it cannot."""
+        ...
+
+    def copy_where(self) -> str:
+        """Where a copy job here moves the bytes, for the plan's line."""
+        ...
+
+
+class AwsTarget:
+    """The stack's job and copy queues, in the stack's account."""
+
+    name = BackendName.AWS
+    rehearsal = False
+
+    def __init__(self, info: ClusterInfo, aws: Aws) -> None:
+        from launcher.batch import BatchBackend
+
+        self.info, self.aws = info, aws
+        self._jobs = BatchBackend(aws, info.job_queue_arn)
+        self._copies = BatchBackend(aws, info.copy_queue_arn)
+
+    @property
+    def jobs(self) -> Backend:
+        return self._jobs
+
+    @property
+    def copies(self) -> Backend:
+        return self._copies
+
+    def account_findings(self) -> Findings:
+        """What the VPC's default group lacks for jobs (``launcher.security``); one call."""
+        from launcher.security import default_group_findings
+
+        group = self.info.task_security_group_id
+        return default_group_findings(group, self.aws.security_group_rules(group))
+
+    def preflight(self, progress: ProgressFn | None = None) -> None:
+        """A default group found fine is not asked about again for an hour (a cache file)."""
+        from launcher import preflight
+
+        group = self.info.task_security_group_id
+        if preflight.recently_fine(group):
+            return
+        findings = self.account_findings()
+        for note in findings.notes:
+            say(progress)(f"warning: {note}")
+        if not findings.ok:
+            raise RemoteError(f"cluster {self.info.stack_name}: {findings.line()}")
+        preflight.remember_fine(group)
+
+    def has_image(self, image: str) -> bool:
+        from launcher.image.build import image_exists
+
+        return image_exists(image, self.aws)
+
+    def submitted(self, spec: JobSpec) -> str:
+        return (
+            f"submitted {spec.name} to {self.info.job_queue_name}: "
+            f"{spec.nodes} x {self.info.instance_type}"
+        )
+
+    def copy_source(self, base: Reference) -> Reference:
+        """The cluster's route to ``base``; without NAT a pull-through cache rule serves only
+        what ECR already holds (DescribeImages, which never pulls through, tells)."""
+        from launcher.copyjob import plan
+        from launcher.image.auth import ECR_HOST
+
+        route = plan.cache_route(base, self.info)
+        cached = False
+        if route is not None and self.info.internet_egress is Egress.NONE:
+            ecr = ECR_HOST.match(route.registry)
+            cached = bool(ecr) and self.aws.has_image(
+                route.repository, route.digest or "", ecr["account"], ecr["region"]
+            )
+        return plan.route(base, self.info, cached)
+
+    def copy_where(self) -> str:
+        queue = self.info.copy_queue_arn.rsplit("/", 1)[-1]
+        return f"in AWS (copy job on {queue})"
+
+
+class LocalTarget:
+    """The local Docker engine: one container per node, host networking, a directory for EFS."""
+
+    name = BackendName.LOCAL
+    rehearsal = True
+
+    def __init__(
+        self, info: ClusterInfo, efs_dir: str | os.PathLike[str] | None, aws: Aws | None
+    ) -> None:
+        from launcher.local import LocalBackend
+
+        self.info, self.aws = info, aws
+        default = Path.home() / ".local" / "share" / "efa-batch" / "efs" / info.stack_name
+        self.efs_dir = os.fspath(efs_dir or os.environ.get(LOCAL_EFS_ENV) or default)
+        self._backend = LocalBackend(queue=info.job_queue_name, efs_dir=self.efs_dir)
+
+    @property
+    def jobs(self) -> Backend:
+        return self._backend
+
+    @property
+    def copies(self) -> Backend:
+        return self._backend
+
+    def account_findings(self) -> None:
+        return None
+
+    def preflight(self, progress: ProgressFn | None = None) -> None:
+        pass  # the engine's network is this machine's
+
+    def has_image(self, image: str) -> bool:
+        """In the local engine, or else in its registry (where the engine pulls it from)."""
+        import docker.errors
+
+        from launcher.docker_client import docker_client
+        from launcher.image.build import image_exists
+
+        try:
+            docker_client().images.get(image)
+            return True
+        except docker.errors.ImageNotFound:
+            return image_exists(image, self.aws)
+
+    def submitted(self, spec: JobSpec) -> str:
+        return f"started {spec.name} locally: {spec.nodes} node(s), EFS at {self.efs_dir}"
+
+    def copy_source(self, base: Reference) -> Reference:
+        return base  # the local engine reads what this machine reads
+
+    def copy_where(self) -> str:
+        return "in a local copy job (Docker engine)"
