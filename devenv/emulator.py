@@ -60,12 +60,9 @@ class MotoServer:
         return session().client(service, endpoint_url=self.url)
 
     def reset(self) -> None:
-        """Empty every account; Batch jobs only move through their states (moto's own runner
-        would start containers on Docker's bridge network)."""
+        """Empty every account."""
         requests.post(f"{self.url}/moto-api/reset", timeout=10)
-        requests.post(
-            f"{self.url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10
-        )
+        moto_gaps.batch_without_docker(self.url)
 
     def deploy(self, cloud_assembly: Path, stack_names: list[str]) -> dict[str, dict[str, str]]:
         return deploy(self.url, cloud_assembly, stack_names)

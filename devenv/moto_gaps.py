@@ -1,8 +1,13 @@
-"""Where moto (5.2.x) cannot deploy what CDK emits, and the smallest change that lets it.
+"""Where moto (5.2.x) differs from AWS, and the smallest change that lets the real templates
+deploy and the launcher see what AWS would show: every workaround for moto lives here, one
+function (or one block) and one ``# Gap:`` comment per gap.
 
-Used only to deploy synthesized templates into a moto server (the demo, the benchmarks, the
-tests). The real templates are never changed for moto: ``adapt`` rewrites a copy, one function
-per gap.
+- ``adapt`` rewrites a copy of a synthesized template (the real templates are never changed
+  for moto), ``prepare_account`` and ``default_security_groups`` fill the account around it;
+- ``batch_without_docker`` (through the server's config API) and ``patch_moto_models``
+  (in-process) fix the server's behaviour;
+- ``start_job``, ``run_job``, ``run_container_job``, ``block_job`` and friends play the part
+  of a real cluster for the jobs moto holds.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import copy
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import requests
 
 Template = dict[str, Any]
 
@@ -154,6 +161,12 @@ def scheduling_policies(t: Template, batch_client) -> None:
         del t["Resources"][logical_id]
 
     _rewrite(t, lambda node: arns.get(node["Ref"]) if len(node) == 1 and "Ref" in node else None)
+
+
+def batch_without_docker(url: str) -> None:
+    # Gap: moto's own Batch runner starts a job's containers on Docker's bridge network, off
+    # 127.0.0.1; without it jobs only move through their states (held: see SubmitJob below).
+    requests.post(f"{url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10)
 
 
 def patch_moto_models() -> None:
