@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from devenv.emulator import MotoServer
-from tests.infra_synth import synthesize
+from devenv.synth import synthesize
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,8 +19,9 @@ class NotAllowed(Exception):
 
 def allowed(service: str) -> None:
     """Raise NotAllowed unless ``$DEVENV_SERVICES`` (comma-separated; unset: every service)
-    names ``service``. The tests set it from each test's markers, so a test that reaches a
-    service it is not marked for fails, in this process and in the processes it starts."""
+    names ``service`` (``moto``, ``registry``, ``docker``, or ``cdk`` for a synth). The tests
+    set it from each test's markers, so a test that reaches a service it is not marked for
+    fails, in this process and in the processes it starts."""
     names = os.environ.get(SERVICES)
     if names is not None and service not in names.split(","):
         raise NotAllowed(f"{service} may not start here ({SERVICES}={names!r})")

@@ -70,14 +70,14 @@ def moto_server():
 
 @pytest.fixture(scope="session")
 def synth_default(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(cdk_context(), tmp_path_factory.mktemp("cdk-default"))
 
 
 @pytest.fixture(scope="session")
 def synth_p5(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(cdk_context(env="prod"), tmp_path_factory.mktemp("cdk-p5"))
 
@@ -88,7 +88,7 @@ CAPACITY_BLOCK = {"capacity_block_id": "cr-0123456789abcdef0", "min_nodes": "2"}
 
 @pytest.fixture(scope="session")
 def synth_capacity_block(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(
         cdk_context(env="prod", **CAPACITY_BLOCK), tmp_path_factory.mktemp("cdk-capacity-block")
@@ -113,7 +113,7 @@ IMPORTED_SECRETS = {"registry_secrets": json.dumps({"nvcr.io": secret_arn("regis
 
 @pytest.fixture(scope="session")
 def synth_imported(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(
         cdk_context(**IMPORTED_VPC, **IMPORTED_SECRETS), tmp_path_factory.mktemp("cdk-imported")
@@ -146,7 +146,7 @@ REGISTRIES = {
 
 @pytest.fixture(scope="session")
 def synth_registries(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(
         cdk_context(env="prod", **REGISTRIES), tmp_path_factory.mktemp("cdk-registries")
@@ -159,7 +159,7 @@ KMS_REPOSITORY = {"repository_encryption": "kms", "pull_through_cache": "ecr-pub
 
 @pytest.fixture(scope="session")
 def synth_kms(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(cdk_context(**KMS_REPOSITORY), tmp_path_factory.mktemp("cdk-kms"))
 

@@ -11,11 +11,11 @@ import dataclasses
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import catalog, jobdef
 from launcher.copyjob import plan
 from launcher.image.reference import Reference, parse
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.rules import (
     compute_rules,
     copy_job_rules,

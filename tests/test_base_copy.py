@@ -20,7 +20,10 @@ import time
 import pytest
 import requests
 
+from devenv.clusters import cluster_info
+from devenv.host_python import host_python_mounts
 from devenv.images import push_random_base
+from devenv.local_run import launcher_run
 from launcher import local
 from launcher.copyjob import plan as copy_plan
 from launcher.copyjob import program
@@ -28,10 +31,7 @@ from launcher.errors import UsageError
 from launcher.image import manifest, transfer
 from launcher.image.reference import Reference, parse
 from launcher.image.registry import Registry
-from tests.clusters import cluster_info
 from tests.support import cli
-from tests.support.host_python import host_python_mounts
-from tests.support.local_run import launcher_run
 from tests.support.service_model import assert_valid
 
 LAYERS_MIB = [48, 48, 48]  # plus busybox: big enough to interrupt a copy between two layers

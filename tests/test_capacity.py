@@ -8,9 +8,9 @@ import copy
 import pytest
 from botocore.exceptions import ParamValidationError
 
+from devenv.synth import synthesize
 from infra.cluster import job_queue_name
 from tests.conftest import cdk_context
-from tests.infra_synth import synthesize
 from tests.rules import compute_rules
 from tests.rules.deployment import Deployment
 from tests.rules.registry import RULES

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import check, check_script
-from tests.clusters import cluster_info
 from tests.conftest import ROOT
 from tests.support import cli
 from tests.support.processes import rendezvous_port

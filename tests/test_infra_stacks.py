@@ -177,8 +177,8 @@ GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/ml-reservations"
 @pytest.fixture(scope="module")
 def synth_variant(tmp_path_factory):
     """Synthesize a configuration once per module: overrides -> Synthesized."""
+    from devenv.synth import synthesize
     from tests.conftest import cdk_context
-    from tests.infra_synth import synthesize
 
     cache = {}
 

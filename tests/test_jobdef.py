@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef
 from launcher.errors import UsageError
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.support.service_model import assert_valid
 
 

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef, local
 from launcher.job import CANCEL_REASON
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.conftest import ROOT
 from tests.support import cli
 from tests.support.processes import rendezvous_port

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from devenv.clusters import cluster_info
+from devenv.host_python import host_python_mounts
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.support import cli, tiers
-from tests.support.host_python import host_python_mounts
 from tests.support.processes import rendezvous_port, required_or_skip
 
 # The training script imports torch (this machine's, mounted into the container).

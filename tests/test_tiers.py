@@ -11,6 +11,7 @@ import pytest
 
 from devenv.processes import SERVICES, NotAllowed, allowed
 from devenv.registry_server import RegistryServer
+from devenv.synth import synthesize
 from tests.conftest import ROOT
 from tests.support import tiers
 
@@ -53,6 +54,8 @@ def test_devenv_starts_only_the_services_named(monkeypatch, tmp_path):
     with pytest.raises(NotAllowed, match="registry may not start here"):
         RegistryServer.start(tmp_path / "registry")
     assert not (tmp_path / "registry").exists()  # refused before anything was made
+    with pytest.raises(NotAllowed, match="cdk may not start here"):
+        synthesize({}, tmp_path / "cdk.out")
     monkeypatch.delenv(SERVICES)
     allowed("registry")  # unset: every service (the demo, the benchmarks)
 

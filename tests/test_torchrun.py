@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec
-from tests.clusters import cluster_info
 from tests.support import tiers
 from tests.support.processes import rendezvous_port, required_or_skip
 

@@ -7,10 +7,10 @@ that tier needs nothing and is the inner loop (``make test-fast``, ``pytest -m f
 
 A test reaches only what it is marked for, in every run, so none can slip into ``fast``:
 
-- services: devenv refuses to start one that ``DEVENV_SERVICES`` does not name, and
+- devenv refuses to start a service (or synthesize) unless ``DEVENV_SERVICES`` names it, and
   ``phase`` sets it from the test's marks (a process the test starts inherits it);
-- ``require(mark)`` guards the rest where the tests reach it (a synth, the CDK CLI, the
-  TorchX and checkov venvs, torch);
+- ``require(mark)`` guards the rest where the tests reach it (the CDK CLI, the TorchX and
+  checkov venvs, torch);
 - a test not marked ``cdk`` that makes aws-cdk-lib create objects (a construct tree, in any
   way) fails; importing aws-cdk-lib (the infra modules' constants) is allowed.
 """
@@ -26,8 +26,8 @@ from devenv.processes import SERVICES
 
 NEEDS = ("emulator", "docker", "cdk", "torchx", "torch", "checkov")
 FAST = "fast"
-# devenv's services each mark lets a test start.
-SERVICES_OF = {"emulator": ("moto",), "docker": ("docker", "registry")}
+# What devenv may start (DEVENV_SERVICES) for each mark.
+SERVICES_OF = {"emulator": ("moto",), "docker": ("docker", "registry"), "cdk": ("cdk",)}
 # Fixtures (in tests/conftest.py) and the mark a test that uses them, directly or through
 # another fixture, gets; every ``synth_*`` fixture is ``cdk``.
 FIXTURES = {

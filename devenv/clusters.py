@@ -1,5 +1,6 @@
-"""ClusterInfo values for pure tests: the outputs' own examples (launcher.outputs), with the
-instance figures from the same catalog the infra uses."""
+"""ClusterInfo values with no stack behind them (pure tests, local runs in the tests and the
+benchmarks): the outputs' own examples (launcher.outputs), with the instance figures from the
+same catalog the infra uses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Synthesize the CDK app once per configuration and keep the cloud assembly on disk."""
+"""Synthesize the CDK app in this process (aws-cdk-lib on Node.js, seconds per app) and keep
+the cloud assembly on disk: the tests synthesize once per configuration, the benchmarks once
+per run."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from devenv.processes import allowed
 from infra.config import ClusterConfig
 
 
@@ -31,10 +34,8 @@ class Synthesized:
 
 
 def synthesize(context: dict, outdir: Path) -> Synthesized:
+    allowed("cdk")
     from infra.app import create_app
-    from tests.support import tiers
-
-    tiers.require("cdk")
 
     app, config, _ = create_app(context, outdir=str(outdir))
     app.synth()  # raises if cdk-nag (AwsSolutions) has an unacknowledged finding

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.host_python import host_python_mounts
-from tests.support.traffic import run_counted
+from devenv.host_python import host_python_mounts
+from devenv.traffic import run_counted
 
 DRIVER = """
 import json, sys
