@@ -34,6 +34,10 @@ def test_reaches_the_registry_unmarked(request):
     request.getfixturevalue("registry")
 
 
+def test_uses_the_registry(registry):
+    pass
+
+
 def test_builds_constructs_unmarked():
     import aws_cdk as cdk
 
@@ -74,6 +78,15 @@ def test_a_test_marked_for_nothing_starts_no_server_even_in_a_child_process():
     assert "NotAllowed: moto may not start here" in result.stderr
 
 
+def test_a_test_marked_for_nothing_reaches_no_docker_engine():
+    from launcher.docker_client import docker_client
+    from launcher.errors import RemoteError
+
+    assert os.environ["DOCKER_HOST"] == tiers.NO_ENGINE  # not the default socket either
+    with pytest.raises(RemoteError, match="no Docker daemon"):
+        docker_client()
+
+
 @pytest.fixture
 def inner(pytester, monkeypatch, pytestconfig):
     """A pytest project with the suite's conftest, markers and a few tests of its own."""
@@ -93,6 +106,7 @@ def _selected(pytester, expression: str) -> set[str]:
 
 def test_fixtures_mark_their_tests_and_the_rest_are_fast(inner):
     assert _selected(inner, "emulator") == {"test_uses_the_emulator"}
+    assert _selected(inner, "docker") == {"test_uses_the_registry"}
     assert _selected(inner, "cdk") == {"test_builds_constructs_marked"}
     assert _selected(inner, "fast") == {
         "test_needs_nothing",
@@ -113,3 +127,13 @@ def test_a_fast_test_that_builds_constructs_fails(inner):
     result.assert_outcomes(passed=1, failed=1)
     failure = ["*_ test_builds_constructs_unmarked _*", "*Unmarked: this test made * objects*"]
     result.stdout.fnmatch_lines(failure)
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", "errors"), ("false", "skipped")])
+def test_a_missing_registry_fails_under_ci_and_is_skipped_elsewhere(
+    inner, monkeypatch, ci, outcome
+):
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setenv("PATH", str(inner.mkdir("no-programs")))  # no docker-registry
+    result = inner.runpytest_subprocess("-k", "test_uses_the_registry")
+    result.assert_outcomes(**{outcome: 1})

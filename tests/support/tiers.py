@@ -8,7 +8,8 @@ that tier needs nothing and is the inner loop (``make test-fast``, ``pytest -m f
 A test reaches only what it is marked for, in every run, so none can slip into ``fast``:
 
 - devenv refuses to start a service (or synthesize) unless ``DEVENV_SERVICES`` names it, and
-  ``phase`` sets it from the test's marks (a process the test starts inherits it);
+  ``phase`` sets it from the test's marks (a process the test starts inherits it); a test not
+  marked ``docker`` gets a DOCKER_HOST where no engine listens;
 - ``require(mark)`` guards the rest where the tests reach it (the CDK CLI, the TorchX and
   checkov venvs, torch);
 - a test not marked ``cdk`` that makes aws-cdk-lib create objects (a construct tree, in any
@@ -28,6 +29,8 @@ NEEDS = ("emulator", "docker", "cdk", "torchx", "torch", "checkov")
 FAST = "fast"
 # What devenv may start (DEVENV_SERVICES) for each mark.
 SERVICES_OF = {"emulator": ("moto",), "docker": ("docker", "registry"), "cdk": ("cdk",)}
+# DOCKER_HOST for a test not marked docker: a socket that cannot exist.
+NO_ENGINE = "unix:///nonexistent/no-docker-engine-for-this-test.sock"
 # Fixtures (in tests/conftest.py) and the mark a test that uses them, directly or through
 # another fixture, gets; every ``synth_*`` fixture is ``cdk``.
 FIXTURES = {
@@ -91,22 +94,41 @@ def _cdk_objects() -> int:
     return jsii.kernel.stats().object_count
 
 
+def environment(marks: frozenset[str]) -> dict[str, str]:
+    """The variables a test's phase runs with: what devenv may start, and, unless the test is
+    marked ``docker``, a DOCKER_HOST where no engine listens (so the launcher cannot reach a
+    developer's own engine at the default socket either)."""
+    env = {SERVICES: ",".join(s for m in sorted(marks) for s in SERVICES_OF.get(m, ()))}
+    if "docker" not in marks:
+        env["DOCKER_HOST"] = NO_ENGINE
+    return env
+
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 @contextlib.contextmanager
 def phase(item) -> Iterator[None]:
     """A test's setup, call or teardown, limited to what the test is marked for."""
     global _marks
     marks = frozenset(needs(item))
-    saved, previous = os.environ.get(SERVICES), _marks
-    os.environ[SERVICES] = ",".join(s for m in sorted(marks) for s in SERVICES_OF.get(m, ()))
-    _marks = marks
+    previous, _marks = _marks, marks
     before = _cdk_objects() if "cdk" not in marks else 0
     try:
-        yield
+        with _environ(environment(marks)):
+            yield
     finally:
         _marks = previous
-        if saved is None:
-            os.environ.pop(SERVICES, None)
-        else:
-            os.environ[SERVICES] = saved
     if "cdk" not in marks and (made := _cdk_objects() - before) > 0:
         raise Unmarked(f"this test made {made} aws-cdk-lib objects: mark it @pytest.mark.cdk")
