@@ -5,6 +5,7 @@ same catalog the infra uses."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from launcher import catalog
 from launcher.cluster import ClusterInfo
@@ -24,7 +25,7 @@ def cluster_info(
     example = ClusterInfo.from_outputs("EfaBatch", {k.value: k.example for k in OutputKey})
     it = catalog.CATALOG[instance_type]
     account, region = "123456789012", example.region
-    changes = {
+    changes: dict[str, Any] = {
         "instance_type": instance_type,
         "max_nodes": max_nodes,
         "efa_interfaces": it.efa_interfaces if efa else 0,

@@ -7,6 +7,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import docker
 
 from devenv.processes import allowed, stop, wait_until
 
@@ -14,7 +18,7 @@ from devenv.processes import allowed, stop, wait_until
 @dataclass
 class DockerEngine:
     host: str  # DOCKER_HOST value
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
     root: Path | None = None
 
     @classmethod
@@ -68,14 +72,14 @@ class DockerEngine:
         wait_until(ready, 60, "dockerd", process)
         return engine
 
-    def client(self):
+    def client(self) -> docker.DockerClient:
         import docker
 
         return docker.DockerClient(base_url=self.host, version="auto", timeout=600)
 
     def stop(self) -> None:
-        if self.process is None:
-            return
+        if self.process is None or self.root is None:
+            return  # an engine we did not start
         stop(self.process)
         # dockerd leaves its network namespace bind-mounted under exec-root.
         netns = self.root / "exec" / "netns"

@@ -10,6 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import requests
@@ -17,13 +18,16 @@ import requests
 from devenv import moto_gaps
 from devenv.processes import allowed
 
+if TYPE_CHECKING:
+    from moto.server import ThreadedMotoServer
+
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 
 
 @dataclass
 class MotoServer:
-    server: object
+    server: ThreadedMotoServer
     url: str
 
     @classmethod
@@ -56,7 +60,7 @@ class MotoServer:
             "AWS_REGION": REGION,
         }
 
-    def client(self, service: str):
+    def client(self, service: str) -> Any:  # boto3 clients are untyped
         return session().client(service, endpoint_url=self.url)
 
     def reset(self) -> None:

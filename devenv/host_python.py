@@ -11,7 +11,7 @@ from importlib.metadata import distributions
 from pathlib import Path
 from urllib.parse import urlparse
 
-from launcher.jobspec import Mount
+from launcher.jobspec import Mount, MountKind
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def host_python_mounts() -> tuple[Mount, ...]:
     for checkout in _editable_checkouts():
         if checkout != str(ROOT):
             sources[f"{checkout}/launcher"] = str(ROOT / "launcher")
-    return tuple(Mount("bind", dst, src, readonly=True) for dst, src in sources.items())
+    return tuple(Mount(MountKind.BIND, dst, src, readonly=True) for dst, src in sources.items())
 
 
 def _editable_checkouts() -> list[str]:

@@ -9,6 +9,10 @@ import os
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import docker
 
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static
 APPLETS = (
@@ -50,7 +54,9 @@ def busybox_rootfs(extra: Callable[[tarfile.TarFile], None] | None = None) -> by
     return buffer.getvalue()
 
 
-def import_and_push(client, rootfs: bytes, repository: str, tag: str, changes: list[str]):
+def import_and_push(
+    client: docker.DockerClient, rootfs: bytes, repository: str, tag: str, changes: list[str]
+) -> None:
     """``docker import`` of the rootfs, then ``docker push`` (the registry is on loopback)."""
     client.api.import_image_from_data(rootfs, repository=repository, tag=tag, changes=changes)
     for event in client.api.push(repository, tag=tag, stream=True, decode=True):
@@ -58,7 +64,7 @@ def import_and_push(client, rootfs: bytes, repository: str, tag: str, changes: l
             raise RuntimeError(event["error"])
 
 
-def push_busybox_base(client, repository: str, tag: str = "1") -> None:
+def push_busybox_base(client: docker.DockerClient, repository: str, tag: str = "1") -> None:
     import_and_push(client, busybox_rootfs(), repository, tag, ['CMD ["/bin/sh"]', "ENV PATH=/bin"])
 
 
@@ -79,8 +85,11 @@ def push_random_base(
     base = f"http://{host}/v2/{repository}"
 
     def sha256(path: Path) -> str:
+        digest = hashlib.sha256()
         with open(path, "rb") as f:
-            return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        return f"sha256:{digest.hexdigest()}"
 
     def put_blob(path: Path) -> tuple[str, int]:
         digest = sha256(path)
@@ -97,7 +106,8 @@ def push_random_base(
             ).raise_for_status()
         return digest, path.stat().st_size
 
-    layers, diff_ids = [], []
+    layers: list[dict[str, Any]] = []
+    diff_ids: list[str] = []
     rootfs = workdir / "busybox.tar"
     rootfs.write_bytes(busybox_rootfs())
     sources = [rootfs]

@@ -30,11 +30,15 @@ def allowed(service: str) -> None:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def wait_until(
-    ready: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen | None = None
+    ready: Callable[[], bool],
+    timeout: float,
+    what: str,
+    process: subprocess.Popen[bytes] | None = None,
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -46,7 +50,7 @@ def wait_until(
     raise RuntimeError(f"{what} not ready after {timeout:.0f} s")
 
 
-def stop(process: subprocess.Popen, timeout: float = 20) -> None:
+def stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
     if process.poll() is not None:
         return
     os.kill(process.pid, signal.SIGTERM)

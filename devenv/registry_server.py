@@ -24,7 +24,7 @@ class Request:
 
 @dataclass
 class RegistryServer:
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     host: str
     root: Path
     log_path: Path

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from devenv.processes import allowed
 from infra.config import ClusterConfig
@@ -17,23 +18,25 @@ class Synthesized:
     outdir: Path
     config: ClusterConfig
 
-    def template(self, suffix: str = "") -> dict:
-        name = self.config.stack_name + suffix
-        return json.loads((self.outdir / f"{name}.template.json").read_text())
+    def template(self, suffix: str = "") -> dict[str, Any]:
+        return self._read(self.config.stack_name + suffix)
 
     @property
     def stack_names(self) -> list[str]:
         name = self.config.stack_name
         return [f"{name}-Network", f"{name}-Storage", name]
 
-    def templates(self) -> dict[str, dict]:
-        return {
-            n: json.loads((self.outdir / f"{n}.template.json").read_text())
-            for n in self.stack_names
-        }
+    def templates(self) -> dict[str, dict[str, Any]]:
+        return {n: self._read(n) for n in self.stack_names}
+
+    def _read(self, stack_name: str) -> dict[str, Any]:
+        template: dict[str, Any] = json.loads(
+            (self.outdir / f"{stack_name}.template.json").read_text()
+        )
+        return template
 
 
-def synthesize(context: dict, outdir: Path) -> Synthesized:
+def synthesize(context: dict[str, Any], outdir: Path) -> Synthesized:
     allowed("cdk")
     from infra.app import create_app
 
