@@ -87,6 +87,8 @@ deps: $(STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMPS) node_modules/.package-lock.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check launcher infra tests bench demo devenv torchx_plugins
+	$(VENV)/bin/mypy --strict --warn-unused-configs launcher torchx_plugins devenv
+	$(VENV)/bin/mypy infra
 
 # Every tier: the emulator, the Docker engine, the CDK CLI, the TorchX and checkov venvs, torch.
 test: deps lint

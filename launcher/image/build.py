@@ -5,14 +5,18 @@ from __future__ import annotations
 import enum
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher.errors import UsageError
 from launcher.image import auth, manifest, reference
-from launcher.image.patch import CopyJobs, Patched, base_image, patch, resolve_base
+from launcher.image.patch import CopyJobs, Patched, RegistryFor, base_image, patch, resolve_base
 from launcher.image.registry import Registry
 from launcher.image.transfer import copied_tag
 from launcher.progress import ProgressFn, size_text
 from launcher.progress import say as progress_say
+
+if TYPE_CHECKING:
+    from launcher.aws import Aws
 
 DOCKERFILE_ENV = "LAUNCHER_DOCKERFILE"
 DEFAULT_DOCKERFILE = "Dockerfile.launcher"
@@ -39,7 +43,7 @@ def target_repository(repo: str) -> reference.Reference:
 
 
 def choose_builder(
-    builder: Builder | str, workspace: str | os.PathLike
+    builder: Builder | str, workspace: str | os.PathLike[str]
 ) -> tuple[Builder, str | None]:
     try:
         builder = Builder(builder)
@@ -55,10 +59,10 @@ def choose_builder(
 
 def workspace_image(
     base: str,
-    workspace: str | os.PathLike,
+    workspace: str | os.PathLike[str],
     repo: str,
     *,
-    aws=None,
+    aws: Aws | None = None,
     builder: Builder | str = Builder.AUTO,
     platform: str = "linux/amd64",
     dryrun: bool = False,
@@ -100,7 +104,9 @@ def workspace_image(
     )
 
 
-def _registries(base: reference.Reference, repo: reference.Reference, aws):
+def _registries(
+    base: reference.Reference, repo: reference.Reference, aws: Aws | None
+) -> RegistryFor:
     """One client per registry, asking for pull on the base and push on the repository."""
     scopes = {base.registry: [f"repository:{base.repository}:pull"]}
     scopes.setdefault(repo.registry, []).append(f"repository:{repo.repository}:pull,push")
@@ -110,7 +116,7 @@ def _registries(base: reference.Reference, repo: reference.Reference, aws):
         if ref.registry not in clients:
             clients[ref.registry] = Registry(
                 ref.registry,
-                lambda host=ref.registry: auth.credentials(host, aws),
+                lambda: auth.credentials(ref.registry, aws),  # ref: this call's, never rebound
                 scopes[ref.registry],
             )
         return clients[ref.registry]
@@ -122,7 +128,7 @@ def copy_base(
     base: str,
     repo: str,
     *,
-    aws=None,
+    aws: Aws | None = None,
     platform: str = "linux/amd64",
     copy_jobs: CopyJobs | None,
     dryrun: bool = False,
@@ -155,7 +161,7 @@ def copy_base(
     return str(repo_ref.with_digest(digest))
 
 
-def image_exists(image: str, aws=None) -> bool:
+def image_exists(image: str, aws: Aws | None = None) -> bool:
     """One HEAD for the image's manifest in its registry (credentials as for any pull)."""
     ref = reference.parse(image, "--image")
     client = Registry(

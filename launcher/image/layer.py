@@ -51,7 +51,9 @@ class LayerDigests:
     files: int = 0
 
 
-def workspace_entries(root: str | os.PathLike, extra_ignores: tuple[str, ...] = ()) -> list[Path]:
+def workspace_entries(
+    root: str | os.PathLike[str], extra_ignores: tuple[str, ...] = ()
+) -> list[Path]:
     """Files, directories and symlinks to ship, sorted; honours ``.dockerignore``."""
     from docker.utils.build import exclude_paths  # Docker's own .dockerignore matcher
 
@@ -97,7 +99,7 @@ def _header(info: tarfile.TarInfo) -> bytes:
     return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
 
 
-def tar_stream(root: str | os.PathLike, entries: list[Path]) -> Iterator[bytes]:
+def tar_stream(root: str | os.PathLike[str], entries: list[Path]) -> Iterator[bytes]:
     base = Path(root)
     top = tarfile.TarInfo(WORKSPACE_DIR)
     top.type, top.mode, top.mtime = tarfile.DIRTYPE, 0o755, MTIME
@@ -120,7 +122,7 @@ def tar_stream(root: str | os.PathLike, entries: list[Path]) -> Iterator[bytes]:
     yield tarfile.NUL * (2 * tarfile.BLOCKSIZE)
 
 
-def diff_id(root: str | os.PathLike, entries: list[Path]) -> str:
+def diff_id(root: str | os.PathLike[str], entries: list[Path]) -> str:
     """sha256 of the uncompressed layer: the workspace's content key (no compression cost)."""
     h = hashlib.sha256()
     for chunk in tar_stream(root, entries):
@@ -129,7 +131,7 @@ def diff_id(root: str | os.PathLike, entries: list[Path]) -> str:
 
 
 def gzip_layer(
-    root: str | os.PathLike, entries: list[Path], out: LayerDigests, level: int = 6
+    root: str | os.PathLike[str], entries: list[Path], out: LayerDigests, level: int = 6
 ) -> Iterator[bytes]:
     """The compressed layer, chunk by chunk; ``out`` holds the digests once it is exhausted."""
     tar_hash, gz_hash = hashlib.sha256(), hashlib.sha256()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.errors import UsageError
 from launcher.image.tags import WORKSPACE_PREFIX
@@ -31,7 +32,7 @@ def digest_of(data: bytes) -> str:
     return f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 
-def canonical(obj: dict) -> bytes:
+def canonical(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
@@ -54,7 +55,7 @@ def parse_platform(text: str) -> Platform:
 
 def media_type(raw: bytes, header: str | None) -> str:
     """The manifest's media type: the Content-Type, else the document's own mediaType."""
-    kind = (header or "").split(";")[0].strip()
+    kind: str = (header or "").split(";")[0].strip()
     if kind in (*MANIFESTS, *INDEXES):
         return kind
     try:
@@ -76,9 +77,10 @@ def media_type(raw: bytes, header: str | None) -> str:
     raise UsageError(f"base image has an unsupported manifest type {kind or header!r}")
 
 
-def select_platform(index: dict, platform: Platform) -> dict:
+def select_platform(index: dict[str, Any], platform: Platform) -> dict[str, Any]:
     """The descriptor for ``platform`` in a multi-arch index; never the local machine's."""
-    for desc in index.get("manifests", []):
+    descriptors: list[dict[str, Any]] = index.get("manifests", [])
+    for desc in descriptors:
         p = desc.get("platform", {})
         if (p.get("os"), p.get("architecture")) == (platform.os, platform.architecture) and (
             platform.variant is None or p.get("variant") == platform.variant
@@ -96,16 +98,16 @@ def select_platform(index: dict, platform: Platform) -> dict:
     )
 
 
-def check_platform(config: dict, platform: Platform) -> None:
+def check_platform(config: dict[str, Any], platform: Platform) -> None:
     got = Platform(config.get("os", "linux"), config.get("architecture", "amd64"))
     if (got.os, got.architecture) != (platform.os, platform.architecture):
         raise UsageError(f"base image is {got}, the cluster runs {platform} (see --platform)")
 
 
 def patched_config(
-    base: dict, diff_id: str, description: str, workdir: str, env: dict[str, str]
-) -> dict:
-    config = json.loads(json.dumps(base))  # deep copy, key order kept
+    base: dict[str, Any], diff_id: str, description: str, workdir: str, env: dict[str, str]
+) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(json.dumps(base))  # deep copy, key order kept
     config.setdefault("rootfs", {"type": "layers", "diff_ids": []})
     config["rootfs"].setdefault("diff_ids", []).append(diff_id)
     config.setdefault("history", []).append(
@@ -119,9 +121,9 @@ def patched_config(
 
 
 def patched_manifest(
-    base: dict, base_type: str, config_bytes: bytes, layer_digest: str, layer_size: int
-) -> dict:
-    manifest = json.loads(json.dumps(base))
+    base: dict[str, Any], base_type: str, config_bytes: bytes, layer_digest: str, layer_size: int
+) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads(json.dumps(base))
     manifest["mediaType"] = base_type
     manifest["config"] = {
         **manifest["config"],

@@ -19,7 +19,8 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from launcher.errors import UsageError
 from launcher.image import layer, manifest
@@ -103,7 +104,7 @@ RegistryFor = Callable[[Reference], Registry]
 class Lookup:
     """What a build is made of, and the image already pushed for it, if any."""
 
-    entries: list
+    entries: list[Path]
     diff_id: str
     base_digest: str
     tag: str
@@ -113,7 +114,7 @@ class Lookup:
 def lookup(
     base: Reference,
     repo: Reference,
-    workspace: str | os.PathLike,
+    workspace: str | os.PathLike[str],
     platform: manifest.Platform,
     registry_for: RegistryFor,
     recipe: str,
@@ -140,7 +141,7 @@ def resolve_base(client: Registry, base: Reference) -> str:
 
 def base_image(
     client: Registry, base: Reference, digest: str, platform: manifest.Platform
-) -> tuple[dict, str, dict, str]:
+) -> tuple[dict[str, Any], str, dict[str, Any], str]:
     """(manifest, media type, config, manifest digest) of the base for ``platform``: two or
     three GETs."""
     found = client.get_manifest(base.repository, digest, manifest.ACCEPT)
@@ -167,7 +168,7 @@ def plan_base(
     target: Registry,
     base: Reference,
     repo: Reference,
-    layers: list[dict],
+    layers: list[dict[str, Any]],
     *,
     copy_jobs: CopyJobs | None,
     stream_base: bool,
@@ -216,7 +217,7 @@ def _mounted(target: Registry, repo: Reference, base: Reference, digest: str) ->
 def patch(
     base: Reference,
     repo: Reference,
-    workspace: str | os.PathLike,
+    workspace: str | os.PathLike[str],
     platform: manifest.Platform,
     registry_for: RegistryFor,
     *,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.errors import RemoteError, UsageError
 from launcher.image import manifest
@@ -21,7 +22,7 @@ from launcher.image.reference import Reference
 from launcher.image.registry import Registry
 from launcher.image.tags import BASE_PREFIX
 
-OnBlob = Callable[[dict, str], None]  # (descriptor, "present" | "mounted" | "copied")
+OnBlob = Callable[[dict[str, Any], str], None]  # (descriptor, "present" | "mounted" | "copied")
 
 
 def copied_tag(digest: str) -> str:
@@ -34,7 +35,7 @@ def transfer_blobs(
     source_repo: str,
     target: Registry,
     target_repo: str,
-    descriptors: list[dict],
+    descriptors: list[dict[str, Any]],
     on_blob: OnBlob = lambda d, how: None,
     on_bytes: Callable[[int], None] = lambda n: None,
 ) -> int:
@@ -46,7 +47,7 @@ def transfer_blobs(
     """
     sent = 0
     for desc in descriptors:
-        digest = desc["digest"]
+        digest: str = desc["digest"]
         if source.host == target.host:
             if source_repo == target_repo:
                 on_blob(desc, "present")
@@ -60,9 +61,11 @@ def transfer_blobs(
             continue
         else:
             location = target.start_upload(target_repo)
-        target.upload(
-            location, source.stream_blob(source_repo, digest), lambda d=digest: d, on_bytes
-        )
+
+        def known(d: str = digest) -> str:  # the digest is known before the upload
+            return d
+
+        target.upload(location, source.stream_blob(source_repo, digest), known, on_bytes)
         sent += int(desc.get("size", 0))
         on_blob(desc, "copied")
     return sent
