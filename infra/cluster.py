@@ -6,6 +6,8 @@ everything a job submission needs, including values re-exported from the other s
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import (
     Acknowledgment,
     CfnDeletionPolicy,
@@ -191,7 +193,7 @@ class ClusterStack(Stack):
         access_point: efs.IAccessPoint,
         lustre: LustreFileSystem | None,
         logs_key: kms.IKey,
-        **kw,
+        **kw: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kw)
         it = config.instance

@@ -19,6 +19,8 @@ other registries. Nothing admits traffic into it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -94,7 +96,9 @@ def _subnet_layout(
 class NetworkStack(Stack):
     """One availability zone: EFA traffic cannot cross zones, so the cluster never spans two."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kw) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kw: Any
+    ) -> None:
         super().__init__(scope, construct_id, **kw)
         if config.imports_vpc:
             # Validated together (ClusterConfig): an imported VPC comes with all three ids.

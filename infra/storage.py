@@ -6,6 +6,8 @@ never replace data; termination protection and RETAIN (by default) guard it furt
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
@@ -34,7 +36,7 @@ class StorageStack(Stack):
         subnet: ec2.ISubnet,
         cluster_security_group: ec2.ISecurityGroup,
         task_security_group: ec2.ISecurityGroup,
-        **kw,
+        **kw: Any,
     ) -> None:
         # A disposable environment (removal_policy=destroy) must come down with `cdk destroy`:
         # termination protection, and a repository that still holds images (ECR refuses to

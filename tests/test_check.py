@@ -11,12 +11,13 @@ import time
 
 import pytest
 
+from devenv.clusters import cluster_info
+from devenv.processes import free_port
 from launcher import check, check_script
 from launcher.outputs import Egress
-from tests.clusters import cluster_info
 from tests.conftest import ROOT
 from tests.support import cli
-from tests.support.processes import free_port, rendezvous_port
+from tests.support.processes import rendezvous_port
 
 FIXTURES = ROOT / "tests" / "fixtures" / "check"
 

@@ -426,7 +426,7 @@ _TEAM_POLICY = json.dumps(
 
 def test_variant_deploys_into_moto_and_the_launcher_reads_what_it_grants(variant, moto_server):
     """moto's gaps for FSx (no CloudFormation file system, no data repository associations at
-    all) are handled in tests/support/moto_gaps.py; the rules above speak for the rest."""
+    all) are handled in devenv/moto_gaps.py; the rules above speak for the rest."""
     config = variant.config
     moto_server.reset()
     iam = moto_server.client("iam")

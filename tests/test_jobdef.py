@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef, jobspec
 from launcher.api import make_spec
 from launcher.errors import UsageError
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.support.service_model import assert_valid
 
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from devenv import moto_gaps
+from devenv.emulator import ACCOUNT, REGION
 from launcher.outputs import DEFAULT_STACK_NAME
-from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION
 from tests.support.service_model import assert_valid
 
 LAUNCHER = shutil.which("launcher") or os.path.join(os.path.dirname(os.sys.executable), "launcher")
@@ -163,7 +163,7 @@ def test_resubmit_of_a_job_whose_image_expired_says_so_and_submits_nothing(
     after that would fail on every node pulling it; it is refused with the reason instead."""
     import requests
 
-    from tests.support.images import push_busybox_base
+    from devenv.images import push_busybox_base
 
     repository = f"{registry.host}/expiring"
     push_busybox_base(docker_engine.client(), repository, "gone")

@@ -11,12 +11,12 @@ import time
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef, local
 from launcher.api import make_spec
 from launcher.errors import UsageError
 from launcher.job import CANCEL_REASON
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.conftest import ROOT
 from tests.support import cli
 from tests.support.processes import rendezvous_port
@@ -108,7 +108,7 @@ def no_job_containers(docker_engine) -> bool:
 @pytest.fixture(scope="module")
 def eval_base(docker_engine, registry) -> str:
     """A base whose ENTRYPOINT re-parses the command with eval, as AWS's PyTorch DLCs do."""
-    from tests.support.images import push_entrypoint_base
+    from tests.support.entrypoint_bases import push_entrypoint_base
 
     return push_entrypoint_base(docker_engine.client(), f"{registry.host}/dlc-like", "dlc-eval")
 

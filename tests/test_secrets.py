@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef
 from launcher.api import make_spec
 from launcher.errors import UsageError
 from launcher.secrets import Place, SecretError, SecretGrant, SecretRef, Store
-from tests.clusters import cluster_info
 from tests.support.service_model import assert_valid
 
 HERE = Place("aws", "us-east-1", "123456789012")

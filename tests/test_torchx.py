@@ -14,11 +14,14 @@ import subprocess
 
 import pytest
 
+from devenv import moto_gaps
+from devenv.emulator import ACCOUNT, REGION
 from tests.conftest import ROOT
-from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION
+from tests.support import tiers
 from tests.support.processes import required_or_skip
 from tests.support.service_model import assert_valid
+
+pytestmark = pytest.mark.torchx
 
 VENVS = {"torchx-0.7.0": ROOT / ".venv-torchx", "torchx-nightly": ROOT / ".venv-torchx-nightly"}
 BUILTINS_070 = {"local_docker", "local_cwd", "slurm", "kubernetes", "aws_batch", "ray", "lsf"}
@@ -27,6 +30,7 @@ BUILTINS_NIGHTLY = {"local_docker", "local_cwd", "slurm", "kubernetes"}
 
 @pytest.fixture(params=sorted(VENVS))
 def venv(request):
+    tiers.require("torchx")
     path = VENVS[request.param]
     if not (path / "bin" / "torchx").exists():
         required_or_skip(f"{path.name} is not installed (make deps)")
@@ -75,6 +79,7 @@ def test_installing_it_keeps_every_builtin_scheduler(venv):
 
 def test_the_plugin_registry_finds_it_without_entry_points():
     """TorchX main's namespace channel alone (TORCHX_PLUGINS_SOURCE=1), with no errors."""
+    tiers.require("torchx")
     venv = VENVS["torchx-nightly"]
     if not (venv / "bin" / "torchx").exists():
         required_or_skip("torchx-nightly is not installed (make deps)")
@@ -326,7 +331,7 @@ with get_runner() as runner:
 def test_the_runner_runs_a_job_on_the_local_backend(
     venv, stack, moto_server, docker_engine, busybox_base, tmp_path
 ):
-    from tests.support.processes import free_port
+    from devenv.processes import free_port
 
     env = {
         **moto_server.env,

@@ -1,9 +1,11 @@
-"""ClusterInfo values for pure tests: the outputs' own examples (launcher.outputs), with the
-instance figures from the same catalog the infra uses."""
+"""ClusterInfo values with no stack behind them (pure tests, local runs in the tests and the
+benchmarks): the outputs' own examples (launcher.outputs), with the instance figures from the
+same catalog the infra uses."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from launcher import buckets, catalog
 from launcher.cluster import ClusterInfo
@@ -26,7 +28,7 @@ def cluster_info(
     example = ClusterInfo.from_outputs("EfaBatch", {k.value: k.example for k in OutputKey})
     it = catalog.CATALOG[instance_type]
     account, region = "123456789012", example.region
-    changes = {
+    changes: dict[str, Any] = {
         "instance_type": instance_type,
         "max_nodes": max_nodes,
         "efa_interfaces": it.efa_interfaces if efa else 0,
