@@ -180,7 +180,7 @@ DATA = {
 
 @pytest.fixture(scope="session")
 def synth_data(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(cdk_context(**DATA), tmp_path_factory.mktemp("cdk-data"))
 
@@ -203,7 +203,7 @@ LUSTRE = {
 
 @pytest.fixture(scope="session")
 def synth_lustre(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(cdk_context(env="prod", **LUSTRE), tmp_path_factory.mktemp("cdk-lustre"))
 
