@@ -31,6 +31,8 @@ from tests.test_aws_rules import (
 )
 from tests.test_infra_checks import CFN_LINT_WARNINGS
 
+pytestmark = pytest.mark.cdk  # every test synthesizes (variants through getfixturevalue)
+
 VARIANTS = {
     # demo without NAT: data buckets, managed policies, secrets (all three kinds), scratch
     # FSx, privileged containers allowed
