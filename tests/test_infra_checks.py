@@ -57,6 +57,7 @@ VARIANTS = [
     "synth_capacity_block",
     "synth_registries",
     "synth_kms",
+    "synth_pools",
 ]
 
 
