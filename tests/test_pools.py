@@ -240,3 +240,21 @@ def test_pools_deploy_into_moto_and_the_launcher_reads_every_pool(synth_pools, m
     train = queues[info.job_queue_name]
     assert len(train["computeEnvironmentOrder"]) == 2
     assert info.job_queue_arn == info.pool("train").job_queue_arn
+
+
+def test_a_change_to_one_pool_touches_that_pool_only(synth_pools, tmp_path_factory):
+    """A pool's keys do to it what the top-level keys do to the default pool (infra/updates.py):
+    another instance type rolls that pool's nodes in place; the other pools are untouched."""
+    from tests.conftest import POOLS
+
+    pools = json.loads(POOLS["pools"])
+    pools["debug"]["instance_type"] = "g5.2xlarge"
+    changed = _synth(tmp_path_factory, env="prod", **{**POOLS, "pools": json.dumps(pools)})
+    changes = plan(synth_pools.templates(), changed)
+    assert of(changes, "refuse", "replace", "remove", "add") == []
+    debug = Deployment(synth_pools.templates(), synth_pools.config, "debug")
+    assert {c.logical_id for c in changes if c.type != "Export"} == {
+        debug.compute_environment.logical_id
+    }
+    (ce,) = [c for c in changes if c.type == CE]
+    assert ce.reasons == ("ComputeResources.InstanceTypes", "ComputeResources.MaxvCpus")
