@@ -59,6 +59,10 @@ class ClusterInfo:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "internet_egress", Egress(self.internet_egress))
+        # From dataclasses.asdict (a ClusterInfo handed to another process as JSON).
+        pools = tuple(PoolInfo(**p) if isinstance(p, dict) else p for p in self.pools)
+        object.__setattr__(self, "pools", pools)
+        object.__setattr__(self, "share_identifiers", tuple(self.share_identifiers))
 
     @property
     def instance(self) -> catalog.InstanceType | None:

@@ -197,3 +197,14 @@ def test_the_fixture_cluster_describes_its_default_pool():
     info = cluster_info("g5.xlarge", efa=False, max_nodes=2)
     assert info.current_pool.instance_type == "g5.xlarge"
     assert (info.current_pool.max_nodes, info.current_pool.efa_interfaces) == (2, 0)
+
+
+def test_a_cluster_info_survives_asdict_as_another_process_gets_it():
+    import dataclasses
+
+    from launcher.cluster import ClusterInfo
+
+    info = from_stack(_stack())
+    again = ClusterInfo(**json.loads(json.dumps(dataclasses.asdict(info))))
+    assert (again.pools, again.share_identifiers) == (info.pools, info.share_identifiers)
+    assert again.pool("cpu").job_queue_name == "EfaBatch-cpu"
