@@ -258,3 +258,21 @@ def test_a_change_to_one_pool_touches_that_pool_only(synth_pools, tmp_path_facto
     }
     (ce,) = [c for c in changes if c.type == CE]
     assert ce.reasons == ("ComputeResources.InstanceTypes", "ComputeResources.MaxvCpus")
+
+
+def test_turning_fair_share_off_gives_every_pool_a_new_queue_and_keeps_the_old_ones(
+    synth_pools, tmp_path_factory
+):
+    """Batch cannot remove a queue's fair-share policy: each pool's queue is replaced under its
+    mode's name, and the old one is retained with its jobs (infra/cluster.py job_queue_name)."""
+    from tests.conftest import POOLS
+
+    fifo = {k: v for k, v in POOLS.items() if not k.startswith(("share_", "compute_"))}
+    changes = plan(
+        synth_pools.templates(), _synth(tmp_path_factory, env="prod", fair_share="false", **fifo)
+    )
+    assert of(changes, "refuse") == []
+    replaced = of(changes, "replace")
+    assert {c.type for c in replaced} == {QUEUE}
+    assert len(replaced) == 4 and all(c.retained for c in replaced)
+    assert [c for c in of(changes, "remove") if c.type != "AWS::Batch::SchedulingPolicy"] == []
