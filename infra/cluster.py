@@ -1,4 +1,5 @@
-"""Cluster stack: EFA launch template, placement group, Batch compute, roles, logs, outputs.
+"""Cluster stack: per compute pool a launch template, placement group (EFA pools), compute
+environment and queue (``ComputePool``); the roles, logs and outputs they share.
 
 This is the one stack the launcher reads: its outputs (keys from ``launcher.outputs``) hold
 everything a job submission needs, including values re-exported from the other stacks.
