@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.errors import UsageError
 from launcher.job import JobState
-from launcher.local.containers import PREFIX
+from launcher.local.containers import PREFIX, local_id
 
 if TYPE_CHECKING:
     import psutil
@@ -128,11 +128,21 @@ class Record:
     writer: Process | None = None  # the owner's process
     fsx_dir: str | None = None  # the directory standing in for the nodes' FSx mount
     secrets_file: str | None = None  # where the job's secrets are read at each start
+    single_node: bool = False  # a container job: Batch's single-job variables, not a node's
+    array_size: int | None = None  # an array's (parent and children): children ID:0 .. ID:N-1
+    array_index: int | None = None  # an array child's index (None: not a child)
+    # Batch's dependsOn entries ({"jobId", "type"?}); a child's name its counterparts (N_TO_N).
+    depends_on: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def node_properties(self) -> dict[str, Any]:
         properties: dict[str, Any] = self.register["nodeProperties"]
         return properties
+
+    @property
+    def is_array(self) -> bool:
+        """An array's parent, which runs no container of its own."""
+        return self.array_size is not None and self.array_index is None
 
     @property
     def nodes(self) -> int:
@@ -185,7 +195,7 @@ class Store:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def load(self, handle: str) -> Record:
-        job_id = handle.rsplit(":", 1)[-1]
+        job_id = local_id(handle) or handle
         try:
             return Record.from_json(self._path(job_id).read_text())
         except FileNotFoundError:
@@ -222,6 +232,13 @@ class Store:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(record.to_json())
         tmp.replace(path)
+
+    def child(self, parent: Record, index: int) -> Record | None:
+        """An array's child ``index``; None until the parent's supervisor has made it."""
+        try:
+            return self.load(f"{parent.job_id}:{index}")
+        except UsageError:
+            return None
 
     def records(self) -> Iterator[Record]:
         if not self.root.is_dir():
