@@ -63,9 +63,11 @@ def job_info(record: Record, store: Store | None = None) -> JobInfo:
         queue="local",
         definition=record.definition,
         image=record.node_properties["nodeRangeProperties"][0]["container"]["image"],
-        attempts=record.attempt
-        if state not in (JobState.PENDING, JobState.STARTING) and not record.is_array
-        else 0,
+        # Attempts that ran: none for a job that never started (a failed dependency, a cancel
+        # while it waited), as Batch lists none.
+        attempts=len(record.history)
+        if state.terminal
+        else (record.attempt if state is JobState.RUNNING and not record.is_array else 0),
         created_at=record.created_at / 1000,
         started_at=record.started_at / 1000 if record.started_at else None,
         stopped_at=record.stopped_at / 1000 if record.stopped_at else None,
