@@ -197,3 +197,63 @@ def test_cancel_of_a_waiting_job_needs_no_wait(env, busybox_base):
     assert (wait(second, timeout=10).reason) == CANCEL_REASON
     local.LocalBackend().cancel(first)
     wait(first, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def stack(moto_server, synth_default):
+    moto_server.reset()
+    return moto_server.deploy(synth_default.outdir, synth_default.stack_names)["EfaBatch"]
+
+
+def test_a_three_step_pipeline_through_the_api(
+    stack, moto_server, env, busybox_base, monkeypatch, docker_engine
+):
+    """The README's pipeline: preprocess (one node) -> train (2 nodes) -> evaluate."""
+    from launcher import Cluster
+    from tests.support.processes import rendezvous_port
+
+    for key, value in moto_server.env.items():
+        monkeypatch.setenv(key, value)
+    cluster = Cluster.from_stack().local(efs(env))
+    pre = cluster.run(["sh", "-c", 'sleep 2; echo 3 > "$LAUNCHER_EFS/epochs"'], image=busybox_base)
+    train = cluster.run(
+        ["sh", "-c", 'echo "trained $(cat "$LAUNCHER_EFS/epochs") epochs" > "$LAUNCHER_EFS/m"'],
+        nodes=2,
+        image=busybox_base,
+        after=[pre],
+        rendezvous_port=rendezvous_port(),
+    )
+    evaluate = cluster.run(["sh", "-c", 'cat "$LAUNCHER_EFS/m"'], image=busybox_base, after=[train])
+    assert evaluate.status().state == "PENDING"
+    done = evaluate.wait(timeout=120, poll=0.5)
+    assert done.state == "SUCCEEDED", done.reason
+    # (after the prelude's EFA warning: busybox has no libfabric)
+    assert [line.message for line in evaluate.logs()][-1] == "trained 3 epochs"
+    assert train.status().nodes == 2 and pre.status().nodes == 1
+    assert no_job_containers(docker_engine)
+
+
+def test_an_unknown_job_to_wait_for_exits_2_before_anything_is_built(
+    stack, moto_server, env, busybox_base, tmp_path
+):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "x.py").write_text("print(1)\n")
+    for missing in ("local-00000000-0000-0000-0000-000000000000", "no-such-job"):
+        result = launcher(
+            {**env, **moto_server.env},
+            "run",
+            "--local",
+            "--image",
+            busybox_base,
+            "--workspace",
+            str(workspace),
+            "--after",
+            missing,
+            "--",
+            "true",
+        )
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("launcher: error: ") and missing in line
+    assert local.LocalBackend().list(include_finished=True) == []
