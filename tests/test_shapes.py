@@ -281,3 +281,14 @@ def test_bad_shapes_exit_2_with_one_line_before_any_stack_is_read(args, fragment
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("launcher: error: ") and fragment in line
     assert result.stdout == ""
+
+
+def test_advice_for_a_dependant_whose_dependency_failed_and_for_a_failed_array():
+    from launcher.explain import ARRAY_ADVICE, DEPENDENCY_ADVICE, explain
+
+    never_ran = JobInfo(UUID, "eval", JobState.FAILED, reason="anything", depends_on=(OTHER,))
+    assert explain(never_ran) == DEPENDENCY_ADVICE
+    ran = JobInfo(UUID, "eval", JobState.FAILED, attempts=1, depends_on=(OTHER,))
+    assert explain(ran) != DEPENDENCY_ADVICE
+    array = JobInfo(UUID, "prep", JobState.FAILED, array_size=4, children={"FAILED": 1})
+    assert explain(array) == ARRAY_ADVICE
