@@ -257,3 +257,13 @@ def test_an_unknown_job_to_wait_for_exits_2_before_anything_is_built(
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("launcher: error: ") and missing in line
     assert local.LocalBackend().list(include_finished=True) == []
+
+
+def test_a_resubmitted_single_node_job_stays_single_node(env, busybox_base):
+    first = start(env, busybox_base, 'echo "$AWS_BATCH_JOB_ID $LAUNCHER_CHECKPOINT_DIR"')
+    assert wait(first).state == "SUCCEEDED"
+    again, checkpoint = local.LocalBackend().resubmit(first)
+    assert wait(again).state == "SUCCEEDED"
+    assert local.Store().load(again).single_node
+    lines = [line.message for line in local.LocalBackend().log_iter(again)]
+    assert lines == [f"{again} {checkpoint}"] and checkpoint.endswith(first)

@@ -323,9 +323,15 @@ class LocalBackend:
         register, submit = record.register, record.submit
         checkpoint, tags = resumption({**register, "tags": submit.get("tags")}, record.job_id)
         register = with_environment(register, {"LAUNCHER_CHECKPOINT_DIR": checkpoint})
+        if record.single_node:  # the record keeps it as one node; schedule wants its shape
+            ((_, container),) = node_ranges(register)
+            rest = {k: v for k, v in register.items() if k not in ("nodeProperties", "type")}
+            register = {**rest, "type": "container", "containerProperties": container}
         self.efs_dir = self.efs_dir or record.efs_dir
         self.fsx_dir = self.fsx_dir or record.fsx_dir
-        return self.schedule(Requests(register, {**submit, "tags": tags}), say), checkpoint
+        # Its dependencies are behind it: the resubmission does not wait again (as on AWS).
+        again = {k: v for k, v in submit.items() if k != "dependsOn"}
+        return self.schedule(Requests(register, {**again, "tags": tags}), say), checkpoint
 
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         # Jobs, not array children (Batch lists those only by their parent's id).
