@@ -248,6 +248,11 @@ class Run(Command):
         from launcher.api import make_spec
 
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if args.follow and args.array is not None:
+            raise UsageError(
+                "--follow with --array: each child has its own logs; follow one with "
+                "launcher logs JOB --index K --follow"
+            )
         spec = make_spec(command, **self.options(args, base_image(args.image)))  # before calls
         cluster = _cluster(args, args.local)
         workspace = None if args.no_workspace else args.workspace

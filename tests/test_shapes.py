@@ -261,6 +261,7 @@ def test_status_line_of_a_waiting_job():
         (["--array", "4", "--nodes", "2"], "--array with --nodes 2: array jobs are single-node"),
         ([a for i in range(21) for a in ("--after", f"job{i}")], "wait for at most 20"),
         (["--after", f"{UUID}:each"], "it needs --array N on this job too"),
+        (["--array", "3", "--follow"], "--follow with --array: each child has its own logs"),
     ],
 )
 def test_bad_shapes_exit_2_with_one_line_before_any_stack_is_read(args, fragment, tmp_path):
