@@ -81,7 +81,8 @@ def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> 
         started_at=_seconds(job.get("startedAt")),
         stopped_at=_seconds(job.get("stoppedAt")),
         node_status=node_status,
-        groups=groups_of(job) if ranges else (),
+        # A container job's one group carries its TorchX role's name (LAUNCHER_GROUP) too.
+        groups=groups_of(job) if ranges or "container" in job else (),
         backend=BackendName.AWS,
         cancelled=job.get("statusReason") == CANCEL_REASON,
         last_exit_code=last.get("exitCode"),

@@ -293,3 +293,14 @@ def test_advice_for_a_dependant_whose_dependency_failed_and_for_a_failed_array()
     assert explain(ran) != DEPENDENCY_ADVICE
     array = JobInfo(UUID, "prep", JobState.FAILED, array_size=4, children={"FAILED": 1})
     assert explain(array) == ARRAY_ADVICE
+
+
+def test_a_single_node_jobs_group_keeps_its_torchx_role_name():
+    described = {
+        "jobId": UUID,
+        "jobName": "prep",
+        "status": "RUNNING",
+        "container": {"image": "i", "environment": [{"name": "LAUNCHER_GROUP", "value": "prep"}]},
+    }
+    (group,) = job_info(described).groups
+    assert (group.name, group.first, group.last, group.image) == ("prep", 0, 0, "i")
