@@ -8,6 +8,10 @@ cancel only once the writer is gone. ``Store.save`` refuses a write by anyone el
 writes under one lock, so the protocol is held by the code rather than by care. A writer is
 recorded as a ``Process``, its pid with its start time, so that no signal ever reaches another
 process that got the pid later.
+
+An array's children (``ID:0`` .. ``ID:N-1``, records of their own) are created by the parent's
+supervisor, which is their one writer from the start; a cancel that finds it gone takes the
+parent and every unfinished child over, as it does a single job.
 """
 
 from __future__ import annotations

@@ -67,9 +67,10 @@ def supervise(store: Store, job_id: str, poll: float = 0.2) -> None:
         _run_job(client, store, record, cancelled, poll)
 
 
-def _end(store: Store, record: Record, reason: str, codes: list[int | None] | None = None) -> None:
+def _end(store: Store, record: Record, reason: str) -> None:
+    """A job that never ran (or a child never started) ends FAILED with ``reason``."""
     record.status, record.status_reason = JobState.FAILED, reason
-    record.exit_codes, record.stopped_at = codes or [], now_ms()
+    record.exit_codes, record.stopped_at = [], now_ms()
     store.save(record, Owner.SUPERVISOR)
 
 
