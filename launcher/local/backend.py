@@ -263,13 +263,9 @@ class LocalBackend:
             raise UsageError(
                 f"job {record.job_id} already {record.status.value}; nothing to cancel"
             )
-        if record.array_index is not None:
-            parent = record.job_id.rsplit(":", 1)[0]
-            raise UsageError(
-                f"job {record.job_id} is a child of array {parent}: the local backend cancels "
-                f"whole arrays (launcher cancel {parent})"
-            )
         info = job_info(record, self.store)
+        if record.array_index is not None:
+            return self._cancel_child(record, info)
         deadline = time.monotonic() + HANDOVER_SECONDS
         asked: Process | None = None
         while not record.status.terminal:
@@ -291,6 +287,22 @@ class LocalBackend:
                 )
             time.sleep(0.1)
             record = self.store.load(job_id)
+        return info
+
+    def _cancel_child(self, record: Record, info: JobInfo) -> JobInfo:
+        """One child of an array: its writer (the parent's supervisor) is asked through the
+        store and ends it; the parent fails once its children are done, as on Batch."""
+        self.store.request_cancel(record.job_id)
+        deadline = time.monotonic() + HANDOVER_SECONDS
+        while not record.status.terminal:
+            writer = record.writer
+            if writer is None or not writer.alive():
+                self._end_abandoned(record)
+                break
+            if time.monotonic() > deadline:
+                raise RemoteError(f"local job {record.job_id}: its supervisor did not stop it")
+            time.sleep(0.1)
+            record = self.store.load(record.job_id)
         return info
 
     def _end_abandoned(self, record: Record) -> None:

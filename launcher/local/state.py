@@ -10,8 +10,9 @@ recorded as a ``Process``, its pid with its start time, so that no signal ever r
 process that got the pid later.
 
 An array's children (``ID:0`` .. ``ID:N-1``, records of their own) are created by the parent's
-supervisor, which is their one writer from the start; a cancel that finds it gone takes the
-parent and every unfinished child over, as it does a single job.
+supervisor, which is their one writer from the start; a cancel of one child leaves a request
+beside its record (``request_cancel``) that the supervisor acts on; a cancel that finds the
+supervisor gone takes the parent and every unfinished child over, as it does a single job.
 """
 
 from __future__ import annotations
@@ -236,6 +237,14 @@ class Store:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(record.to_json())
         tmp.replace(path)
+
+    def request_cancel(self, job_id: str) -> None:
+        """Ask an array child's writer (its parent's supervisor) to cancel it: a file beside the
+        record, which only the writer acts on, so the record keeps its one writer."""
+        (self.root / f"{job_id}.cancel").touch()
+
+    def cancel_requested(self, job_id: str) -> bool:
+        return (self.root / f"{job_id}.cancel").exists()
 
     def child(self, parent: Record, index: int) -> Record | None:
         """An array's child ``index``; None until the parent's supervisor has made it."""

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from launcher.errors import UsageError
 from launcher.job import CANCEL_REASON, JobState
@@ -33,6 +33,25 @@ DEPENDENCY_REASON = "Dependency {job_id} {state}: a job this one waits for did n
 ARRAY_REASON = "{failed} of {size} array children failed"
 CONCURRENCY_ENV = "LAUNCHER_LOCAL_ARRAY_CONCURRENCY"
 DEFAULT_CONCURRENCY = 4  # children at once: enough to show the overlap, few enough for a laptop
+
+
+class Stop(Protocol):
+    """What ends a job early: the supervisor's SIGTERM, or for one child its own request."""
+
+    def is_set(self) -> bool: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildStop:
+    """An array child stops when the whole array is cancelled or it alone is
+    (``Store.request_cancel``; Batch lets a child be cancelled on its own, which fails it)."""
+
+    whole: threading.Event
+    store: Store
+    job_id: str
+
+    def is_set(self) -> bool:
+        return self.whole.is_set() or self.store.cancel_requested(self.job_id)
 
 
 def before_exec() -> None:
@@ -74,9 +93,7 @@ def _end(store: Store, record: Record, reason: str) -> None:
     store.save(record, Owner.SUPERVISOR)
 
 
-def _wait_for(
-    store: Store, job_ids: list[str], cancelled: threading.Event, poll: float
-) -> str | None:
+def _wait_for(store: Store, job_ids: list[str], cancelled: Stop, poll: float) -> str | None:
     """Until every job in ``job_ids`` succeeded (None), one failed, or a cancel (the reason).
     "If any of the job dependencies fail, the dependent job automatically transitions from
     PENDING to FAILED" (Batch user guide, job_dependencies.html)."""
@@ -98,9 +115,7 @@ def _wait_for(
     return None
 
 
-def _run_job(
-    client: Any, store: Store, record: Record, cancelled: threading.Event, poll: float
-) -> None:
+def _run_job(client: Any, store: Store, record: Record, cancelled: Stop, poll: float) -> None:
     """One job (or one array child) from its first attempt to its end."""
     from launcher.retry import retries
 
@@ -201,11 +216,12 @@ def _run_array(
         child = store.load(f"{parent.job_id}:{index}")
         if child.status.terminal:
             return
-        reason = _wait_for(store, [d["jobId"] for d in child.depends_on], cancelled, poll)
+        stop = ChildStop(cancelled, store, child.job_id)
+        reason = _wait_for(store, [d["jobId"] for d in child.depends_on], stop, poll)
         if reason is not None:
             _end(store, child, reason)
             return
-        _run_job(client, store, child, cancelled, poll)
+        _run_job(client, store, child, stop, poll)
 
     with ThreadPoolExecutor(max_workers=concurrency()) as pool:
         list(pool.map(run_child, range(parent.array_size)))
@@ -231,7 +247,7 @@ def _end_children(store: Store, parent: Record, reason: str) -> None:
 
 
 def _run_attempt(
-    client: Any, store: Store, record: Record, cancelled: threading.Event, poll: float
+    client: Any, store: Store, record: Record, cancelled: Stop, poll: float
 ) -> tuple[str | None, int | None, list[int | None]]:
     """One attempt: copy the logs, wait for the main node (or the timeout, or a cancel), stop
     every node, remove the containers; (reason or None, main exit code, every exit code)."""
