@@ -791,11 +791,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _coerce_object(key, value, hint)
     if origin in (Mapping, dict):
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise ConfigError(f"{key}: {value!r} is not a JSON object") from None
+        value = _from_json(key, value)
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected an object of strings, got {value!r}")
         item = args[1] if len(args) == 2 else str
@@ -809,13 +805,19 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     return str(value)
 
 
+def _from_json(key: str, value: Any) -> Any:
+    """``-c key=value`` gives an object as its JSON text; cdk.json gives the object itself."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise ConfigError(f"{key}: {value!r} is not a JSON object") from None
+
+
 def _coerce_object(key: str, value: Any, kind: type) -> Any:
     """A nested setting (a JSON object, or its text on ``-c``), each key by its annotation."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ConfigError(f"{key}: {value!r} is not a JSON object") from None
+    value = _from_json(key, value)
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key}: expected a JSON object, got {value!r}")
     hints = typing.get_type_hints(kind)
