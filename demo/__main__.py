@@ -1,5 +1,7 @@
-"""`make demo`: synthesize the CDK app, deploy it into moto, patch a workspace into a local
-registry, submit a 2-node job through the emulated Batch API, then run the same job locally.
+"""`make demo`: synthesize the CDK app with two pools (the default GPU pool and a CPU Spot
+pool), deploy it into moto, patch a workspace into a local registry, submit a 2-node job
+through the emulated Batch API, then run a two-step pipeline locally: data preparation as an
+array on the CPU pool, and the 2-node job after it.
 
     python -m demo [--workdir .demo]     run it; servers keep running afterwards
     python -m demo stop [--workdir .demo] stop what the demo started
@@ -20,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORKSPACE = Path(__file__).resolve().parent / "workspace"
 STACKS = ["EfaBatch-Network", "EfaBatch-Storage", "EfaBatch"]
+# The second pool: CPU nodes on Spot for data preparation (one-node jobs and arrays only).
+POOLS = '{"cpu": {"instance_type": "c7i.4xlarge", "max_nodes": 4, "spot": true}}'
 
 
 def say(text: str) -> None:
@@ -89,9 +93,9 @@ def run(workdir: Path) -> None:
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
 
-    say("1. Synthesize the CDK app with the real CDK CLI")
+    say("1. Synthesize the CDK app with the real CDK CLI: cdk.json's pool and a CPU pool")
     assembly = workdir / "cdk.out"
-    sh(["cdk", "synth", "--quiet", "-o", str(assembly)], os.environ.copy())
+    sh(["cdk", "synth", "--quiet", "-c", f"pools={POOLS}", "-o", str(assembly)], os.environ.copy())
     print(f"stacks: {', '.join(STACKS)} (templates in {assembly})")
 
     say("2. Start an emulated AWS (moto), a registry and a Docker engine, all on 127.0.0.1")
@@ -119,7 +123,7 @@ def run(workdir: Path) -> None:
         "LAUNCHER_LOCAL_STATE": str(workdir / "state"),
         "LAUNCHER_LOCAL_EFS": str(workdir / "efs"),
     }
-    say("4. What the launcher discovers from the stack (no ARN typed)")
+    say("4. What the launcher discovers from the stack (no ARN typed), its pools included")
     sh(launcher("outputs"), env)
 
     say("5. Build a base image offline (busybox from Debian) and push it to the registry")
@@ -133,25 +137,33 @@ def run(workdir: Path) -> None:
     ).strip()
 
     say("7. Submit the 2-node job through the emulated AWS Batch API (the AWS code path)")
-    job = [
-        "--nodes",
-        "2",
-        "--image",
-        base,
-        "--workspace",
-        str(WORKSPACE),
-        "--",
-        "/workspace/rendezvous.sh",
-    ]
+    image_args = ["--image", base, "--workspace", str(WORKSPACE), "--"]
+    job = ["--nodes", "2", *image_args, "/workspace/rendezvous.sh"]
     aws_job = sh(launcher("run", *job), env, capture=True).strip().splitlines()[-1]
     sh(launcher("status", aws_job), env)
     print("(moto has no instances: the job waits RUNNABLE, as on a queue scaled to zero)")
 
-    say("8. Run the same job locally: one container per node, rendezvous over 127.0.0.1")
+    say("8. A two-step pipeline locally: prepare the data on the CPU pool, then train after it")
+    prepare = [
+        "run",
+        "--local",
+        "--pool",
+        "cpu",
+        "--array",
+        "2",
+        *image_args,
+        "/workspace/prepare.sh",
+    ]
+    prep_job = sh(launcher(*prepare), env, capture=True).strip().splitlines()[-1]
+    print("(2 children on the CPU pool; the training job waits for both)")
     local_job = (
-        sh(launcher("run", "--local", "--follow", *job), env, capture=True).strip().splitlines()[-1]
+        sh(launcher("run", "--local", "--follow", "--after", prep_job, *job), env, capture=True)
+        .strip()
+        .splitlines()[-1]
     )
+    sh(launcher("status", prep_job), env)
     sh(launcher("status", local_job), env)
+    sh(launcher("list", "--local", "--all", "--all-pools"), env)
     print(
         f"shared file written by the main node: {(workdir / 'efs' / 'rendezvous').read_text()}",
         end="",
@@ -162,7 +174,7 @@ def run(workdir: Path) -> None:
     print(f"  registry          {registry.host}  (workspace image {image})")
     print(f"  docker            DOCKER_HOST={engine.host}")
     print(f"  local job state   {workdir / 'state'}   EFS stand-in {workdir / 'efs'}")
-    print(f"  AWS job           {aws_job}   local job {local_job}")
+    print(f"  AWS job           {aws_job}   local jobs {prep_job} -> {local_job}")
     print("  stop it all with: make demo-stop")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from launcher import jobdef, jobspec
-from launcher.backend import Backend
+from launcher.backend import Backend, newest_first
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
 from launcher.job import JobInfo, LogLine
@@ -314,6 +314,15 @@ class Cluster:
             LocalTarget(self.info, efs_dir, self._aws, fsx_dir),
         )
 
+    def in_pool(self, name: str | None) -> Cluster:
+        """The cluster as one of its pools sees it: that pool's queue and nodes (None: this
+        view). UsageError naming the pools there are; no I/O."""
+        info = self.info.pool(name)
+        if info is self.info:
+            return self
+        target = self._target.seen_from(info) if self._target is not None else None
+        return Cluster(info, self._aws, self._copier, target)
+
     @property
     def aws(self) -> Aws:
         if self._aws is None:
@@ -485,7 +494,8 @@ class Cluster:
         from launcher.image.patch import BaseHandling
 
         spec = self.spec(command, spec=spec, **options)
-        spec, built = self._with_workspace(
+        cluster = self.in_pool(spec.pool)  # the pool's queue, nodes and platform
+        spec, built = cluster._with_workspace(
             spec,
             workspace,
             builder=builder,
@@ -494,13 +504,13 @@ class Cluster:
             progress=progress,
             stream_base=stream_base,
         )
-        document: dict[str, object] = dict(self.requests(spec).as_dict())
+        document: dict[str, object] = dict(cluster.requests(spec).as_dict())
         copies = [b.plan for b in built if b.plan and b.plan.how is BaseHandling.COPY_JOB]
         if copies:  # what would move base layers, and where: the copy jobs' requests
             from launcher.image.build import target_repository
 
             target = target_repository(self.info.repository_uri)
-            runner = self.copy_jobs(progress)
+            runner = cluster.copy_jobs(progress)
             document["copyBase"] = [
                 {"bytes": plan.bytes, **runner.requests(plan.source, target).as_dict()}
                 for plan in copies
@@ -521,9 +531,10 @@ class Cluster:
     ) -> Job:
         """Validate, check the account, build the workspace image, then submit."""
         spec = self.spec(command, spec=spec, **options)  # all checks before any side effect
-        self.check_after(spec)
-        self.target.preflight(progress)
-        spec = self.with_workspace(
+        cluster = self.in_pool(spec.pool)  # the pool's queue, nodes and platform
+        cluster.check_after(spec)
+        cluster.target.preflight(progress)
+        spec = cluster.with_workspace(
             spec,
             workspace,
             builder=builder,
@@ -531,8 +542,8 @@ class Cluster:
             progress=progress,
             stream_base=stream_base,
         )
-        job = self.submit(self.requests(spec), progress=progress)
-        say(progress)(self.target.submitted(spec))
+        job = cluster.submit(cluster.requests(spec), progress=progress)
+        say(progress)(cluster.target.submitted(spec))
         return job
 
     def check_after(self, spec: JobSpec) -> None:
@@ -579,13 +590,27 @@ class Cluster:
         timeout: int = 1800,
         port: int = DEFAULT_RENDEZVOUS_PORT,
         progress: ProgressFn | None = None,
+        pool: str | None = None,
+        share_id: str | None = None,
     ) -> Report:
-        """Run ``launcher check``'s job and evaluate it (``launcher.check.Report``)."""
+        """Run ``launcher check``'s job on a pool's nodes (default: the default pool's) and
+        evaluate it (``launcher.check.Report``); ``share_id`` where the fair-share policy
+        names teams."""
         from launcher import check, preflight
 
-        nodes = nodes if nodes is not None else min(2, self.info.max_nodes)
+        if self.in_pool(pool) is not self:
+            return self.in_pool(pool).check(
+                nodes=nodes,
+                image=image,
+                timeout=timeout,
+                port=port,
+                progress=progress,
+                share_id=share_id,
+            )
+        if nodes is None:  # two nodes prove the network; a Spot pool runs one-node jobs only
+            nodes = 1 if self.info.current_pool.spot else min(2, self.info.max_nodes)
         image = image or check.DEFAULT_IMAGE
-        spec = self.spec(spec=check.spec(self.info, nodes, image, port, max(60, timeout)))
+        spec = self.spec(spec=check.spec(self.info, nodes, image, port, max(60, timeout), share_id))
         findings = self.target.account_findings()
         group = None
         if findings is not None:
@@ -611,6 +636,26 @@ class Cluster:
     def job(self, job_id: str) -> Job:
         return Job(job_id, self.target.jobs)
 
-    def list(self, *, all: bool = False) -> list[JobInfo]:  # noqa: A002
-        """Every job of the target's queue (active ones unless ``all``), newest first."""
-        return self.target.jobs.list(include_finished=all)
+    def list(
+        self,
+        *,
+        all: bool = False,  # noqa: A002
+        pool: str | None = None,
+        every_pool: bool = False,
+    ) -> list[JobInfo]:
+        """The jobs of a pool's queue (the default pool's, or ``pool``; with ``every_pool``
+        every queue of the stack), active ones unless ``all``, newest first."""
+        names = self.info.pool_names if every_pool else (self.in_pool(pool).info.pool_name,)
+        jobs = []
+        for name in names:
+            queue = self.in_pool(name).info.job_queue_arn  # ListJobs' summaries omit it
+            for job in self.in_pool(name).target.jobs.list(include_finished=all):
+                jobs.append(job if job.queue else dataclasses.replace(job, queue=queue))
+        return newest_first(jobs, include_finished=all)
+
+    def pool_of(self, job: JobInfo) -> str | None:
+        """The name of the pool whose queue ``job`` is in (None: not one of this stack's)."""
+        for p in self.info.pools:
+            if job.queue in (p.queue_arn, p.queue_name):
+                return p.name
+        return None

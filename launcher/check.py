@@ -329,7 +329,14 @@ def task_group_result(findings: Findings) -> Result:
 # --- running it -------------------------------------------------------------------------------
 
 
-def spec(cluster: ClusterInfo, nodes: int, image: str, port: int, timeout_seconds: int) -> JobSpec:
+def spec(
+    cluster: ClusterInfo,
+    nodes: int,
+    image: str,
+    port: int,
+    timeout_seconds: int,
+    share_id: str | None = None,
+) -> JobSpec:
     from launcher.jobspec import EfaMode, JobSpec
 
     locations = " ".join(f"{b.bucket}/{b.prefix}" for b in cluster.data_buckets)
@@ -344,4 +351,5 @@ def spec(cluster: ClusterInfo, nodes: int, image: str, port: int, timeout_second
         timeout_seconds=timeout_seconds,
         attempts=1,
         rendezvous_port=port,
+        share_id=share_id,
     )

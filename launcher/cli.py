@@ -18,6 +18,7 @@ from launcher.outputs import DEFAULT_STACK_NAME, STACK_ENV
 
 if TYPE_CHECKING:
     from launcher.api import BuildOptions, Cluster, ImageOptions, Job
+    from launcher.cluster import ClusterInfo
     from launcher.console import Console
 
 
@@ -72,8 +73,12 @@ class Outputs(Command):
         data = info.as_dict()
         if args.json:
             print(json.dumps(data, indent=2))
-        else:
-            _print_fields({**data, "internet": info.internet})
+            return 0
+        del data["pools"]  # a table of their own
+        _print_fields({**data, "internet": info.internet})
+        print()
+        _print_table(_pool_rows(info))
+        print("* the default pool: jobs go there unless they name one (--pool)")
         return 0
 
 
@@ -81,6 +86,47 @@ def _print_fields(fields: dict[str, object]) -> None:
     width = max(map(len, fields))
     for key, value in fields.items():
         print(f"{key:<{width}}  {value if value is not None else '-'}")
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    """Rows under a header row, each column as wide as its widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _pool_rows(info: ClusterInfo) -> list[tuple[str, ...]]:
+    """The pools of ``launcher outputs``: what a job in each gets, the default one marked."""
+    rows: list[tuple[str, ...]] = [
+        (
+            "POOL",
+            "QUEUE",
+            "INSTANCE",
+            "MAX NODES",
+            "GPUS",
+            "VCPUS",
+            "MEMORY",
+            "EFA",
+            "SPOT",
+            "FALLBACK",
+        )
+    ]
+    for p in info.pools:
+        rows.append(
+            (
+                p.name + (" *" if p.name == info.pool_name else ""),
+                p.queue_name,
+                p.instance_type,
+                str(p.max_nodes),
+                str(p.gpus_per_node),
+                str(p.vcpus_per_node),
+                f"{p.memory_mib_per_node} MiB",
+                str(p.efa_interfaces or "-"),
+                "yes: one-node jobs" if p.spot else "no",
+                p.fallback or "-",
+            )
+        )
+    return rows
 
 
 class Run(Command):
@@ -169,7 +215,8 @@ class Run(Command):
             help="attempts, 1-10; a lost host or node is retried, an error is not "
             f"(default {DEFAULT_ATTEMPTS})",
         )
-        parser.add_argument("--share-id", help="fair-share identifier")
+        _pool_argument(parser, "the pool to run in")
+        parser.add_argument("--share-id", help="fair-share identifier (your team)")
         parser.add_argument("--priority", type=int, help="fair-share scheduling priority")
         parser.add_argument("--tag", action="append", default=[], metavar="K=V")
         parser.add_argument(
@@ -241,6 +288,7 @@ class Run(Command):
             "restarts": args.restarts,
             "array_size": args.array,
             "after": tuple(parse_after(a) for a in args.after),
+            "pool": args.pool,
             **({"name": args.name} if args.name else {}),
         }
 
@@ -270,6 +318,12 @@ class Run(Command):
         code = _follow(job) if args.follow else 0
         print(job.job_id)
         return code
+
+
+def _pool_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--pool", help=f"{what} (default: the stack's default pool; launcher outputs lists them)"
+    )
 
 
 def _image_arguments(parser: argparse.ArgumentParser) -> None:
@@ -492,21 +546,28 @@ class List(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--all", action="store_true", help="include finished jobs")
+        _pool_argument(parser, "the pool whose queue to list")
+        parser.add_argument("--all-pools", action="store_true", help="every pool's queue")
         parser.add_argument("--json", action="store_true")
         parser.add_argument("--local", action="store_true", help="jobs run with run --local")
 
     def run(self, args: argparse.Namespace) -> int:
-        if args.local:  # local jobs need no stack
+        if args.pool and args.all_pools:
+            raise UsageError("--pool and --all-pools: give one")
+        if args.local and not (args.pool or args.all_pools):  # local jobs need no stack
             from launcher.api import local_jobs
 
-            listed = local_jobs(all=args.all)
+            listed, pools = local_jobs(all=args.all), None
         else:
-            listed = _cluster(args).list(all=args.all)
+            pools = _cluster(args, args.local)
+            listed = pools.list(all=args.all, pool=args.pool, every_pool=args.all_pools)
         if args.json:
             print(json.dumps([j.as_dict() for j in listed], indent=2))
             return 0
+        width = max((len(n) for n in pools.info.pool_names), default=0) if pools else 0
         for job in listed:
-            print(f"{job.job_id}  {job.state.value:<9}  {job.name}")
+            pool = f"  {pools.pool_of(job) or '-':<{width}}" if pools and args.all_pools else ""
+            print(f"{job.job_id}  {job.state.value:<9}{pool}  {job.name}")
         return 0
 
 
@@ -515,11 +576,17 @@ class Check(Command):
     help = "prove the cluster: EFA, GPUs, NCCL all-reduce, rendezvous and EFS on every node"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--nodes", type=int, help="nodes to test (default: 2, or max_nodes)")
+        parser.add_argument(
+            "--nodes", type=int, help="nodes to test (default: 2, or max_nodes; 1 on a Spot pool)"
+        )
         parser.add_argument("--image", help="an nccl-tests image with EFA (default: AWS's)")
         parser.add_argument("--timeout", default="30m", help="give up after (default 30m)")
         parser.add_argument(
             "--port", type=int, default=DEFAULT_RENDEZVOUS_PORT, help="rendezvous port"
+        )
+        _pool_argument(parser, "the pool whose nodes to prove")
+        parser.add_argument(
+            "--share-id", help="fair-share identifier, where the policy names teams"
         )
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
@@ -533,7 +600,13 @@ class Check(Command):
         if args.nodes is not None and args.nodes < 1:
             raise UsageError(f"--nodes {args.nodes}: a check needs at least 1 node")
         report = _cluster(args, args.local).check(
-            nodes=args.nodes, image=args.image, timeout=timeout, port=args.port, progress=_console()
+            nodes=args.nodes,
+            image=args.image,
+            timeout=timeout,
+            port=args.port,
+            progress=_console(),
+            pool=args.pool,
+            share_id=args.share_id,
         )
         if args.json:
             print(json.dumps(report.as_dict(), indent=2))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from launcher import prelude
@@ -18,6 +18,7 @@ from launcher.jobspec import (
     DEFAULT_EFS_PATH,
     DEFAULT_FSX_PATH,
     FSX_NODE_PATH,
+    EfaMode,
     JobSpec,
     MountKind,
     NodeGroup,
@@ -108,13 +109,21 @@ def resolve_gpus(spec: JobSpec, cluster: ClusterInfo, group: NodeGroup | None = 
     return wanted
 
 
+def in_pool(spec: JobSpec, cluster: ClusterInfo) -> tuple[JobSpec, ClusterInfo]:
+    """The pool the spec names (UsageError naming the pools there are), and the spec as it
+    runs there: ``--efa auto`` means EFA where the pool's nodes have it, so a job for a CPU
+    or small GPU pool needs no ``--efa off``; ``require`` stays a demand."""
+    cluster = cluster.pool(spec.pool)
+    if spec.efa is EfaMode.AUTO and cluster.efa_interfaces == 0:
+        spec = replace(spec, efa=EfaMode.OFF)
+    return spec, cluster
+
+
 def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
-    """Checks that need the cluster; the spec validated itself on construction."""
-    if spec.nodes > cluster.max_nodes:
-        raise UsageError(
-            f"--nodes {spec.nodes}: the compute environment of {cluster.stack_name} runs at most "
-            f"{cluster.max_nodes} {cluster.instance_type} nodes"
-        )
+    """Checks that need the cluster (the pool the spec names); the spec validated itself on
+    construction."""
+    spec, cluster = in_pool(spec, cluster)
+    _validate_pool(spec, cluster)
     if spec.efa.on and cluster.efa_interfaces == 0:
         raise UsageError(
             f"--efa {spec.efa}: {cluster.stack_name} has no EFA interfaces "
@@ -125,13 +134,7 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
             f"--shm-size {spec.shm_mib}MiB: must be below the node's "
             f"{cluster.memory_mib_per_node} MiB of job memory"
         )
-    if (spec.share_id is not None or spec.priority is not None) and not (
-        cluster.scheduling_policy_arn
-    ):
-        raise UsageError(
-            f"--share-id/--priority: the queue of {cluster.stack_name} has no fair-share "
-            "scheduling policy (deploy with -c fair_share=true)"
-        )
+    _validate_share(spec, cluster)
     for group in (None, *spec.groups):
         resolve_gpus(spec, cluster, group)  # raises for more GPUs than a node has
     for kind in (MountKind.EFS, MountKind.FSX):
@@ -146,6 +149,69 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
     if len(set(destinations)) != len(destinations):
         raise UsageError("--mount: two mounts share a dst= path")
     _validate_container_settings(spec, cluster)
+
+
+def _where(cluster: ClusterInfo) -> str:
+    """The pool in words, for messages: the stack alone while it has one pool."""
+    if len(cluster.pools) == 1:
+        return cluster.stack_name
+    return f"pool {cluster.pool_name} of {cluster.stack_name}"
+
+
+def _validate_pool(spec: JobSpec, cluster: ClusterInfo) -> None:
+    """The job fits the pool: its node count, and no gang on Spot."""
+    if spec.nodes > cluster.max_nodes:
+        raise UsageError(
+            f"--nodes {spec.nodes}: {_where(cluster)} runs at most {cluster.max_nodes} "
+            f"{cluster.instance_type} nodes"
+        )
+    if spec.nodes > 1 and cluster.current_pool.spot:
+        # "Multi-node parallel jobs aren't supported on Spot Instances" (Batch user guide,
+        # multi-node-parallel-jobs.html): Batch would keep the job RUNNABLE for ever.
+        gangs = [p.name for p in cluster.pools if not p.spot and p.max_nodes >= spec.nodes]
+        instead = f"use --pool {' or '.join(gangs)}" if gangs else "no pool of it takes a gang"
+        raise UsageError(
+            f"--nodes {spec.nodes}: {_where(cluster)} runs Spot Instances, where AWS Batch runs "
+            f"no multi-node job; {instead}, or --nodes 1 (--array N for many single nodes)"
+        )
+
+
+def share_matches(share_id: str, identifier: str) -> bool:
+    """A policy's identifier names one team, or with a trailing ``*`` every team with that
+    prefix (botocore ``ShareAttributes.shareIdentifier``)."""
+    if identifier.endswith("*"):
+        return share_id.startswith(identifier[:-1])
+    return share_id == identifier
+
+
+def _validate_share(spec: JobSpec, cluster: ClusterInfo) -> None:
+    """Fair-share fields only for a fair-share queue, and a share id the policy weighs.
+
+    Batch accepts any identifier ("Fair share identifiers that aren't included have a default
+    weight of 1.0", botocore ``FairsharePolicy.shareDistribution``): a typo would quietly run
+    at the default weight, outside the team's share. So where the stack names teams
+    (``share_weights``), the launcher asks for one of them."""
+    if spec.share_id is None and spec.priority is None and not cluster.share_identifiers:
+        return
+    if not cluster.scheduling_policy_arn:
+        raise UsageError(
+            f"--share-id/--priority: the queue of {_where(cluster)} has no fair-share "
+            "scheduling policy (deploy with -c fair_share=true)"
+        )
+    teams = cluster.share_identifiers
+    if not teams:
+        return
+    named = ", ".join(teams)
+    if spec.share_id is None:
+        raise UsageError(
+            f"--share-id: the fair-share policy of {cluster.stack_name} weighs the teams "
+            f"{named}; name yours"
+        )
+    if not any(share_matches(spec.share_id, t) for t in teams):
+        raise UsageError(
+            f"--share-id {spec.share_id}: the fair-share policy of {cluster.stack_name} weighs "
+            f"{named} (a trailing * is a prefix); use one of them or ask for a weight"
+        )
 
 
 def _validate_container_settings(spec: JobSpec, cluster: ClusterInfo) -> None:
@@ -383,6 +449,7 @@ def _container_job(spec: JobSpec, cluster: ClusterInfo) -> dict[str, Any]:
 
 def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
     validate(spec, cluster)
+    spec, cluster = in_pool(spec, cluster)
     body = _container_job(spec, cluster) if spec.single_node else _multinode(spec, cluster)
     body |= {
         "retryStrategy": {

@@ -185,6 +185,7 @@ class JobSpec:
     # Shapes (launcher.shapes): N one-node children, and the jobs this one waits for.
     array_size: int | None = None
     after: tuple[Dependency, ...] = ()
+    pool: str | None = None  # the stack's compute pool (its queue); None: the default pool
 
     @property
     def restarts_on(self) -> bool:

@@ -30,6 +30,12 @@ LOCAL_EFS_ENV = "LAUNCHER_LOCAL_EFS"  # the directory standing in for EFS in loc
 LOCAL_FSX_ENV = "LAUNCHER_LOCAL_FSX"  # ... and for the nodes' FSx for Lustre mount
 
 
+def shape(spec: JobSpec, instance_type: str | None = None) -> str:
+    """A job's nodes in words (``2 x p5.48xlarge``), for the line that says where it went."""
+    nodes = f"{spec.nodes} x {instance_type}" if instance_type else f"{spec.nodes} node(s)"
+    return nodes if spec.array_size is None else f"an array of {spec.array_size}, each {nodes}"
+
+
 class Target(Protocol):
     name: BackendName
     # A stand-in for the cluster: no EFA devices, GPUs or ECS (launcher check says n/a).
@@ -56,6 +62,10 @@ class Target(Protocol):
 
     def has_image(self, image: str) -> bool: ...
 
+    def seen_from(self, info: ClusterInfo) -> Target:
+        """The same place for another pool's view of the cluster (``ClusterInfo.pool``)."""
+        ...
+
     def submitted(self, spec: JobSpec) -> str:
         """The line that says where a job went."""
         ...
@@ -81,6 +91,9 @@ class AwsTarget:
         self.info, self.aws = info, aws
         self._jobs = BatchBackend(aws, info.job_queue_arn)
         self._copies = BatchBackend(aws, info.copy_queue_arn)
+
+    def seen_from(self, info: ClusterInfo) -> AwsTarget:
+        return AwsTarget(info, self.aws)
 
     @property
     def jobs(self) -> Backend:
@@ -117,10 +130,8 @@ class AwsTarget:
         return image_exists(image, self.aws)
 
     def submitted(self, spec: JobSpec) -> str:
-        return (
-            f"submitted {spec.name} to {self.info.job_queue_name}: "
-            f"{spec.nodes} x {self.info.instance_type}"
-        )
+        where = self.info.job_queue_name
+        return f"submitted {spec.name} to {where}: {shape(spec, self.info.instance_type)}"
 
     def copy_source(self, base: Reference) -> Reference:
         """The cluster's route to ``base``; without NAT a pull-through cache rule serves only
@@ -171,6 +182,9 @@ class LocalTarget:
             queue=info.job_queue_name, efs_dir=self.efs_dir, fsx_dir=self.fsx_dir
         )
 
+    def seen_from(self, info: ClusterInfo) -> LocalTarget:
+        return LocalTarget(info, self.efs_dir, self.aws, self.fsx_dir)
+
     @property
     def jobs(self) -> Backend:
         return self._backend
@@ -200,7 +214,7 @@ class LocalTarget:
 
     def submitted(self, spec: JobSpec) -> str:
         fsx = f", FSx at {self.fsx_dir}" if self.fsx_dir else ""
-        return f"started {spec.name} locally: {spec.nodes} node(s), EFS at {self.efs_dir}{fsx}"
+        return f"started {spec.name} locally: {shape(spec)}, EFS at {self.efs_dir}{fsx}"
 
     def copy_source(self, base: Reference) -> Reference:
         return base  # the local engine reads what this machine reads

@@ -21,7 +21,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, List  # noqa: UP035 (TorchX compares with typing's)
@@ -119,6 +119,37 @@ def _str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
 # --- AppDef -> JobSpec (pure) -----------------------------------------------------------------
 
 
+def choose_pool(roles: Sequence[Role], cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) -> str:
+    """The pool an app runs in: the ``pool`` run option, else the pool of the instance type
+    its roles' named resources ask for (``-h aws_g5.xlarge``), else the default pool.
+
+    Of two pools with that type where one is the other's fallback, the one in front (its
+    queue reaches both); the default pool before any other."""
+    named = _str(cfg, "pool")
+    if named is not None:
+        return cluster.pool(named).pool_name  # UsageError naming the pools there are
+    types = {t for r in roles if (t := (r.resource.capabilities or {}).get(INSTANCE_TYPE))}
+    if not types:
+        return cluster.pool_name
+    if len(types) > 1:
+        raise UsageError(
+            f"roles ask for {', '.join(sorted(types))}: one job runs in one pool's queue, on "
+            "one instance type; give the roles one -h, or submit them as separate jobs"
+        )
+    (itype,) = types
+    pools = [p for p in cluster.pools if p.instance_type == itype]
+    behind = {p.fallback for p in pools}
+    front = [p.name for p in pools if p.name not in behind]  # fallbacks are one step deep
+    if not front or cluster.pool_name in front:
+        return cluster.pool_name  # none of that type: role_gpus says which types there are
+    if len(front) > 1:
+        raise UsageError(
+            f"resource aws_{itype}: pools {' and '.join(front)} both run {itype}; choose one "
+            "with -cfg pool=NAME"
+        )
+    return front[0]
+
+
 def role_gpus(role: Role, cluster: ClusterInfo) -> int | None:
     """GPUs per node for a role, or a UsageError if its resource does not fit one node.
 
@@ -134,9 +165,19 @@ def role_gpus(role: Role, cluster: ClusterInfo) -> int | None:
     info = cluster
     if itype is not None:
         if itype != info.instance_type:
+            if len(info.pools) == 1:
+                where = f"{info.stack_name} runs {info.instance_type} nodes"
+            elif any(p.instance_type == itype for p in info.pools):  # -cfg pool named another
+                where = f"pool {info.pool_name} of {info.stack_name} runs {info.instance_type}"
+            else:
+                where = f"no pool of {info.stack_name} runs it (its pools: " + ", ".join(
+                    f"{p.name} {p.instance_type}" for p in info.pools
+                )
+                where += ")"
+            use = f"aws_{info.instance_type}" if len(info.pools) == 1 else "aws_TYPE of a pool"
             raise UsageError(
-                f"role {role.name}: resource is for {itype}; {info.stack_name} runs "
-                f"{info.instance_type} nodes (use -h aws_{info.instance_type} or plain numbers)"
+                f"role {role.name}: resource is for {itype}; {where} (use -h {use} or plain "
+                "numbers)"
             )
         return None
     if efa > info.efa_interfaces:
@@ -196,6 +237,8 @@ def app_to_spec(app: AppDef, cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) ->
         # Set on every node by the launcher's prelude, the main node included.
         rank0_env="LAUNCHER_MAIN_ADDR",
     )
+    pool = choose_pool(app.roles, cluster, cfg)
+    cluster = cluster.pool(pool)
     groups: list[NodeGroup] = []
     mounts: list[Mount] = []
     first = 0
@@ -243,6 +286,7 @@ def app_to_spec(app: AppDef, cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) ->
         privileged=bool(cfg.get("privileged")),
         # One role of one replica is one node: a container job (launcher.shapes).
         after=_after(cfg),
+        pool=pool,
     )
 
 
@@ -262,6 +306,13 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         opts.add("stack", type_=str, default=default_stack(), help="efa-batch cluster stack")
         opts.add("profile", type_=str, default=None, help="AWS profile")
         opts.add("region", type_=str, default=None, help="AWS region")
+        opts.add(
+            "pool",
+            type_=str,
+            default=None,
+            help="the stack's pool to run in (default: the pool of -h aws_TYPE's instance type, "
+            "else the default pool)",
+        )
         opts.add("share_id", type_=str, default=None, help="fair-share identifier")
         opts.add("priority", type_=int, default=None, help="fair-share scheduling priority")
         opts.add(
@@ -342,6 +393,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         if repo:
             os.environ["LAUNCHER_REGISTRY"] = repo
         cluster = self._cluster(cfg)
+        cluster = cluster.in_pool(choose_pool([role], cluster.info, cfg))  # its platform
         stream_base = bool(cfg.get("stream_base"))
         options: BuildOptions = {"stream_base": stream_base}
         # The digest; nothing pushed yet.
@@ -483,7 +535,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         cfg = cfg or {}
-        jobs = self._cluster(cfg).list(all=True)
+        jobs = self._cluster(cfg).list(all=True, pool=_str(cfg, "pool"))
         return [ListAppResponse(app_id=j.job_id, state=STATES[j.state]) for j in jobs]
 
     def _cancel_existing(self, app_id: str) -> None:

@@ -337,7 +337,7 @@ def test_check_refuses_bad_input_before_submitting(stack, moto_server, busybox_b
     env = {**os.environ, **moto_server.env, "LAUNCHER_LOCAL_STATE": str(tmp_path / "state")}
     too_many = launcher(env, "check", "--nodes", "3", "--image", busybox_base)
     assert too_many.returncode == 2
-    assert "--nodes 3: the compute environment of EfaBatch runs at most 2" in too_many.stderr
+    assert "--nodes 3: EfaBatch runs at most 2" in too_many.stderr
     missing = launcher(env, "check", "--image", busybox_base.replace(":1", ":absent"))
     assert missing.returncode == 2, missing.stderr
     assert "no such image in its registry" in missing.stderr

@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 @pytest.mark.cdk  # `cdk synth` with the CLI
 @pytest.mark.emulator  # the demo starts its own moto server
-def test_demo_runs_the_main_job_both_ways_and_stops_cleanly(tmp_path, docker_engine):
+def test_demo_runs_the_main_job_and_a_two_pool_pipeline_and_stops_cleanly(tmp_path, docker_engine):
     workdir = tmp_path / "demo"
     env = {
         **os.environ,
@@ -39,6 +39,11 @@ def test_demo_runs_the_main_job_both_ways_and_stops_cleanly(tmp_path, docker_eng
         assert "[node 1] rank 1 of 2: main at 127.0.0.1:29500" in out
         assert "[node 0] rank 0 received: hello from rank 1" in out
         assert "rendezvous SUCCEEDED" in out
+        # Two pools, and the pipeline: an array on the CPU pool, then the 2-node job after it.
+        assert re.search(r"^cpu +EfaBatch-cpu +c7i\.4xlarge", out, re.M)
+        assert "children: 2 SUCCEEDED (of 2)" in out
+        assert "[node 0] rank 0 reads 2 shards from /mnt/efs/shards" in out
+        assert re.search(r"^local-\S+  SUCCEEDED  cpu +prepare$", out, re.M)
         assert "stop it all with: make demo-stop" in out
     finally:
         stop = subprocess.run(

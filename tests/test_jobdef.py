@@ -197,9 +197,9 @@ def test_definition_name_is_a_content_hash():
 @pytest.mark.parametrize(
     ("kwargs", "cluster_kwargs", "fragment"),
     [
-        ({"nodes": 5}, {}, "--nodes 5: the compute environment of EfaBatch runs at most 4"),
+        ({"nodes": 5}, {}, "EfaBatch runs at most 4 p4d.24xlarge nodes"),
         ({"gpus_per_node": 9}, {}, "--gpus-per-node 9: p4d.24xlarge has 8 GPUs"),
-        ({}, {"efa": False}, "--efa auto: EfaBatch has no EFA interfaces"),
+        ({"efa": "require"}, {"efa": False}, "--efa require: EfaBatch has no EFA interfaces"),
         ({"priority": 3}, {}, "has no fair-share scheduling policy"),
         ({"share_id": "a"}, {}, "has no fair-share scheduling policy"),
         ({"shm_mib": 10**8}, {}, "--shm-size 100000000MiB: must be below"),

@@ -206,7 +206,7 @@ def test_list_shows_active_jobs_and_all_with_all(cluster):
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--nodes", "3"], "--nodes 3: the compute environment of EfaBatch runs at most 2"),
+        (["--nodes", "3"], "--nodes 3: EfaBatch runs at most 2"),
         (["--env", "BROKEN"], "--env 'BROKEN': expected NAME=VALUE"),
         (["--mount", "type=nfs,dst=/x"], "unknown type 'nfs'"),
         (["--timeout", "30s"], "--timeout '30s': AWS Batch needs at least 60 seconds"),

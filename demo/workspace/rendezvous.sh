@@ -3,6 +3,9 @@
 # and port the launcher provides (LAUNCHER_MAIN_ADDR, LAUNCHER_MAIN_PORT), as torchrun would.
 rank="$AWS_BATCH_JOB_NODE_INDEX"
 echo "rank $rank of $AWS_BATCH_JOB_NUM_NODES: main at $LAUNCHER_MAIN_ADDR:$LAUNCHER_MAIN_PORT"
+if [ -d "$LAUNCHER_EFS/shards" ]; then  # what the pipeline's first step prepared
+  echo "rank $rank reads $(ls "$LAUNCHER_EFS/shards" | wc -l) shards from $LAUNCHER_EFS/shards"
+fi
 if [ "$rank" = "$AWS_BATCH_JOB_MAIN_NODE_INDEX" ]; then
   workers=$((AWS_BATCH_JOB_NUM_NODES - 1))
   while [ "$workers" -gt 0 ]; do

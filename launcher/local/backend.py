@@ -60,7 +60,7 @@ def job_info(record: Record, store: Store | None = None) -> JobInfo:
         state=state,
         reason=record.status_reason,
         nodes=record.nodes,
-        queue="local",
+        queue=record.queue,
         definition=record.definition,
         image=record.node_properties["nodeRangeProperties"][0]["container"]["image"],
         # Attempts that ran: none for a job that never started (a failed dependency, a cancel
@@ -129,14 +129,14 @@ class LocalBackend:
 
     def __init__(
         self,
-        queue: str = "local",
+        queue: str | None = None,
         efs_dir: str | None = None,
         store: Store | None = None,
         *,
         fsx_dir: str | None = None,
         secrets_file: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.queue = queue
+        self.queue = queue  # the queue (a pool's) jobs go to and list() reads; None: any
         self.efs_dir = efs_dir
         self.fsx_dir = fsx_dir  # stands in for the nodes' FSx for Lustre mount
         self.secrets_file = (
@@ -181,7 +181,7 @@ class LocalBackend:
             job_id=f"{PREFIX}{uuid.uuid4()}",
             name=submit["jobName"],
             definition=register["jobDefinitionName"],
-            queue=self.queue,
+            queue=self.queue or "local",
             status=JobState.PENDING if waits else JobState.STARTING,
             created_at=now_ms(),
             register=register,
@@ -347,7 +347,11 @@ class LocalBackend:
 
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         # Jobs, not array children (Batch lists those only by their parent's id).
-        records = (r for r in self.store.records() if r.array_index is None)
+        records = (
+            r
+            for r in self.store.records()
+            if r.array_index is None and self.queue in (None, r.queue)
+        )
         jobs = (job_info(r, self.store) for r in records)
         return newest_first((j for j in jobs if name in (None, j.name)), include_finished)
 
