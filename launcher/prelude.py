@@ -97,6 +97,11 @@ if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d' ' -f1)"; fi
 export LAUNCHER_MAIN_ADDR="${main:-127.0.0.1}"
 export LAUNCHER_NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"
 export LAUNCHER_REPLICA_ID="$((LAUNCHER_NODE_RANK - ${LAUNCHER_GROUP_FIRST_NODE:-0}))"
+if [ -n "${LAUNCHER_CHECKPOINT_DIR:-}" ] && [ -n "${AWS_BATCH_JOB_ARRAY_INDEX:-}" ]; then
+  # A resubmitted array names its first run's directory; each child resumes its own, which
+  # its first run named after its job id, PARENT:INDEX.
+  LAUNCHER_CHECKPOINT_DIR="${LAUNCHER_CHECKPOINT_DIR%%#*}:$AWS_BATCH_JOB_ARRAY_INDEX"
+fi
 export LAUNCHER_CHECKPOINT_DIR="${LAUNCHER_CHECKPOINT_DIR:-${LAUNCHER_EFS:-/tmp}/checkpoints/${AWS_BATCH_JOB_ID:-local}}"
 export LAUNCHER_CHECKPOINT_DIR="${LAUNCHER_CHECKPOINT_DIR%%#*}"
 mkdir -p "$LAUNCHER_CHECKPOINT_DIR" 2>/dev/null

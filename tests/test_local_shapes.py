@@ -270,3 +270,18 @@ def test_a_resubmitted_single_node_job_stays_single_node(env, busybox_base):
     assert local.Store().load(again).single_node
     lines = [line.message for line in local.LocalBackend().log_iter(again)]
     assert lines == [f"{again} {checkpoint}"] and checkpoint.endswith(first)
+
+
+def test_a_resubmitted_array_resumes_each_child_in_its_own_directory(env, busybox_base):
+    """Each child of the first run kept its checkpoints under its own job id (PARENT:K); the
+    resubmission's children go on in those directories, not in one they would share."""
+    script = 'echo "$AWS_BATCH_JOB_ARRAY_INDEX" >> "$LAUNCHER_CHECKPOINT_DIR/runs"'
+    first = start(env, busybox_base, script, array_size=2)
+    assert wait(first).state == "SUCCEEDED"
+    again, checkpoint = local.LocalBackend().resubmit(first)
+    assert wait(again).state == "SUCCEEDED"
+    assert checkpoint.endswith(f"/checkpoints/{first}")
+    root = efs(env) / "checkpoints"
+    for k in (0, 1):
+        assert (root / f"{first}:{k}" / "runs").read_text() == f"{k}\n{k}\n"
+    assert not (root / first).exists() and not (root / again).exists()
