@@ -285,3 +285,19 @@ def test_a_resubmitted_array_resumes_each_child_in_its_own_directory(env, busybo
     for k in (0, 1):
         assert (root / f"{first}:{k}" / "runs").read_text() == f"{k}\n{k}\n"
     assert not (root / first).exists() and not (root / again).exists()
+
+
+def test_array_children_running_at_once_get_ports_of_their_own(env, busybox_base):
+    """On Batch each child has a node to itself; here they share the machine's network, so a
+    child's torchrun (MASTER_PORT from LAUNCHER_MAIN_PORT) must not meet another's port."""
+    script = 'echo "$LAUNCHER_MAIN_PORT $MASTER_PORT"; sleep 1'
+    job_id = start(env, busybox_base, script, array_size=3)
+    assert wait(job_id).state == "SUCCEEDED"
+    ports = []
+    for k in range(3):
+        ((main, master),) = [
+            line.message.split() for line in local.LocalBackend().log_iter(f"{job_id}:{k}")
+        ]
+        assert main == master
+        ports.append(main)
+    assert len(set(ports)) == 3

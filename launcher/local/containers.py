@@ -64,11 +64,12 @@ def node_container(
     secret_values: dict[str, str] | None = None,
     single: bool = False,
     array: tuple[int, int] | None = None,
+    main_port: int | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``docker.containers.run`` for one node of the job; ``secret_values``
     are the container's ``secrets``, read as the ECS agent would read them at start.
     ``single``: a container job (Batch's single-job variables, no node ones); ``array``: an
-    array child's (index, size)."""
+    array child's (index, size); ``main_port``: the rendezvous port instead of the job's."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
     env.update(secret_values or {})
     env.update(
@@ -91,6 +92,8 @@ def node_container(
         )
     if array is not None:
         env[ARRAY_INDEX_ENV], env[ARRAY_SIZE_ENV] = str(array[0]), str(array[1])
+    if main_port is not None:
+        env["LAUNCHER_MAIN_PORT"] = str(main_port)
     if node != 0:  # as on Batch: only the workers are told where the main node is
         env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = "127.0.0.1"
     if not infiniband and "LAUNCHER_EFA_DEVICES" in env:

@@ -55,6 +55,15 @@ def exit_code(client: Any, container_id: str) -> int | None:
     return int(container.attrs["State"]["ExitCode"])
 
 
+def free_loopback_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel's choice)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _container_for(record: Record, node: int) -> dict[str, Any]:
     for (first, last), container in node_ranges(record.register):
         if first <= node <= last:
@@ -67,6 +76,9 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
     (the machine's hard limits, where the daemon may not raise them)."""
     caps = record.ulimit_caps
     started: list[str] = []
+    # Array children share this machine's network, where on Batch each has its own node: a
+    # port of its own, so that children running torchrun at once do not meet on one.
+    port = free_loopback_port() if record.array_index is not None else None
     try:
         for node in range(record.nodes):
             container = _container_for(record, node)
@@ -94,6 +106,7 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                     array=None
                     if record.array_index is None or record.array_size is None
                     else (record.array_index, record.array_size),
+                    main_port=port,
                 )
                 try:
                     started.append(client.containers.run(**run).id)
