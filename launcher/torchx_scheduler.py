@@ -197,7 +197,8 @@ def role_gpus(role: Role, cluster: ClusterInfo) -> int | None:
             f"role {role.name}: one replica is one {info.instance_type} node; it does not fit "
             + ", ".join(too_big)
         )
-    return resource.gpu or None
+    # TorchX's NULL_RESOURCE (a role that names none) is -1 everywhere: the node's GPUs.
+    return resource.gpu if resource.gpu > 0 else None
 
 
 def role_mounts(role: Role) -> tuple[Mount, ...]:

@@ -194,6 +194,7 @@ with get_runner() as runner:
         (2, 'specs.named_resources["aws_p5.48xlarge"]', {}, "jobs"),  # train, not its fallback
         (1, "specs.Resource(cpu=8, gpu=0, memMB=16000)", {"pool": "cpu"}, "cpu"),
         (2, "specs.Resource(cpu=8, gpu=0, memMB=16000)", {}, "jobs"),  # the default pool
+        (2, "specs.NULL_RESOURCE", {}, "jobs"),  # a role that names no resource
     ],
 )
 def test_torchx_chooses_the_pool_by_option_or_by_named_resource(
