@@ -65,7 +65,7 @@ def test_dryrun_computes_the_exact_image_and_pushes_nothing_then_run_pushes_it(
 @pytest.mark.parametrize(
     ("flags", "line"),
     [
-        (("--nodes", "999"), "--nodes 999: the compute environment of EfaBatch runs at most 2"),
+        (("--nodes", "999"), "--nodes 999: EfaBatch runs at most 2 p4d.24xlarge nodes"),
         (("--gpus-per-node", "99"), "--gpus-per-node 99: p4d.24xlarge has 8 GPUs"),
     ],
 )
