@@ -189,6 +189,7 @@ class Run(Command):
             "builder": args.builder,
             "platform": args.platform,
             "stream_base": args.stream_base,
+            "compression": args.compression,
         }
         if args.dryrun:
             requests = cluster.dryrun(
@@ -211,6 +212,12 @@ def _image_arguments(parser: argparse.ArgumentParser) -> None:
         "(auto: docker when the workspace has Dockerfile.launcher)",
     )
     parser.add_argument("--platform", help="image platform (default: the cluster's, linux/amd64)")
+    parser.add_argument(
+        "--compression",
+        choices=["gzip", "zstd"],  # launcher.image.compress.Compression (kept light)
+        help="the workspace layer's compression (default: zstd where whoever pulls reads it: "
+        "the cluster's nodes, a local Docker 23+; else gzip)",
+    )
     parser.add_argument(
         "--stream-base",
         action="store_true",
@@ -257,6 +264,7 @@ class Build(Command):
             "dryrun": args.dryrun,
             "progress": _console(),
             "stream_base": args.stream_base,
+            "compression": args.compression,
         }
         if args.repo is None:  # the stack's repository, and the platform of its instances
             built = _cluster(args).build(base, args.workspace, platform=args.platform, **options)

@@ -12,7 +12,8 @@ import tarfile
 import pytest
 
 from launcher.errors import UsageError
-from launcher.image import layer, manifest
+from launcher.image import layer, manifest, tarheader, workspace
+from launcher.image.compress import Compression
 
 
 def make_workspace(root):
@@ -33,9 +34,9 @@ def make_workspace(root):
     return root
 
 
-def build(root) -> tuple[bytes, layer.LayerDigests]:
+def build(root, compression=Compression.GZIP) -> tuple[bytes, layer.LayerDigests]:
     out = layer.LayerDigests()
-    data = b"".join(layer.gzip_layer(root, layer.workspace_entries(root), out))
+    data = b"".join(layer.stream(workspace.scan(root), compression, out))
     return data, out
 
 
@@ -55,7 +56,6 @@ def test_layer_is_reproducible_across_copies_and_mtimes(tmp_path):
     assert (out_a.digest, out_a.diff_id) == (out_b.digest, out_b.diff_id)
     assert out_a.digest == manifest.digest_of(data_a)
     assert out_a.diff_id == manifest.digest_of(gzip.decompress(data_a))
-    assert out_a.diff_id == layer.diff_id(a, layer.workspace_entries(a))
 
 
 def test_layer_keeps_modes_and_links_and_drops_owners_and_times(tmp_path):
@@ -65,7 +65,7 @@ def test_layer_keeps_modes_and_links_and_drops_owners_and_times(tmp_path):
     assert found["workspace/pkg/model.py"].mode == 0o644
     assert found["workspace/link"].issym() and found["workspace/link"].linkname == "train.sh"
     assert {(m.uid, m.gid, m.uname, m.gname, m.mtime) for m in found.values()} == {
-        (0, 0, "", "", layer.MTIME)
+        (0, 0, "", "", tarheader.MTIME)
     }
     assert list(found) == sorted(found, key=lambda n: n.split("/"))
 
@@ -96,7 +96,7 @@ def test_changed_file_changes_the_digest(tmp_path):
 
 def test_missing_workspace_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="not a directory"):
-        layer.workspace_entries(tmp_path / "nope")
+        workspace.scan(tmp_path / "nope")
 
 
 BASE_CONFIG = {
@@ -115,8 +115,8 @@ BASE_CONFIG = {
 def test_patched_config_appends_one_layer_and_sets_the_working_directory():
     new = manifest.patched_config(
         BASE_CONFIG,
-        "sha256:" + "2" * 64,
-        "COPY ws",
+        ["sha256:" + "2" * 64],
+        ["COPY ws"],
         "/workspace",
         {"LAUNCHER_WORKSPACE": "/workspace"},
     )
@@ -146,7 +146,8 @@ def test_patched_manifest_never_mixes_media_types(kind, layer_type):
         "layers": [{"mediaType": layer_type, "digest": "sha256:" + "4" * 64, "size": 9}],
     }
     config = b'{"a":1}'
-    new = manifest.patched_manifest(base, kind, config, "sha256:" + "5" * 64, 42)
+    new, new_kind = manifest.patched_manifest(base, kind, config, [("sha256:" + "5" * 64, 42)])
+    assert new_kind == kind
     assert new["config"]["digest"] == manifest.digest_of(config)
     assert new["layers"][0] == base["layers"][0]
     assert new["layers"][-1] == {

@@ -23,9 +23,12 @@ from typing import Protocol
 
 from launcher.errors import UsageError
 from launcher.image import layer, manifest
+from launcher.image.compress import Compression
+from launcher.image.index import Index, UploadedLayer, content_key
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
 from launcher.image.transfer import copied_tag, transfer_blobs
+from launcher.image.workspace import FILE, Workspace, scan
 from launcher.progress import ProgressFn, Transfer, say, size_text
 
 # The workspace image keeps the base's ENTRYPOINT and Cmd: entrypoints set up what the image's
@@ -94,39 +97,63 @@ class Patched:
     reused: bool  # the same workspace on the same base was already there
     layer_size: int = 0
     plan: BasePlan | None = None  # how the base got (or would get) there; None when reused
+    compression: Compression | None = None  # of the workspace layer; None when reused
 
 
 RegistryFor = Callable[[Reference], Registry]
+# A lookup hashes the files its index cannot vouch for before it builds (so an image built
+# elsewhere is found by one HEAD) only while that is cheap: up to this many bytes, or a
+# quarter of the workspace. Otherwise the build reads each file once and hashes it then.
+PREHASH_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
 class Lookup:
     """What a build is made of, and the image already pushed for it, if any."""
 
-    entries: list
-    diff_id: str
+    workspace: Workspace
+    index: Index
+    digests: dict[str, str]  # file contents known before building (indexed or hashed)
     base_digest: str
-    tag: str
+    key: str | None  # the workspace's content key, when every file's content is known
+    tag: str | None
     existing: Patched | None
+
+
+def worth_hashing_first(unknown_bytes: int, total_bytes: int) -> bool:
+    return unknown_bytes <= max(PREHASH_BYTES, total_bytes // 4)
 
 
 def lookup(
     base: Reference,
     repo: Reference,
-    workspace: str | os.PathLike,
+    workspace: str | os.PathLike[str],
     platform: manifest.Platform,
     registry_for: RegistryFor,
     recipe: str,
+    *,
+    hash_first: bool = False,
 ) -> Lookup:
     """Content key of a build (base digest, platform, workspace, recipe) and one HEAD for it:
-    an unchanged workspace is found without building or uploading anything."""
-    entries = layer.workspace_entries(workspace)
-    diff_id = layer.diff_id(workspace, entries)
+    an unchanged workspace is found with a stat walk, without reading a file. With
+    ``hash_first`` every file is hashed before (a builder that needs the tag first)."""
+    scanned = scan(workspace)
+    index = Index.load(scanned.root)
+    digests = index.known(scanned)
+    unknown = [e for e in scanned.entries if e.kind == FILE and e.path not in digests]
     base_digest = resolve_base(registry_for(base), base)
-    tag = manifest.content_tag(base_digest, platform, diff_id, recipe)
-    digest = registry_for(repo).head_manifest(repo.repository, tag, manifest.ACCEPT)
-    existing = Patched(str(repo.with_digest(digest)), tag, reused=True) if digest else None
-    return Lookup(entries, diff_id, base_digest, tag, existing)
+    if not hash_first and not worth_hashing_first(sum(e.size for e in unknown), scanned.bytes):
+        return Lookup(scanned, index, digests, base_digest, None, None, None)
+    digests.update(layer.file_digests(scanned.root, unknown))
+    key = content_key(scanned.entries, digests)
+    tag = manifest.content_tag(base_digest, platform, key, recipe)
+    existing = find_image(registry_for(repo), repo, tag)
+    return Lookup(scanned, index, digests, base_digest, key, tag, existing)
+
+
+def find_image(client: Registry, repo: Reference, tag: str) -> Patched | None:
+    digest = client.head_manifest(repo.repository, tag, manifest.ACCEPT)
+    return Patched(str(repo.with_digest(digest)), tag, reused=True) if digest else None
 
 
 def resolve_base(client: Registry, base: Reference) -> str:
@@ -213,22 +240,28 @@ def _mounted(target: Registry, repo: Reference, base: Reference, digest: str) ->
     return False
 
 
+def recipe(compression: Compression) -> str:
+    """What a registry-patched image is made of besides its base and workspace."""
+    return json.dumps(ENV) + WORKDIR + f" compression={compression}"
+
+
 def patch(
     base: Reference,
     repo: Reference,
-    workspace: str | os.PathLike,
+    workspace: str | os.PathLike[str],
     platform: manifest.Platform,
     registry_for: RegistryFor,
     *,
+    compression: Compression = Compression.GZIP,
     dryrun: bool = False,
     progress: ProgressFn | None = None,
     copy_jobs: CopyJobs | None = None,
     stream_base: bool = False,
 ) -> Patched:
-    found = lookup(base, repo, workspace, platform, registry_for, json.dumps(ENV) + WORKDIR)
+    found = lookup(base, repo, workspace, platform, registry_for, recipe(compression))
     if found.existing:
+        found.index.save(found.workspace, found.digests, None)
         return found.existing
-    entries, diff_id, tag = found.entries, found.diff_id, found.tag
     source, target = registry_for(base), registry_for(repo)
     base_manifest, kind, base_config, digest = base_image(source, base, found.base_digest, platform)
     plan = plan_base(
@@ -245,37 +278,28 @@ def patch(
     copying = None
     if plan.how is BaseHandling.COPY_JOB and not dryrun and copy_jobs is not None:
         copying = copy_jobs.start(plan.source, repo)  # runs while the workspace goes up
-    digests = layer.LayerDigests()
-    transfer = Transfer("uploading workspace" if not dryrun else "workspace layer", progress)
-    if dryrun:
-        for chunk in layer.gzip_layer(workspace, entries, digests):
-            transfer.update(len(chunk))
-    else:
-        target.upload(
-            target.start_upload(repo.repository),
-            layer.gzip_layer(workspace, entries, digests),
-            lambda: digests.digest,
-            transfer.update,
-        )
-    transfer.close()
-    verb = "would upload" if dryrun else "uploaded"
-    say(progress)(f"{verb} {size_text(digests.size)} of workspace")
-    if digests.diff_id != diff_id:
-        raise UsageError(f"--workspace {workspace}: files changed while the layer was built")
+    uploaded, digests = workspace_layer(found, target, repo, compression, dryrun, progress)
+    tag = manifest.content_tag(found.base_digest, platform, uploaded.key, recipe(compression))
+    if found.tag is None and (existing := find_image(target, repo, tag)) is not None:
+        # Built before looking (a first build): the image was there, pushed from elsewhere.
+        found.index.save(found.workspace, digests, None if dryrun else uploaded)
+        return existing
     config = manifest.patched_config(
         base_config,
-        diff_id,
-        f"COPY {os.fspath(workspace)} {WORKDIR} # efa-batch launcher",
+        [uploaded.diff_id],
+        [f"COPY {os.fspath(workspace)} {WORKDIR} # efa-batch launcher"],
         WORKDIR,
         ENV,
     )
     config_bytes = manifest.canonical(config)
-    new_manifest = manifest.canonical(
-        manifest.patched_manifest(base_manifest, kind, config_bytes, digests.digest, digests.size)
+    document, manifest_kind = manifest.patched_manifest(
+        base_manifest, kind, config_bytes, [(uploaded.digest, uploaded.size)], compression
     )
+    new_manifest = manifest.canonical(document)
     if dryrun:
+        found.index.save(found.workspace, digests, None)
         reference = str(repo.with_digest(manifest.digest_of(new_manifest)))
-        return Patched(reference, tag, False, digests.size, plan)
+        return Patched(reference, tag, False, uploaded.size, plan, compression)
     if copying is not None and copy_jobs is not None:
         copy_jobs.wait(copying)
     elif plan.how is BaseHandling.STREAM:
@@ -290,5 +314,38 @@ def patch(
         )
         streamed.close()
     target.put_blob(repo.repository, config_bytes)
-    pushed = target.put_manifest(repo.repository, tag, new_manifest, kind)  # last
-    return Patched(str(repo.with_digest(pushed)), tag, False, digests.size, plan)
+    pushed = target.put_manifest(repo.repository, tag, new_manifest, manifest_kind)  # last
+    found.index.save(found.workspace, digests, uploaded)
+    return Patched(str(repo.with_digest(pushed)), tag, False, uploaded.size, plan, compression)
+
+
+def workspace_layer(
+    found: Lookup,
+    target: Registry,
+    repo: Reference,
+    compression: Compression,
+    dryrun: bool,
+    progress: ProgressFn | None,
+) -> tuple[UploadedLayer, dict[str, str]]:
+    """The workspace's layer in the repository (or, with ``dryrun``, its digests): the one
+    already uploaded for this content when the repository still has it (one HEAD), else
+    built and uploaded in one pass. Returns it and every file's digest."""
+    if found.key is not None:
+        known = found.index.layer(found.key, compression)
+        if known is not None and target.has_blob(repo.repository, known.digest):
+            say(progress)(f"workspace layer already in the repository ({size_text(known.size)})")
+            return known, found.digests
+    out = layer.LayerDigests()
+    transfer = Transfer("uploading workspace" if not dryrun else "workspace layer", progress)
+    pieces = layer.stream(found.workspace, compression, out)
+    if dryrun:
+        for piece in pieces:
+            transfer.update(len(piece))
+    else:
+        location = target.start_upload(repo.repository)
+        target.upload(repo.repository, location, pieces, lambda: out.digest, transfer.update)
+    transfer.close()
+    verb = "would upload" if dryrun else "uploaded"
+    say(progress)(f"{verb} {size_text(out.size)} of workspace ({compression})")
+    key = content_key(found.workspace.entries, out.file_digests)
+    return UploadedLayer(key, compression, out.diff_id, out.digest, out.size), out.file_digests

@@ -4,7 +4,9 @@ The blobs go first (a cross-repository mount when both repositories are in one r
 a stream), then the manifest, byte for byte, under a tag named after its digest
 (``base-sha256-<hex>``). Content-addressed, so a base copied once is found by one HEAD and
 never copied again, by anyone; a blob the target already has is never sent again, so a copy
-that was interrupted resumes where it stopped. A copy job runs ``copy_image``
+that was interrupted resumes where it stopped. Between two registries a few blobs move at
+once (``PARALLEL``): one stream rarely fills a path between regions or to a registry's
+storage, and a base's layers are independent. A copy job runs ``copy_image``
 (``launcher.copyjob.program``); ``transfer_blobs`` is also the launcher's own path when a user
 asks to stream a base through their machine (``--stream-base``).
 """
@@ -12,7 +14,9 @@ asks to stream a base through their machine (``--stream-base``).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from launcher.errors import RemoteError, UsageError
@@ -22,6 +26,7 @@ from launcher.image.registry import Registry
 from launcher.image.tags import BASE_PREFIX
 
 OnBlob = Callable[[dict, str], None]  # (descriptor, "present" | "mounted" | "copied")
+PARALLEL = 3  # blobs streamed at once between two registries
 
 
 def copied_tag(digest: str) -> str:
@@ -44,28 +49,40 @@ def transfer_blobs(
     it cannot mount (blob mounting off, different encryption, a pull-through cache source),
     and the opened upload takes the stream instead.
     """
-    sent = 0
-    for desc in descriptors:
+    lock = threading.Lock()  # callbacks hear from several streams at once, one at a time
+
+    def counted(n: int) -> None:
+        with lock:
+            on_bytes(n)
+
+    def said(desc: dict, how: str) -> None:
+        with lock:
+            on_blob(desc, how)
+
+    def one(desc: dict) -> int:
         digest = desc["digest"]
         if source.host == target.host:
             if source_repo == target_repo:
-                on_blob(desc, "present")
-                continue
+                said(desc, "present")
+                return 0
             location = target.mount_blob(target_repo, digest, source_repo)
             if location is None:
-                on_blob(desc, "mounted")
-                continue
+                said(desc, "mounted")
+                return 0
         elif target.has_blob(target_repo, digest):
-            on_blob(desc, "present")
-            continue
+            said(desc, "present")
+            return 0
         else:
             location = target.start_upload(target_repo)
-        target.upload(
-            location, source.stream_blob(source_repo, digest), lambda d=digest: d, on_bytes
-        )
-        sent += int(desc.get("size", 0))
-        on_blob(desc, "copied")
-    return sent
+        stream = source.stream_blob(source_repo, digest)
+        target.upload(target_repo, location, stream, lambda: digest, counted)
+        said(desc, "copied")
+        return int(desc.get("size", 0))
+
+    if source.host == target.host:  # mounts move nothing: one at a time
+        return sum(one(desc) for desc in descriptors)
+    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="copy") as pool:
+        return sum(pool.map(one, descriptors))
 
 
 @dataclass(frozen=True)

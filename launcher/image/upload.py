@@ -1,0 +1,159 @@
+"""Blob uploads that survive the network: chunked, each chunk retried, resumed where the
+registry says it stopped.
+
+The OCI distribution spec's chunked upload: the blob goes in ``PATCH`` requests of
+``CHUNK`` bytes, each with its ``Content-Range``, and the last chunk in the closing
+``PUT ?digest=`` (a registry that has the upload complete answers 201). A chunk whose request
+fails (a dropped connection, a 5xx, a 429) is sent again, after asking the registry how much
+of the upload it holds (``GET`` on the upload's location: ``Range: 0-<last byte>``), from
+that byte when it lies inside the chunk. Only the chunk in flight is kept in memory, so a
+5 GB layer cut near its end resumes near its end, and memory stays two chunks.
+
+Where a chunk went is counted from the registry's 202 answers, never from the ``Range`` a
+PATCH answer carries: ECR's stays at the first chunk's end (aws/containers-roadmap#2831).
+``CHUNK`` is 8 MiB: ECR's layer parts must be at least 5 MiB (all but the last) and at most
+10 MiB (ECR service quotas). ECR also wants the final chunk in the closing PUT rather than
+an empty PUT after the last PATCH, which every registry accepts (spec: "the closing PUT MAY
+include the final chunk").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+from launcher.image.registry import RegistryError
+
+if TYPE_CHECKING:
+    from launcher.image.registry import Registry
+
+CHUNK = 8 << 20
+ATTEMPTS = 5  # per chunk
+
+
+def blocks(pieces: Iterable[bytes], size: int = CHUNK) -> Iterator[bytes]:
+    """``pieces`` regrouped into blocks of ``size`` bytes (the last one shorter, or empty
+    for an empty blob)."""
+    buffer = bytearray()
+    for piece in pieces:
+        buffer += piece
+        while len(buffer) >= size:
+            yield bytes(buffer[:size])
+            del buffer[:size]
+    yield bytes(buffer)
+
+
+def upload(
+    registry: Registry,
+    repo: str,
+    location: str,
+    pieces: Iterable[bytes],
+    digest: Callable[[], str],
+    on_bytes: Callable[[int], None],
+) -> str:
+    """Send the blob; return its digest once the registry has it."""
+    offset, pending = 0, None
+    for block in blocks(pieces):
+        if not block and pending is not None:
+            break  # the blob ended on a block boundary: that block closes the upload
+        if pending is not None:
+            location = _patch(registry, location, pending, offset)
+            offset += len(pending)
+            on_bytes(len(pending))
+        pending = block
+    last = pending or b""
+    _put(registry, repo, location, last, offset, digest())
+    on_bytes(len(last))
+    return digest()
+
+
+def stored(registry: Registry, location: str) -> tuple[str, int] | None:
+    """(the upload's location, bytes the registry holds), or None when it cannot say."""
+    try:
+        response = registry.request("GET", location, ok=(204,))
+    except RegistryError:
+        return None
+    held = response.headers.get("Range", "")
+    try:
+        end = int(held.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return None
+    # "0-0" is distribution's answer for an empty upload too: read it as nothing held.
+    return registry.location_of(response), (end + 1 if end else 0)
+
+
+def _retry(
+    registry: Registry, location: str, offset: int, length: int, attempt: int
+) -> tuple[str, int]:
+    """Before another attempt at bytes [offset, offset+length): wait, then the location and
+    the position in the chunk to send from (0 unless the registry holds part of it)."""
+    time.sleep(registry.backoff * 2 ** (attempt - 1))
+    found = stored(registry, location)
+    if found is None:
+        return location, 0
+    location, held = found
+    return location, held - offset if offset <= held <= offset + length else 0
+
+
+def _patch(registry: Registry, location: str, data: bytes, offset: int) -> str:
+    """One chunk, at ``offset`` of the blob; the location to send the next one to."""
+    start, failure = 0, ""
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            location, start = _retry(registry, location, offset, len(data), attempt)
+            if start == len(data):
+                return location  # the failed request had delivered it all
+        try:
+            response = registry.request(
+                "PATCH",
+                location,
+                ok=(201, 202),  # ECR answers intermediate chunks with 201
+                retry=False,
+                data=data[start:],
+                headers={
+                    "Content-Type": "application/octet-stream",
+                    "Content-Range": f"{offset + start}-{offset + len(data) - 1}",
+                },
+            )
+            return registry.location_of(response)
+        except RegistryError as exc:
+            if not (exc.transient or exc.status == 416):  # 416: the registry's offset differs
+                raise
+            failure = str(exc)
+    raise RegistryError(
+        f"{failure}; gave up on bytes {offset}-{offset + len(data) - 1} after {ATTEMPTS} attempts"
+    )
+
+
+def _put(
+    registry: Registry, repo: str, location: str, data: bytes, offset: int, digest: str
+) -> None:
+    """The closing PUT with the final chunk; a PUT whose answer was lost is checked with a
+    HEAD of the blob."""
+    start, failure = 0, ""
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            if registry.has_blob(repo, digest):
+                return  # the lost answer was a success
+            location, start = _retry(registry, location, offset, len(data), attempt)
+        headers = {"Content-Type": "application/octet-stream"}
+        if offset + start and start < len(data):
+            headers["Content-Range"] = f"{offset + start}-{offset + len(data) - 1}"
+        sep = "&" if "?" in location else "?"
+        try:
+            registry.request(
+                "PUT",
+                f"{location}{sep}{urlencode({'digest': digest})}",
+                ok=(201,),
+                retry=False,
+                data=data[start:],
+                headers=headers,
+            )
+            return
+        except RegistryError as exc:
+            if not (exc.transient or exc.status == 416):
+                raise
+            failure = str(exc)
+    raise RegistryError(f"{failure}; gave up on the upload of {digest} after {ATTEMPTS} attempts")
