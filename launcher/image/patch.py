@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -337,9 +337,12 @@ def workspace_layer(
             return known, found.digests
     out = layer.LayerDigests()
     transfer = Transfer("uploading workspace" if not dryrun else "workspace layer", progress)
-    pieces = layer.stream(found.workspace, compression, out)
+
+    def pieces() -> Iterator[bytes]:  # again, should the registry lose the upload
+        return layer.stream(found.workspace, compression, out)
+
     if dryrun:
-        for piece in pieces:
+        for piece in pieces():
             transfer.update(len(piece))
     else:
         location = target.start_upload(repo.repository)

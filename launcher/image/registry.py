@@ -274,19 +274,20 @@ class Registry:
         self,
         repo: str,
         location: str,
-        chunks: Iterable[bytes],
+        pieces_from: Callable[[], Iterable[bytes]],
         digest: Callable[[], str],
-        on_chunk: Callable[[int], None] = lambda n: None,
+        on_bytes: Callable[[int], None] = lambda n: None,
     ) -> str:
-        """Send the blob ``chunks`` make into the upload session at ``location`` and close it
-        with ``digest()`` (known once the chunks are consumed): ``launcher.image.upload``."""
+        """Send the blob ``pieces_from()`` yields into the upload session at ``location`` and
+        close it with ``digest()`` (known once the pieces are consumed); ``pieces_from`` is
+        called again should the registry lose the session (``launcher.image.upload``)."""
         from launcher.image.upload import upload
 
-        return upload(self, repo, location, chunks, digest, on_chunk)
+        return upload(self, repo, location, pieces_from, digest, on_bytes)
 
     def put_blob(self, repo: str, data: bytes) -> str:
         """Small blobs (configs) in one monolithic POST + PUT."""
-        return self.upload(repo, self.start_upload(repo), [data], lambda: digest_of(data))
+        return self.upload(repo, self.start_upload(repo), lambda: [data], lambda: digest_of(data))
 
     def location_of(self, response: requests.Response) -> str:
         location = response.headers.get("Location")

@@ -5,9 +5,16 @@ The OCI distribution spec's chunked upload: the blob goes in ``PATCH`` requests 
 ``CHUNK`` bytes, each with its ``Content-Range``, and the last chunk in the closing
 ``PUT ?digest=`` (a registry that has the upload complete answers 201). A chunk whose request
 fails (a dropped connection, a 5xx, a 429) is sent again, after asking the registry how much
-of the upload it holds (``GET`` on the upload's location: ``Range: 0-<last byte>``), from
-that byte when it lies inside the chunk. Only the chunk in flight is kept in memory, so a
-5 GB layer cut near its end resumes near its end, and memory stays two chunks.
+of the upload it holds (``GET`` on the upload's location: ``Range: 0-<last byte>``, which the
+spec says a registry MUST answer), from that byte when it lies inside the chunk. Only the
+chunk in flight is kept in memory, so a 5 GB layer cut near its end resumes near its end,
+and memory stays two chunks.
+
+A registry that cannot say (distribution 2.8, Debian's ``docker-registry``, invalidates and
+cancels an upload whose PATCH was cut after its first byte: every later request on it answers
+``BLOB_UPLOAD_INVALID``; distribution 3 fixed it) loses the session: the blob then starts
+again in a new one, from the source (``pieces_from`` is called again), up to ``SESSIONS``
+times.
 
 Where a chunk went is counted from the registry's 202 answers, never from the ``Range`` a
 PATCH answer carries: ECR's stays at the first chunk's end (aws/containers-roadmap#2831).
@@ -31,6 +38,12 @@ if TYPE_CHECKING:
 
 CHUNK = 8 << 20
 ATTEMPTS = 5  # per chunk
+SESSIONS = 3  # upload sessions per blob
+_LOST = (400, 404)  # the upload session is gone (BLOB_UPLOAD_INVALID / _UNKNOWN)
+
+
+class SessionLost(RegistryError):
+    """The registry no longer knows the upload: it must start again in a new session."""
 
 
 def blocks(pieces: Iterable[bytes], size: int = CHUNK) -> Iterator[bytes]:
@@ -49,11 +62,37 @@ def upload(
     registry: Registry,
     repo: str,
     location: str,
-    pieces: Iterable[bytes],
+    pieces_from: Callable[[], Iterable[bytes]],
     digest: Callable[[], str],
     on_bytes: Callable[[int], None],
 ) -> str:
-    """Send the blob; return its digest once the registry has it."""
+    """Send the blob ``pieces_from()`` yields; return its digest once the registry has it."""
+    for session in range(SESSIONS):
+        sent = [0]
+
+        def counted(n: int, sent: list[int] = sent) -> None:
+            sent[0] += n
+            on_bytes(n)
+
+        try:
+            _send(registry, repo, location, pieces_from(), digest, counted)
+            return digest()
+        except SessionLost as lost:
+            if session == SESSIONS - 1:
+                raise RegistryError(f"{lost}; gave up after {SESSIONS} upload sessions") from None
+            on_bytes(-sent[0])  # progress starts again with the blob
+            location = registry.start_upload(repo)
+    raise AssertionError("unreachable")
+
+
+def _send(
+    registry: Registry,
+    repo: str,
+    location: str,
+    pieces: Iterable[bytes],
+    digest: Callable[[], str],
+    on_bytes: Callable[[int], None],
+) -> None:
     offset, pending = 0, None
     for block in blocks(pieces):
         if not block and pending is not None:
@@ -66,14 +105,16 @@ def upload(
     last = pending or b""
     _put(registry, repo, location, last, offset, digest())
     on_bytes(len(last))
-    return digest()
 
 
 def stored(registry: Registry, location: str) -> tuple[str, int] | None:
-    """(the upload's location, bytes the registry holds), or None when it cannot say."""
+    """(the upload's location, bytes the registry holds), or None when it cannot say now;
+    SessionLost when it no longer knows the upload."""
     try:
         response = registry.request("GET", location, ok=(204,))
-    except RegistryError:
+    except RegistryError as exc:
+        if exc.status in _LOST:
+            raise SessionLost(str(exc), exc.status) from None
         return None
     held = response.headers.get("Range", "")
     try:
@@ -119,12 +160,22 @@ def _patch(registry: Registry, location: str, data: bytes, offset: int) -> str:
             )
             return registry.location_of(response)
         except RegistryError as exc:
-            if not (exc.transient or exc.status == 416):  # 416: the registry's offset differs
-                raise
+            _raise_unless_worth_retrying(exc, attempt)
             failure = str(exc)
     raise RegistryError(
         f"{failure}; gave up on bytes {offset}-{offset + len(data) - 1} after {ATTEMPTS} attempts"
     )
+
+
+def _raise_unless_worth_retrying(exc: RegistryError, attempt: int) -> None:
+    """A failed chunk request is tried again when the network or the registry failed, or the
+    registry's offset differs (416); a session it no longer knows after a failed attempt is
+    lost; anything else (refused, unauthorised) is final."""
+    if exc.transient or exc.status == 416:
+        return
+    if attempt and exc.status in _LOST:
+        raise SessionLost(str(exc), exc.status) from None
+    raise exc
 
 
 def _put(
@@ -153,7 +204,6 @@ def _put(
             )
             return
         except RegistryError as exc:
-            if not (exc.transient or exc.status == 416):
-                raise
+            _raise_unless_worth_retrying(exc, attempt)
             failure = str(exc)
     raise RegistryError(f"{failure}; gave up on the upload of {digest} after {ATTEMPTS} attempts")
