@@ -7,12 +7,13 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tarfile
 
 import pytest
 
 from launcher.errors import UsageError
-from launcher.image import layer, manifest, tarheader, workspace
+from launcher.image import compress, layer, manifest, tarheader, workspace
 from launcher.image.compress import Compression
 
 
@@ -193,3 +194,82 @@ def test_content_tag_depends_on_base_platform_and_workspace():
         "sha256:a", manifest.parse_platform("linux/arm64"), "sha256:b"
     )
     assert tag.startswith("ws-") and len(tag) <= 128
+
+
+# --- the tar as tarfile writes it, compressed on every core ----------------------------------
+
+
+def _tarfile_header(name, kind, mode, size, link):
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.size, info.linkname = kind, mode, size, link
+    info.mtime, info.uid, info.gid, info.uname, info.gname = tarheader.MTIME, 0, 0, "", ""
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "mode", "size", "link"),
+    [
+        ("workspace", b"5", 0o755, 0, ""),
+        ("workspace/train.py", b"0", 0o644, 12345, ""),
+        ("workspace/" + "long/" * 30 + "name.py", b"0", 0o600, 7, ""),  # a PAX path
+        ("workspace/naïve.txt", b"0", 0o644, 1, ""),  # non-ASCII: a PAX path
+        ("workspace/link", b"2", 0o777, 0, "t" * 120),  # a PAX link target
+        ("workspace/huge.bin", b"0", 0o644, 8**11 + 1, ""),  # a PAX size
+        ("workspace/bad\udcff", b"0", 0o644, 1, ""),  # an undecodable file name
+    ],
+)
+def test_headers_are_byte_for_byte_what_tarfile_writes(name, kind, mode, size, link):
+    assert tarheader.header(name, kind, mode, size, link) == _tarfile_header(
+        name, kind, mode, size, link
+    )
+
+
+def _big_workspace(root):
+    """Text and random data over several chunks, and many small files."""
+    root.mkdir()
+    text = "".join(f"def f{i}(x):\n    return x * {i} - {i % 7}\n" for i in range(60_000))
+    (root / "code.py").write_text(text)
+    (root / "weights.bin").write_bytes(os.urandom(3 << 20))
+    for i in range(300):
+        (root / f"m{i}.py").write_text(f"X = {i}\n" * (i + 1))
+    return root
+
+
+def test_gzip_members_are_read_by_every_reader_and_random_chunks_are_stored(tmp_path):
+    root = _big_workspace(tmp_path / "w")
+    data, out = build(root)
+    raw = gzip.decompress(data)  # Python reads the members in sequence
+    assert manifest.digest_of(raw) == out.diff_id
+    unzipped = subprocess.run(["gzip", "-dc"], input=data, capture_output=True, check=True)
+    assert unzipped.stdout == raw  # and so does gzip(1)
+    assert data.count(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff") >= 4  # one member a chunk
+    # The random megabytes went as stored blocks: no bigger than they are, give or take
+    # 5 bytes per 64 KiB, and the text shrank.
+    assert len(data) < 3.1 * (1 << 20) + len(raw) - (3 << 20)
+
+
+def test_zstd_frames_are_read_by_the_zstd_tool(tmp_path):
+    root = _big_workspace(tmp_path / "w")
+    data, out = build(root, Compression.ZSTD)
+    assert data[:4] == b"\x28\xb5\x2f\xfd"  # a zstd frame's magic number
+    unpacked = subprocess.run(["zstd", "-dc"], input=data, capture_output=True, check=True)
+    assert manifest.digest_of(unpacked.stdout) == out.diff_id
+    assert out.digest == manifest.digest_of(data)
+
+
+@pytest.mark.parametrize("compression", list(Compression))
+def test_the_layer_does_not_depend_on_the_number_of_cores(tmp_path, monkeypatch, compression):
+    root = _big_workspace(tmp_path / "w")
+    monkeypatch.setattr(compress, "workers", lambda: 1)
+    one, _ = build(root, compression)
+    monkeypatch.setattr(compress, "workers", lambda: 5)
+    five, _ = build(root, compression)
+    assert one == five
+
+
+def test_a_file_changed_while_the_layer_is_built_fails_the_build(tmp_path):
+    root = make_workspace(tmp_path / "w")
+    scanned = workspace.scan(root)
+    (root / "pkg" / "model.py").write_text("WIDTH = 16\n")  # after the scan, before the read
+    with pytest.raises(UsageError, match="model.py changed while the layer was built"):
+        b"".join(layer.stream(scanned, Compression.GZIP, layer.LayerDigests()))

@@ -16,8 +16,10 @@ Every build also checks each file it reads against its scan (``fstat`` after the
 file that changes while it is read fails the build instead of entering the index.
 
 The index also remembers the layers this workspace was uploaded as (content key ->
-digests), so the same content on another base is one HEAD, not a rebuild. It lives in the
-user's cache (``launcher.cache``), one file per workspace; losing it costs one full read.
+digests, per repository), so the same content on another base is a HEAD, not a rebuild, and
+the state each full layer shipped, so a small change ships as a delta over it
+(``launcher.image.delta``). It lives in the user's cache (``launcher.cache``), a file per
+workspace and one per full layer's state; losing them costs one full read.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from typing import Any
 from launcher import cache
 from launcher.image.workspace import FILE, Entry, Workspace
 
-VERSION = 1
+VERSION = 2
 RACY_NS = 2_000_000_000
-KEEP_LAYERS = 8  # uploaded layers remembered per workspace
+KEEP_UPLOADS = 8  # uploads remembered per workspace
 
 
 def path_for(root: str) -> Path:
@@ -55,14 +57,33 @@ def content_key(entries: Iterable[Entry], digests: dict[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class UploadedLayer:
-    """A layer pushed for a content key: enough to reuse it without reading a file."""
-
-    key: str
-    compression: str
+class Layer:
     diff_id: str
     digest: str
     size: int
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """The layers a content key was pushed as, to a repository: one full layer, or the last
+    full layer and a delta over it. Enough to reuse them without reading a file."""
+
+    key: str
+    compression: str
+    repository: str  # REGISTRY/REPO
+    layers: tuple[Layer, ...]
+
+    @property
+    def full(self) -> bool:
+        return len(self.layers) == 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "layers": [layer.__dict__ for layer in self.layers]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Uploaded:
+        layers = tuple(Layer(**layer) for layer in data["layers"])
+        return cls(data["key"], data["compression"], data["repository"], layers)
 
 
 @dataclass
@@ -70,7 +91,7 @@ class Index:
     path: Path
     scanned_ns: int = 0  # the start of the scan that recorded the entries
     files: dict[str, list[Any]] = field(default_factory=dict)  # path -> [stat..., digest]
-    layers: list[UploadedLayer] = field(default_factory=list)
+    uploads: list[Uploaded] = field(default_factory=list)
 
     @classmethod
     def load(cls, root: str) -> Index:
@@ -79,8 +100,8 @@ class Index:
             data = json.loads(path.read_bytes())
             if data.get("version") != VERSION:
                 raise ValueError("another version")
-            layers = [UploadedLayer(**layer) for layer in data.get("layers", [])]
-            return cls(path, int(data["scanned_ns"]), dict(data["files"]), layers)
+            uploads = [Uploaded.from_dict(u) for u in data.get("uploads", [])]
+            return cls(path, int(data["scanned_ns"]), dict(data["files"]), uploads)
         except (OSError, ValueError, KeyError, TypeError):
             return cls(path)  # no index (or a damaged one): everything is read
 
@@ -109,13 +130,44 @@ class Index:
                     found[e.path] = digest
         return found
 
-    def layer(self, key: str, compression: str) -> UploadedLayer | None:
-        return next((u for u in self.layers if u.key == key and u.compression == compression), None)
+    def uploaded(self, key: str, compression: str, repository: str) -> Uploaded | None:
+        """How this content went to ``repository`` before, if it did."""
+        wanted = (key, compression, repository)
+        return next(
+            (u for u in self.uploads if (u.key, u.compression, u.repository) == wanted), None
+        )
+
+    def last_full(self, compression: str, repository: str) -> Uploaded | None:
+        """The latest full layer pushed to ``repository``: what a delta builds on."""
+        return next(
+            (
+                u
+                for u in self.uploads
+                if u.full and (u.compression, u.repository) == (compression, repository)
+            ),
+            None,
+        )
+
+    def _tree_path(self, key: str) -> Path:
+        return self.path.with_name(f"{self.path.stem}.{key.removeprefix('sha256:')[:32]}.tree")
+
+    def tree(self, key: str) -> dict[str, list[Any]] | None:
+        """The state a full layer shipped (``launcher.image.delta.Tree``), if kept."""
+        try:
+            found = json.loads(self._tree_path(key).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
 
     def save(
-        self, workspace: Workspace, digests: dict[str, str], uploaded: UploadedLayer | None
+        self,
+        workspace: Workspace,
+        digests: dict[str, str],
+        uploaded: Uploaded | None,
+        tree: dict[str, list[Any]] | None = None,
     ) -> None:
-        """Record the workspace as scanned, with the digests read or trusted this time."""
+        """Record the workspace as scanned, with the digests read or trusted this time, and
+        what was uploaded (with the state it shipped, for a full layer)."""
         self.scanned_ns = workspace.scanned_ns
         self.files = {
             e.path: [e.size, e.mtime_ns, e.ctime_ns, e.ino, e.dev, digests[e.path]]
@@ -123,13 +175,23 @@ class Index:
             if e.kind == FILE and e.path in digests
         }
         if uploaded is not None:
-            same = (uploaded.key, uploaded.compression)
-            rest = [u for u in self.layers if (u.key, u.compression) != same]
-            self.layers = [uploaded, *rest][:KEEP_LAYERS]
+            same = (uploaded.key, uploaded.compression, uploaded.repository)
+            rest = [u for u in self.uploads if (u.key, u.compression, u.repository) != same]
+            self.uploads = [uploaded, *rest][:KEEP_UPLOADS]
+            if tree is not None:
+                cache.write_atomically(self._tree_path(uploaded.key), json.dumps(tree).encode())
+            self._forget_trees()
         data = {
             "version": VERSION,
             "scanned_ns": self.scanned_ns,
             "files": self.files,
-            "layers": [u.__dict__ for u in self.layers],
+            "uploads": [u.as_dict() for u in self.uploads],
         }
         cache.write_atomically(self.path, json.dumps(data, separators=(",", ":")).encode())
+
+    def _forget_trees(self) -> None:
+        """Trees of full layers no longer remembered go (best effort)."""
+        kept = {self._tree_path(u.key).name for u in self.uploads if u.full}
+        for path in self.path.parent.glob(f"{self.path.stem}.*.tree"):
+            if path.name not in kept:
+                path.unlink(missing_ok=True)

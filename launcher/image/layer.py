@@ -27,6 +27,7 @@ WHITEOUT = ".wh."  # OCI image-spec layer.md: a whiteout hides a lower layer's p
 # Files up to this size are read in one call and hashed on the spot; larger ones are read
 # into the chunk buffers and hashed on the hashing thread.
 SMALL_FILE = 256 << 10
+BATCH = 64 << 10  # bytes of small files gathered before they are written into the chunks
 
 
 @dataclass
@@ -109,29 +110,43 @@ def tar_chunks(
     """The layer's tar in CHUNK-sized pieces (the last one shorter); each file's sha256 into
     ``file_digests`` (larger files' on ``hasher``, which must run tasks in order)."""
     out = _Chunks()
-    out.write(tarheader.header(WORKSPACE_DIR, DIRECTORY, 0o755))
+    # Small entries are gathered and written in batches: most of a many-file workspace's cost
+    # is per call, not per byte.
+    batch: list[bytes] = [tarheader.header(WORKSPACE_DIR, DIRECTORY, 0o755)]
+    batched = 0
     for name in whiteouts:  # before the entries: a path hidden below may be written again
         parent, _, base = name.rpartition("/")
         hidden = f"{WORKSPACE_DIR}/{parent + '/' if parent else ''}{WHITEOUT}{base}"
-        out.write(tarheader.header(hidden, FILE, 0o644))
+        batch.append(tarheader.header(hidden, FILE, 0o644))
+    prefix = f"{WORKSPACE_DIR}/"
     for e in entries:
-        out.write(tarheader.header(f"{WORKSPACE_DIR}/{e.path}", e.kind, e.mode, e.size, e.link))
-        if e.kind == FILE:
-            path = os.path.join(root, e.path)
-            if e.size <= SMALL_FILE:
-                data = _read_small(path, e)
-                file_digests[e.path] = hashlib.sha256(data).hexdigest()
-                out.write(data)
-            else:
-                with open(path, "rb", buffering=0) as f:
-                    slices = out.read_from(f, e.size, path)
-                    _check_unchanged(os.fstat(f.fileno()), e, path)
-                hasher.submit(_hash_file, file_digests, e.path, slices)
-            out.write(tarheader.padding(e.size))
+        head = tarheader.header(prefix + e.path, e.kind, e.mode, e.size, e.link)
+        if e.kind != FILE:
+            batch.append(head)
+            continue
+        path = f"{root}/{e.path}"
+        if e.size <= SMALL_FILE:
+            data = _read_small(path, e)
+            file_digests[e.path] = hashlib.sha256(data).hexdigest()
+            batch += (head, data, tarheader.padding(e.size))
+            batched += e.size
+            if batched < BATCH:
+                continue
+        else:
+            batch.append(head)
+            out.write(b"".join(batch))
+            with open(path, "rb", buffering=0) as f:
+                slices = out.read_from(f, e.size, path)
+                _check_unchanged(os.fstat(f.fileno()), e, path)
+            hasher.submit(_hash_file, file_digests, e.path, slices)
+            batch = [tarheader.padding(e.size)]
+        out.write(b"".join(batch))
+        batch, batched = [], 0
         if out.full:
             yield from out.full
             out.full.clear()
-    out.write(tarheader.END)
+    batch.append(tarheader.END)
+    out.write(b"".join(batch))
     yield from out.full
     yield out.rest()
 

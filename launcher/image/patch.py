@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from launcher.errors import UsageError
-from launcher.image import layer, manifest
+from launcher.image import delta, layer, manifest
 from launcher.image.compress import Compression
-from launcher.image.index import Index, UploadedLayer, content_key
+from launcher.image.index import Index, Layer, Uploaded, content_key
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
 from launcher.image.transfer import copied_tag, transfer_blobs
@@ -278,28 +278,36 @@ def patch(
     copying = None
     if plan.how is BaseHandling.COPY_JOB and not dryrun and copy_jobs is not None:
         copying = copy_jobs.start(plan.source, repo)  # runs while the workspace goes up
-    uploaded, digests = workspace_layer(found, target, repo, compression, dryrun, progress)
+    uploaded, digests, state = workspace_layers(found, target, repo, compression, dryrun, progress)
     tag = manifest.content_tag(found.base_digest, platform, uploaded.key, recipe(compression))
     if found.tag is None and (existing := find_image(target, repo, tag)) is not None:
         # Built before looking (a first build): the image was there, pushed from elsewhere.
-        found.index.save(found.workspace, digests, None if dryrun else uploaded)
+        found.index.save(found.workspace, digests, None if dryrun else uploaded, state)
         return existing
+    source_dir = os.fspath(workspace)
     config = manifest.patched_config(
         base_config,
-        [uploaded.diff_id],
-        [f"COPY {os.fspath(workspace)} {WORKDIR} # efa-batch launcher"],
+        [x.diff_id for x in uploaded.layers],
+        [f"COPY {source_dir} {WORKDIR} # efa-batch launcher", f"COPY {source_dir} (changes)"][
+            : len(uploaded.layers)
+        ],
         WORKDIR,
         ENV,
     )
     config_bytes = manifest.canonical(config)
     document, manifest_kind = manifest.patched_manifest(
-        base_manifest, kind, config_bytes, [(uploaded.digest, uploaded.size)], compression
+        base_manifest,
+        kind,
+        config_bytes,
+        [(x.digest, x.size) for x in uploaded.layers],
+        compression,
     )
     new_manifest = manifest.canonical(document)
+    layer_size = uploaded.layers[-1].size
     if dryrun:
         found.index.save(found.workspace, digests, None)
         reference = str(repo.with_digest(manifest.digest_of(new_manifest)))
-        return Patched(reference, tag, False, uploaded.size, plan, compression)
+        return Patched(reference, tag, False, layer_size, plan, compression)
     if copying is not None and copy_jobs is not None:
         copy_jobs.wait(copying)
     elif plan.how is BaseHandling.STREAM:
@@ -315,32 +323,79 @@ def patch(
         streamed.close()
     target.put_blob(repo.repository, config_bytes)
     pushed = target.put_manifest(repo.repository, tag, new_manifest, manifest_kind)  # last
-    found.index.save(found.workspace, digests, uploaded)
-    return Patched(str(repo.with_digest(pushed)), tag, False, uploaded.size, plan, compression)
+    found.index.save(found.workspace, digests, uploaded, state)
+    return Patched(str(repo.with_digest(pushed)), tag, False, layer_size, plan, compression)
 
 
-def workspace_layer(
+def workspace_layers(
     found: Lookup,
     target: Registry,
     repo: Reference,
     compression: Compression,
     dryrun: bool,
     progress: ProgressFn | None,
-) -> tuple[UploadedLayer, dict[str, str]]:
-    """The workspace's layer in the repository (or, with ``dryrun``, its digests): the one
-    already uploaded for this content when the repository still has it (one HEAD), else
-    built and uploaded in one pass. Returns it and every file's digest."""
+) -> tuple[Uploaded, dict[str, str], delta.Tree | None]:
+    """The workspace's layers in the repository (with ``dryrun``, their digests only):
+
+    - the layers this very content was pushed as, when the repository still has them (a
+      HEAD each: the same workspace on another base);
+    - else, when the content is known and a full layer of an earlier state is there, that
+      layer and a delta over it (``launcher.image.delta``), while the delta stays small;
+    - else one full layer, built and uploaded in one pass.
+
+    Returns what was uploaded, every file's digest, and for a full layer the state it ships.
+    """
+    name = repo.name
     if found.key is not None:
-        known = found.index.layer(found.key, compression)
-        if known is not None and target.has_blob(repo.repository, known.digest):
-            say(progress)(f"workspace layer already in the repository ({size_text(known.size)})")
-            return known, found.digests
+        again = found.index.uploaded(found.key, compression, name)
+        if again is not None and all(
+            target.has_blob(repo.repository, x.digest) for x in again.layers
+        ):
+            say(progress)("workspace layers already in the repository")
+            return again, found.digests, None
+        full = found.index.last_full(compression, name)
+        base_tree = found.index.tree(full.key) if full is not None else None
+        if full is not None and base_tree is not None:
+            change = delta.delta(base_tree, found.workspace.entries, found.digests)
+            if delta.worth_it(change, delta.size(base_tree)) and target.has_blob(
+                repo.repository, full.layers[0].digest
+            ):
+                built = _push_layer(
+                    found.workspace, target, repo, compression, dryrun, progress, change, "delta"
+                )
+                uploaded = Uploaded(found.key, compression, name, (*full.layers, built.layer))
+                return uploaded, found.digests, None
+    built = _push_layer(found.workspace, target, repo, compression, dryrun, progress)
+    key = content_key(found.workspace.entries, built.file_digests)
+    state = delta.tree(found.workspace.entries, built.file_digests)
+    return Uploaded(key, compression, name, (built.layer,)), built.file_digests, state
+
+
+@dataclass(frozen=True)
+class _Built:
+    layer: Layer
+    file_digests: dict[str, str]
+
+
+def _push_layer(
+    scanned: Workspace,
+    target: Registry,
+    repo: Reference,
+    compression: Compression,
+    dryrun: bool,
+    progress: ProgressFn | None,
+    change: delta.Delta | None = None,
+    what: str = "workspace",
+) -> _Built:
+    """One layer (the whole workspace, or ``change``) built and uploaded in one pass."""
     out = layer.LayerDigests()
-    transfer = Transfer("uploading workspace" if not dryrun else "workspace layer", progress)
+    entries = None if change is None else change.entries
+    whiteouts = () if change is None else change.whiteouts
 
     def pieces() -> Iterator[bytes]:  # again, should the registry lose the upload
-        return layer.stream(found.workspace, compression, out)
+        return layer.stream(scanned, compression, out, entries, whiteouts)
 
+    transfer = Transfer(f"uploading {what}" if not dryrun else f"{what} layer", progress)
     if dryrun:
         for piece in pieces():
             transfer.update(len(piece))
@@ -349,6 +404,5 @@ def workspace_layer(
         target.upload(repo.repository, location, pieces, lambda: out.digest, transfer.update)
     transfer.close()
     verb = "would upload" if dryrun else "uploaded"
-    say(progress)(f"{verb} {size_text(out.size)} of workspace ({compression})")
-    key = content_key(found.workspace.entries, out.file_digests)
-    return UploadedLayer(key, compression, out.diff_id, out.digest, out.size), out.file_digests
+    say(progress)(f"{verb} {size_text(out.size)} of {what} ({compression})")
+    return _Built(Layer(out.diff_id, out.digest, out.size), out.file_digests)
