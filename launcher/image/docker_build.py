@@ -62,7 +62,7 @@ def docker_build(
     found.index.save(found.workspace, found.digests, None)
     if found.existing:
         return found.existing
-    tag, base_digest = found.tag or "", found.base_digest
+    tag, base_digest = found.tag or "", found.base_digest or ""
     if dryrun:
         return Patched(f"{repo.name}@<digest of the docker build, known after push>", tag, False)
 

@@ -18,8 +18,9 @@ import enum
 import json
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from launcher.errors import UsageError
 from launcher.image import delta, layer, manifest
@@ -27,7 +28,7 @@ from launcher.image.compress import Compression
 from launcher.image.index import Index, Layer, Uploaded, content_key
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
-from launcher.image.transfer import copied_tag, transfer_blobs
+from launcher.image.transfer import PARALLEL, copied_tag, transfer_blobs
 from launcher.image.workspace import FILE, Workspace, scan
 from launcher.progress import ProgressFn, Transfer, say, size_text
 
@@ -114,7 +115,7 @@ class Lookup:
     workspace: Workspace
     index: Index
     digests: dict[str, str]  # file contents known before building (indexed or hashed)
-    base_digest: str
+    base_digest: str | None  # resolved when the tag was looked for
     key: str | None  # the workspace's content key, when every file's content is known
     tag: str | None
     existing: Patched | None
@@ -141,9 +142,9 @@ def lookup(
     index = Index.load(scanned.root)
     digests = index.known(scanned)
     unknown = [e for e in scanned.entries if e.kind == FILE and e.path not in digests]
-    base_digest = resolve_base(registry_for(base), base)
     if not hash_first and not worth_hashing_first(sum(e.size for e in unknown), scanned.bytes):
-        return Lookup(scanned, index, digests, base_digest, None, None, None)
+        return Lookup(scanned, index, digests, None, None, None, None)
+    base_digest = resolve_base(registry_for(base), base)
     digests.update(layer.file_digests(scanned.root, unknown))
     key = content_key(scanned.entries, digests)
     tag = manifest.content_tag(base_digest, platform, key, recipe)
@@ -212,13 +213,13 @@ def plan_base(
     if source.host == target.host and dryrun:
         return BasePlan(BaseHandling.MOUNT, count, 0, 0, base)
     if source.host == target.host:
-        missing = [d for d in layers if not _mounted(target, repo, base, d["digest"])]
-        if not missing:
-            return BasePlan(BaseHandling.MOUNTED, count, 0, 0, base)
+        there = _each(lambda d: _mounted(target, repo, base, d["digest"]), layers)
     else:
-        missing = [d for d in layers if not target.has_blob(repo.repository, d["digest"])]
-        if not missing:
-            return BasePlan(BaseHandling.PRESENT, count, 0, 0, base)
+        there = _each(lambda d: target.has_blob(repo.repository, d["digest"]), layers)
+    missing = [d for d, found in zip(layers, there, strict=True) if not found]
+    if not missing:
+        how = BaseHandling.MOUNTED if source.host == target.host else BaseHandling.PRESENT
+        return BasePlan(how, count, 0, 0, base)
     size = sum(int(d.get("size", 0)) for d in missing)
     if stream_base:
         return BasePlan(BaseHandling.STREAM, count, len(missing), size, base)
@@ -232,12 +233,46 @@ def plan_base(
     return BasePlan(BaseHandling.COPY_JOB, count, len(missing), size, base, copy_jobs.where)
 
 
+def _each(ask: Callable[[dict[str, Any]], bool], layers: list[dict[str, Any]]) -> list[bool]:
+    """``ask`` of every layer, a few at a time: a base has tens of layers, each a round trip."""
+    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="layers") as pool:
+        return list(pool.map(ask, layers))
+
+
 def _mounted(target: Registry, repo: Reference, base: Reference, digest: str) -> bool:
     location = target.mount_blob(repo.repository, digest, base.repository)
     if location is None:
         return True
     target.cancel_upload(location)  # refused (202): the opened upload is not wanted
     return False
+
+
+@dataclass
+class _PreparedBase:
+    digest: str  # what the base reference resolved to (the tag's input)
+    manifest: dict[str, Any]  # the platform's manifest, its media type, its config
+    kind: str
+    config: dict[str, Any]
+    plan: BasePlan
+    copying: str | None = None  # a copy job started for it
+
+
+def _prepare_base(
+    source: Registry,
+    target: Registry,
+    base: Reference,
+    repo: Reference,
+    digest: str | None,
+    platform: manifest.Platform,
+    **plan_options: Any,
+) -> _PreparedBase:
+    """Everything about the base a patch needs: two to four reads, then ``plan_base``."""
+    resolved = digest or resolve_base(source, base)
+    document, kind, config, pinned = base_image(source, base, resolved, platform)
+    plan = plan_base(
+        source, target, base.with_digest(pinned), repo, document["layers"], **plan_options
+    )
+    return _PreparedBase(resolved, document, kind, config, plan)
 
 
 def recipe(compression: Compression) -> str:
@@ -263,23 +298,42 @@ def patch(
         found.index.save(found.workspace, found.digests, None)
         return found.existing
     source, target = registry_for(base), registry_for(repo)
-    base_manifest, kind, base_config, digest = base_image(source, base, found.base_digest, platform)
-    plan = plan_base(
-        source,
-        target,
-        base.with_digest(digest),
-        repo,
-        base_manifest["layers"],
-        copy_jobs=copy_jobs,
-        stream_base=stream_base,
-        dryrun=dryrun,
-    )
-    say(progress)(plan.line())
-    copying = None
-    if plan.how is BaseHandling.COPY_JOB and not dryrun and copy_jobs is not None:
-        copying = copy_jobs.start(plan.source, repo)  # runs while the workspace goes up
-    uploaded, digests, state = workspace_layers(found, target, repo, compression, dryrun, progress)
-    tag = manifest.content_tag(found.base_digest, platform, uploaded.key, recipe(compression))
+    # The base's metadata and plan come over the network while the layer is built; the
+    # first byte of it goes up only once the base is known good (bad input uploads nothing).
+    with ThreadPoolExecutor(1, thread_name_prefix="base") as background:
+        pending = background.submit(
+            _prepare_base,
+            source,
+            target,
+            base,
+            repo,
+            found.base_digest,
+            platform,
+            copy_jobs=copy_jobs,
+            stream_base=stream_base,
+            dryrun=dryrun,
+        )
+        ready: list[_PreparedBase] = []
+
+        def prepared() -> _PreparedBase:
+            if not ready:
+                ready.append(pending.result())
+                say(progress)(ready[0].plan.line())
+                if ready[0].plan.how is BaseHandling.COPY_JOB and not dryrun and copy_jobs:
+                    ready[0].copying = copy_jobs.start(ready[0].plan.source, repo)
+            return ready[0]
+
+        def begin_upload() -> str:
+            prepared()  # runs while the workspace goes up, should a copy job be needed
+            return target.start_upload(repo.repository)
+
+        uploaded, digests, state = workspace_layers(
+            found, target, repo, compression, dryrun, progress, begin_upload
+        )
+        got = prepared()
+    base_manifest, kind, base_config, plan = got.manifest, got.kind, got.config, got.plan
+    copying = got.copying
+    tag = manifest.content_tag(got.digest, platform, uploaded.key, recipe(compression))
     if found.tag is None and (existing := find_image(target, repo, tag)) is not None:
         # Built before looking (a first build): the image was there, pushed from elsewhere.
         found.index.save(found.workspace, digests, None if dryrun else uploaded, state)
@@ -334,6 +388,7 @@ def workspace_layers(
     compression: Compression,
     dryrun: bool,
     progress: ProgressFn | None,
+    begin_upload: Callable[[], str],
 ) -> tuple[Uploaded, dict[str, str], delta.Tree | None]:
     """The workspace's layers in the repository (with ``dryrun``, their digests only):
 
@@ -361,11 +416,19 @@ def workspace_layers(
                 repo.repository, full.layers[0].digest
             ):
                 built = _push_layer(
-                    found.workspace, target, repo, compression, dryrun, progress, change, "delta"
+                    found.workspace,
+                    target,
+                    repo,
+                    compression,
+                    dryrun,
+                    progress,
+                    begin_upload,
+                    change,
+                    "delta",
                 )
                 uploaded = Uploaded(found.key, compression, name, (*full.layers, built.layer))
                 return uploaded, found.digests, None
-    built = _push_layer(found.workspace, target, repo, compression, dryrun, progress)
+    built = _push_layer(found.workspace, target, repo, compression, dryrun, progress, begin_upload)
     key = content_key(found.workspace.entries, built.file_digests)
     state = delta.tree(found.workspace.entries, built.file_digests)
     return Uploaded(key, compression, name, (built.layer,)), built.file_digests, state
@@ -384,6 +447,7 @@ def _push_layer(
     compression: Compression,
     dryrun: bool,
     progress: ProgressFn | None,
+    begin_upload: Callable[[], str],
     change: delta.Delta | None = None,
     what: str = "workspace",
 ) -> _Built:
@@ -399,9 +463,8 @@ def _push_layer(
     if dryrun:
         for piece in pieces():
             transfer.update(len(piece))
-    else:
-        location = target.start_upload(repo.repository)
-        target.upload(repo.repository, location, pieces, lambda: out.digest, transfer.update)
+    else:  # the session opens once the first chunk is ready
+        target.upload(repo.repository, begin_upload, pieces, lambda: out.digest, transfer.update)
     transfer.close()
     verb = "would upload" if dryrun else "uploaded"
     say(progress)(f"{verb} {size_text(out.size)} of {what} ({compression})")

@@ -273,7 +273,7 @@ class Registry:
     def upload(
         self,
         repo: str,
-        location: str,
+        location: str | Callable[[], str],
         pieces_from: Callable[[], Iterable[bytes]],
         digest: Callable[[], str],
         on_bytes: Callable[[int], None] = lambda n: None,

@@ -4,9 +4,9 @@ The blobs go first (a cross-repository mount when both repositories are in one r
 a stream), then the manifest, byte for byte, under a tag named after its digest
 (``base-sha256-<hex>``). Content-addressed, so a base copied once is found by one HEAD and
 never copied again, by anyone; a blob the target already has is never sent again, so a copy
-that was interrupted resumes where it stopped. Between two registries a few blobs move at
-once (``PARALLEL``): one stream rarely fills a path between regions or to a registry's
-storage, and a base's layers are independent. A copy job runs ``copy_image``
+that was interrupted resumes where it stopped. A few blobs move at once (``PARALLEL``): one
+stream rarely fills a path between regions or to a registry's storage, a base's layers are
+independent, and a mount is a round trip that moves nothing. A copy job runs ``copy_image``
 (``launcher.copyjob.program``); ``transfer_blobs`` is also the launcher's own path when a user
 asks to stream a base through their machine (``--stream-base``).
 """
@@ -26,7 +26,7 @@ from launcher.image.registry import Registry
 from launcher.image.tags import BASE_PREFIX
 
 OnBlob = Callable[[dict, str], None]  # (descriptor, "present" | "mounted" | "copied")
-PARALLEL = 3  # blobs streamed at once between two registries
+PARALLEL = 3  # blobs mounted or streamed at once
 
 
 def copied_tag(digest: str) -> str:
@@ -79,8 +79,6 @@ def transfer_blobs(
         said(desc, "copied")
         return int(desc.get("size", 0))
 
-    if source.host == target.host:  # mounts move nothing: one at a time
-        return sum(one(desc) for desc in descriptors)
     with ThreadPoolExecutor(PARALLEL, thread_name_prefix="copy") as pool:
         return sum(pool.map(one, descriptors))
 

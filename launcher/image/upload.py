@@ -61,12 +61,15 @@ def blocks(pieces: Iterable[bytes], size: int = CHUNK) -> Iterator[bytes]:
 def upload(
     registry: Registry,
     repo: str,
-    location: str,
+    location: str | Callable[[], str],
     pieces_from: Callable[[], Iterable[bytes]],
     digest: Callable[[], str],
     on_bytes: Callable[[int], None],
 ) -> str:
-    """Send the blob ``pieces_from()`` yields; return its digest once the registry has it."""
+    """Send the blob ``pieces_from()`` yields; return its digest once the registry has it.
+    ``location`` may be a function that opens the session: it is called once the first
+    chunk is ready, so a caller can build while it checks what must hold before a byte goes
+    up."""
     for session in range(SESSIONS):
         sent = [0]
 
@@ -88,21 +91,23 @@ def upload(
 def _send(
     registry: Registry,
     repo: str,
-    location: str,
+    opened: str | Callable[[], str],
     pieces: Iterable[bytes],
     digest: Callable[[], str],
     on_bytes: Callable[[int], None],
 ) -> None:
-    offset, pending = 0, None
+    offset, pending, location = 0, None, ""
     for block in blocks(pieces):
         if not block and pending is not None:
             break  # the blob ended on a block boundary: that block closes the upload
         if pending is not None:
+            location = location or (opened() if callable(opened) else opened)
             location = _patch(registry, location, pending, offset)
             offset += len(pending)
             on_bytes(len(pending))
         pending = block
     last = pending or b""
+    location = location or (opened() if callable(opened) else opened)
     _put(registry, repo, location, last, offset, digest())
     on_bytes(len(last))
 
