@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
-DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash
+DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd
 
 .PHONY: test demo demo-stop synth lint bench deps system-deps clean
 

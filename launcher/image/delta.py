@@ -26,8 +26,7 @@ Tree = dict[str, list[object]]  # path -> [kind, mode, size, link, digest]
 def tree(entries: Iterable[Entry], digests: dict[str, str]) -> Tree:
     """The state a layer of ``entries`` ships (what a delta is computed against)."""
     return {
-        e.path: [e.kind.decode(), e.mode, e.size, e.link, digests.get(e.path, "")]
-        for e in entries
+        e.path: [e.kind.decode(), e.mode, e.size, e.link, digests.get(e.path, "")] for e in entries
     }
 
 
@@ -65,4 +64,3 @@ def size(state: Tree) -> int:
 
 def worth_it(change: Delta, full_bytes: int) -> bool:
     return change.bytes <= MAX_FRACTION * max(full_bytes, 1)
-

@@ -91,6 +91,11 @@ class _Pattern:
     text: str  # components joined by /
     regex: re.Pattern[str]
 
+    def reaches(self, depth: int) -> bool:
+        """Whether it can match a whole path of ``depth`` components: without ``**`` a
+        pattern's wildcards never cross a /, so only paths of its own depth."""
+        return self.depth == depth or "**" in self.text
+
 
 class Matcher:
     """Whether a workspace path is ignored; paths are relative, /-separated."""
@@ -106,8 +111,17 @@ class Matcher:
             regex = re.compile(_translate(text.lower()))  # the SDK lower-cases both sides
             compiled.append(_Pattern(exclusion, len(parts), text, regex))
         self.patterns = tuple(compiled)
-        self._any = re.compile("|".join(f"(?:{p.regex.pattern})" for p in compiled) or "(?!)")
         self._reincluded = tuple(p.text for p in compiled if p.exclusion)
+        self._any_at: dict[int, re.Pattern[str]] = {}
+
+    def _any(self, depth: int) -> re.Pattern[str]:
+        """One expression for every pattern that can match a path of ``depth`` components:
+        most paths are ruled out by one call."""
+        found = self._any_at.get(depth)
+        if found is None:
+            alternatives = [f"(?:{p.regex.pattern})" for p in self.patterns if p.reaches(depth)]
+            found = self._any_at[depth] = re.compile("|".join(alternatives) or "(?!)")
+        return found
 
     def parents(self, parent: str) -> tuple[bool, ...]:
         """Per pattern, whether it matches ``parent``'s leading components (the SDK's second
@@ -122,7 +136,7 @@ class Matcher:
 
     def ignored(self, path: str, parents: tuple[bool, ...]) -> bool:
         lowered = path.lower()
-        if not any(parents) and self._any.match(lowered) is None:
+        if not any(parents) and self._any(path.count("/") + 1).match(lowered) is None:
             return False
         matched = False
         for pattern, by_parent in zip(self.patterns, parents, strict=True):

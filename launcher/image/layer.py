@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from launcher.errors import UsageError
@@ -28,6 +29,7 @@ WHITEOUT = ".wh."  # OCI image-spec layer.md: a whiteout hides a lower layer's p
 # into the chunk buffers and hashed on the hashing thread.
 SMALL_FILE = 256 << 10
 BATCH = 64 << 10  # bytes of small files gathered before they are written into the chunks
+HASH_BEHIND = 8  # chunks the hashing thread may lag behind the reading
 
 
 @dataclass
@@ -189,8 +191,11 @@ def stream(
 
         def hashed(chunks: Iterator[bytearray]) -> Iterator[bytearray]:
             nonlocal tar_size
+            behind: deque[Future[None]] = deque()
             for chunk in chunks:
-                hasher.submit(tar_hash.update, chunk)
+                behind.append(hasher.submit(tar_hash.update, chunk))
+                if len(behind) > HASH_BEHIND:  # the chunks it holds are memory
+                    behind.popleft().result()
                 tar_size += len(chunk)
                 yield chunk
 
