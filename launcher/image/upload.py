@@ -26,6 +26,7 @@ include the final chunk").
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -44,6 +45,29 @@ _LOST = (400, 404)  # the upload session is gone (BLOB_UPLOAD_INVALID / _UNKNOWN
 
 class SessionLost(RegistryError):
     """The registry no longer knows the upload: it must start again in a new session."""
+
+
+class ChunkTooLarge(RegistryError):
+    """The registry refused the first chunk for its size."""
+
+
+def _stream(
+    registry: Registry, location: str, pieces: Iterable[bytes], on_bytes: Callable[[int], None]
+) -> str:
+    def counted() -> Iterator[bytes]:
+        for piece in pieces:
+            on_bytes(len(piece))
+            yield piece
+
+    response = registry.request(
+        "PATCH",
+        location,
+        ok=(202,),
+        retry=False,
+        data=counted(),
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    return registry.location_of(response)
 
 
 def blocks(pieces: Iterable[bytes], size: int = CHUNK) -> Iterator[bytes]:
@@ -97,12 +121,21 @@ def _send(
     on_bytes: Callable[[int], None],
 ) -> None:
     offset, pending, location = 0, None, ""
-    for block in blocks(pieces):
+    chunks = iter(blocks(pieces))
+    for block in chunks:
         if not block and pending is not None:
             break  # the blob ended on a block boundary: that block closes the upload
         if pending is not None:
             location = location or (opened() if callable(opened) else opened)
-            location = _patch(registry, location, pending, offset)
+            try:
+                location = _patch(registry, location, pending, offset)
+            except ChunkTooLarge:
+                # GHCR refuses chunks over 4 MiB (416, "the request body is too large"):
+                # the rest goes as Docker pushes, one streamed PATCH, not resumable.
+                rest = itertools.chain((pending, block), chunks)
+                location = _stream(registry, location, rest, on_bytes)
+                _put(registry, repo, location, b"", 0, digest())
+                return
             offset += len(pending)
             on_bytes(len(pending))
         pending = block
@@ -165,6 +198,8 @@ def _patch(registry: Registry, location: str, data: bytes, offset: int) -> str:
             )
             return registry.location_of(response)
         except RegistryError as exc:
+            if offset == 0 and attempt == 0 and exc.status in (413, 416):
+                raise ChunkTooLarge(str(exc), exc.status) from None
             _raise_unless_worth_retrying(exc, attempt)
             failure = str(exc)
     raise RegistryError(
