@@ -60,6 +60,8 @@ deps: $(STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMPS) node_modules/.package-lock.json
 
 lint: deps
 	$(VENV)/bin/ruff check launcher infra tests bench demo torchx_plugins
+	$(VENV)/bin/mypy --strict --warn-unused-configs launcher torchx_plugins
+	$(VENV)/bin/mypy infra
 
 test: deps lint
 	$(VENV)/bin/pytest -q

@@ -20,7 +20,7 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from infra import pull_through, roles
 from infra.config import ClusterConfig
@@ -318,7 +318,7 @@ class CopyJobs(Construct):
         return role
 
 
-def _policy_of(role: iam.Role) -> Construct:
+def _policy_of(role: iam.Role) -> IConstruct:
     policy = role.node.try_find_child("DefaultPolicy")
     assert policy is not None, f"{role.node.path} has no policy yet"
     return policy

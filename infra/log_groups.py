@@ -34,5 +34,7 @@ def log_group(
         removal_policy=RemovalPolicy.DESTROY,
     )
     # RetentionDays is an enum of names; the configuration speaks in days (validated in config).
-    group.node.default_child.retention_in_days = retention_days
+    cfn = group.node.default_child
+    assert isinstance(cfn, logs.CfnLogGroup)
+    cfn.retention_in_days = retention_days
     return group

@@ -78,6 +78,8 @@ class NetworkStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kw) -> None:
         super().__init__(scope, construct_id, **kw)
         if config.imports_vpc:
+            # Validated together (ClusterConfig): an imported VPC comes with all three ids.
+            assert config.vpc_id and config.subnet_id and config.default_security_group_id
             self.vpc = ec2.Vpc.from_vpc_attributes(
                 self,
                 "Vpc",

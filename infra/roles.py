@@ -56,7 +56,9 @@ def grant_log_streams(role: iam.Role, log_group: logs.ILogGroup) -> None:
             resources=[log_group.log_group_arn],
         )
     )
-    logical_id = Stack.of(log_group).resolve(log_group.node.default_child.logical_id)
+    cfn = log_group.node.default_child  # the CfnLogGroup: the group is one of this app's
+    assert isinstance(cfn, logs.CfnLogGroup), f"{log_group.node.path}: not made in this app"
+    logical_id = Stack.of(log_group).resolve(cfn.logical_id)
     Validations.of(role).acknowledge(
         Acknowledgment(
             id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>]",

@@ -12,7 +12,7 @@ boto3, docker and requests load when first used.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "Cluster": "launcher.api",
@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from launcher.progress import Event
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'launcher' has no attribute {name!r}")

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from launcher import jobdef, jobspec
 from launcher.backend import Backend
@@ -33,6 +33,8 @@ from launcher.progress import ProgressFn, say
 from launcher.target import AwsTarget, LocalTarget, Target
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.11
+
     from launcher.aws import Aws
     from launcher.check import Report
     from launcher.copyjob.plan import CopierImage
@@ -40,6 +42,22 @@ if TYPE_CHECKING:
     from launcher.image.patch import Patched
 
 COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"  # another image for copy jobs than the stack's
+
+
+class ImageOptions(TypedDict, total=False):
+    """How a workspace image is built: ``Cluster.build``'s options but the platform."""
+
+    builder: str
+    dryrun: bool
+    progress: ProgressFn | None
+    stream_base: bool
+    compression: str | None
+
+
+class BuildOptions(ImageOptions, total=False):
+    """``Cluster.build``'s options, as ``run``, ``dryrun`` and ``with_workspace`` pass them."""
+
+    platform: str | None
 
 
 def default_stack() -> str:
@@ -79,7 +97,7 @@ def build_image(
     platform: str = "linux/amd64",
     profile: str | None = None,
     region: str | None = None,
-    **options: object,
+    **options: Unpack[ImageOptions],
 ) -> Patched:
     """``base`` plus ``workspace`` pushed to any repository (no stack: ``launcher build
     --repo``); ECR credentials from the AWS profile when the repository is in ECR.
@@ -92,7 +110,7 @@ def build_image(
     return workspace_image(base, workspace, repository, aws=aws, platform=platform, **options)
 
 
-def make_spec(command: Sequence[str], **options) -> JobSpec:
+def make_spec(command: Sequence[str], **options: Any) -> JobSpec:
     """A job spec from a command and keyword options, validated on its own (no cluster):
     ``nodes``, ``image``, ``env`` (mapping or pairs), ``mounts``, ``gpus_per_node``, ``efa``,
     ``shm_mib``, ``timeout_seconds``, ``attempts``, ``share_id``, ``priority``, ``tags``,
@@ -357,7 +375,7 @@ class Cluster:
         self,
         spec: JobSpec,
         workspace: str | os.PathLike[str] | None,
-        **options: object,
+        **options: Unpack[BuildOptions],
     ) -> JobSpec:
         """The spec with every image it names replaced by that image plus the workspace
         (``options``: ``build``'s)."""
@@ -365,7 +383,10 @@ class Cluster:
         return spec
 
     def _with_workspace(
-        self, spec: JobSpec, workspace: str | os.PathLike[str] | None, **options: object
+        self,
+        spec: JobSpec,
+        workspace: str | os.PathLike[str] | None,
+        **options: Unpack[BuildOptions],
     ) -> tuple[JobSpec, list[Patched]]:
         """``with_workspace``, and what each build did."""
         if workspace is None:
@@ -376,9 +397,9 @@ class Cluster:
         built: dict[str, str] = {}
         results = []
         for image in sorted(images):
-            result = self.build(image, workspace, **options)  # type: ignore[arg-type]
+            result = self.build(image, workspace, **options)
             reused = " (unchanged, reused)" if result.reused else ""
-            say(options.get("progress"))(f"workspace image {result.reference}{reused}")  # type: ignore[arg-type]
+            say(options.get("progress"))(f"workspace image {result.reference}{reused}")
             built[image] = result.reference
             results.append(result)
         groups = tuple(

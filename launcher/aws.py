@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import functools
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import boto3
 import botocore.config
@@ -46,9 +47,13 @@ TRANSIENT_CODES = frozenset(
     {"ServiceUnavailableException", "RequestTimeout", "RequestTimeoutException"}
 )
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 def _code(exc: botocore.exceptions.ClientError) -> str:
-    return exc.response.get("Error", {}).get("Code", "")
+    code: str = exc.response.get("Error", {}).get("Code", "")
+    return code
 
 
 def try_later(exc: botocore.exceptions.ClientError) -> bool:
@@ -65,9 +70,9 @@ def _as_remote(exc: botocore.exceptions.ClientError) -> RemoteError:
     )
 
 
-def _remote(fn):
+def _remote(fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except botocore.exceptions.ClientError as exc:
@@ -96,7 +101,8 @@ class Aws:
         # guide, "Multithreading"): threads sharing one Aws (TorchX's replicas) make each once.
         self._lock = threading.Lock()
 
-    def client(self, service: str, region: str | None = None):
+    def client(self, service: str, region: str | None = None) -> Any:
+        """A boto3 client (untyped: boto3 ships no type information)."""
         key = f"{service}@{region or ''}"
         with self._lock:
             if key not in self._clients:
@@ -112,9 +118,11 @@ class Aws:
     # --- CloudFormation ---------------------------------------------------------------------
 
     @_remote
-    def describe_stack(self, name: str) -> dict:
+    def describe_stack(self, name: str) -> dict[str, Any]:
         try:
-            return self.client("cloudformation").describe_stacks(StackName=name)["Stacks"][0]
+            found = self.client("cloudformation").describe_stacks(StackName=name)
+            stack: dict[str, Any] = found["Stacks"][0]
+            return stack
         except botocore.exceptions.ClientError as exc:
             if "does not exist" in str(exc):
                 raise UsageError(
@@ -132,26 +140,30 @@ class Aws:
         )["jobDefinitions"]
         if not found:
             return None
-        return max(found, key=lambda d: d["revision"])["jobDefinitionArn"]
+        arn: str = max(found, key=lambda d: d["revision"])["jobDefinitionArn"]
+        return arn
 
     @_remote
-    def register_job_definition(self, request: dict) -> str:
-        return self.client("batch").register_job_definition(**request)["jobDefinitionArn"]
+    def register_job_definition(self, request: dict[str, Any]) -> str:
+        arn: str = self.client("batch").register_job_definition(**request)["jobDefinitionArn"]
+        return arn
 
     @_remote
-    def submit_job(self, request: dict) -> str:
-        return self.client("batch").submit_job(**request)["jobId"]
+    def submit_job(self, request: dict[str, Any]) -> str:
+        job_id: str = self.client("batch").submit_job(**request)["jobId"]
+        return job_id
 
     @_remote
-    def describe_jobs(self, job_ids: list[str]) -> list[dict]:
-        return self.client("batch").describe_jobs(jobs=job_ids)["jobs"]
+    def describe_jobs(self, job_ids: list[str]) -> list[dict[str, Any]]:
+        jobs: list[dict[str, Any]] = self.client("batch").describe_jobs(jobs=job_ids)["jobs"]
+        return jobs
 
     @_remote
     def terminate_job(self, job_id: str, reason: str) -> None:
         self.client("batch").terminate_job(jobId=job_id, reason=reason)
 
     @_remote
-    def list_jobs(self, queue: str, name: str | None = None) -> list[dict]:
+    def list_jobs(self, queue: str, name: str | None = None) -> list[dict[str, Any]]:
         # A filter lists every status in one pass (jobStatus alone lists one status per call);
         # JOB_NAME matches a name exactly unless it ends in "*" (ListJobs, KeyValuesPair).
         match = {"name": "JOB_NAME", "values": [name]} if name else None
@@ -197,7 +209,7 @@ class Aws:
     # --- EC2 ----------------------------------------------------------------------------------
 
     @_remote
-    def security_group_rules(self, group_id: str) -> list[dict]:
+    def security_group_rules(self, group_id: str) -> list[dict[str, Any]]:
         """Every rule of one security group (DescribeSecurityGroupRules, all pages)."""
         pages = (
             self.client("ec2")
@@ -211,7 +223,7 @@ class Aws:
     @_remote
     def filter_log_events(
         self, group: str, streams: list[str], start_ms: int | None, token: str | None
-    ) -> tuple[list[dict], str | None]:
+    ) -> tuple[list[dict[str, Any]], str | None]:
         """One page of events of up to 100 streams (FilterLogEvents' own limit); ``Throttled``
         when AWS asks to slow down or cannot answer now (the caller paces and tries again)."""
         kwargs: dict[str, Any] = {"logGroupName": group, "logStreamNames": streams}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from launcher.aws import Aws
 from launcher.backend import Say, newest_first
@@ -32,7 +33,7 @@ def _seconds(ms: int | None) -> float | None:
     return ms / 1000 if ms else None
 
 
-def job_info(job: dict, nodes: list[dict] | None = None) -> JobInfo:
+def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> JobInfo:
     """A DescribeJobs (or ListJobs) entry, and optionally its node-level entries."""
     props = job.get("nodeProperties", {})
     ranges = props.get("nodeRangeProperties", [])
@@ -104,13 +105,13 @@ class BatchBackend:
 
     # --- reading back -------------------------------------------------------------------
 
-    def _describe_raw(self, job_id: str) -> dict:
+    def _describe_raw(self, job_id: str) -> dict[str, Any]:
         found = self.aws.describe_jobs([job_id_of(job_id)])
         if not found:
             raise UsageError(f"job {job_id_of(job_id)}: no such job in this account and region")
         return found[0]
 
-    def _nodes(self, job: dict) -> list[dict]:
+    def _nodes(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         count = int(job.get("nodeProperties", {}).get("numNodes", 0))
         if not count:
             return []
@@ -160,7 +161,7 @@ class BatchBackend:
         say(f"resubmitted {job['jobId']} as {new_id}")
         return new_id, checkpoint
 
-    def _require_images(self, job: dict) -> None:
+    def _require_images(self, job: dict[str, Any]) -> None:
         """The images a resubmission pulls must still be there: the cluster's repository expires
         workspace images some days after their push (its lifecycle policy)."""
         from launcher.image.build import image_exists
@@ -215,10 +216,14 @@ class JobLogs:
     nodes' streams (from their records, ``JOB#N``), pages of their events."""
 
     def __init__(
-        self, aws: Aws, job_id: str, attempt: int | None, describe: Callable[[str], dict]
+        self,
+        aws: Aws,
+        job_id: str,
+        attempt: int | None,
+        describe: Callable[[str], dict[str, Any]],
     ) -> None:
         self.aws, self.job_id, self.attempt, self.describe = aws, job_id, attempt, describe
-        self.job: dict = {}
+        self.job: dict[str, Any] = {}
         self.group = ""
         self._checked = False
 
@@ -268,28 +273,34 @@ class JobLogs:
 
     def page(
         self, streams: list[str], start_ms: int | None, token: str | None
-    ) -> tuple[list[dict], str | None]:
+    ) -> tuple[list[dict[str, Any]], str | None]:
         return self.aws.filter_log_events(self.group, streams, start_ms, token)
 
 
-def _stream_of(record: dict, attempt: int | None) -> str | None:
+def _stream_of(record: dict[str, Any], attempt: int | None) -> str | None:
     """A node's log stream for one attempt (1-based), or the latest."""
     attempts = record.get("attempts", [])
     if attempt is not None:
         if attempt > len(attempts):
             return None
-        return attempts[attempt - 1].get("container", {}).get("logStreamName")
-    current = record.get("container", {}).get("logStreamName")
+        return _stream_name(attempts[attempt - 1])
+    current = _stream_name(record)
     if current:
         return current
-    return attempts[-1].get("container", {}).get("logStreamName") if attempts else None
+    return _stream_name(attempts[-1]) if attempts else None
 
 
-def _log_group(job: dict) -> str:
+def _stream_name(record: dict[str, Any]) -> str | None:
+    """The log stream of a job's (or an attempt's) container, once it has one."""
+    name: str | None = record.get("container", {}).get("logStreamName")
+    return name
+
+
+def _log_group(job: dict[str, Any]) -> str:
     """The job's own awslogs group, from its containers (no stack lookup needed)."""
     ranges = job.get("nodeProperties", {}).get("nodeRangeProperties", [])
     for container in [r.get("container", {}) for r in ranges] or [job.get("container", {})]:
-        options = container.get("logConfiguration", {}).get("options", {})
+        options: dict[str, str] = container.get("logConfiguration", {}).get("options", {})
         if "awslogs-group" in options:
             return options["awslogs-group"]
     raise UsageError(f"job {job['jobId']} does not log to CloudWatch Logs (no awslogs group)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
 # Memory the kernel, the ECS agent and the OS keep on a container instance. A node registers
 # /proc/meminfo's MemTotal (less than the nominal memory) minus ECS_RESERVED_MEMORY, and AWS
@@ -74,8 +75,13 @@ class InstanceType:
         return "ECS_AL2023_NVIDIA" if self.gpus else "ECS_AL2023"
 
 
+class _Flags(TypedDict):
+    gpudirect_rdma: bool
+    capacity_blocks: bool
+
+
 # The NVIDIA training types: GPUDirect RDMA over EFA, and offered as Capacity Blocks for ML.
-_TRAINING = {"gpudirect_rdma": True, "capacity_blocks": True}
+_TRAINING: _Flags = {"gpudirect_rdma": True, "capacity_blocks": True}
 
 _TYPES = (
     # NVIDIA training instances: one EFA interface per network card.

@@ -12,10 +12,15 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from launcher import catalog, check_script
 from launcher.cluster import ClusterInfo
 from launcher.job import JobInfo
+
+if TYPE_CHECKING:
+    from launcher.jobspec import JobSpec
+    from launcher.security import Findings
 
 # AWS publishes nccl-tests with EFA and aws-ofi-nccl (aws-samples/awsome-distributed-training,
 # 1.architectures/3.aws-batch/aws-batch-distributed-training-p6.yaml uses this tag).
@@ -40,7 +45,14 @@ def strip_mpi_prefix(line: str) -> str:
     return re.sub(r"^\s*(\[\d+,\d+\]<std(?:out|err)>:|\d+: )", "", line)
 
 
-def parse_all_reduce(lines: Iterable[str], min_bytes: int = check_script.MIN_BYTES) -> dict:
+class AllReduce(TypedDict):
+    busbw: float | None  # GB/s, the mean of the large sizes; None: no large size finished
+    peak_busbw: float | None
+    wrong: int
+    network: str | None
+
+
+def parse_all_reduce(lines: Iterable[str], min_bytes: int = check_script.MIN_BYTES) -> AllReduce:
     """``all_reduce_perf`` output -> bus bandwidth (GB/s), wrong values, and the network NCCL
     named (``AWS Libfabric``/``Libfabric`` over EFA, ``Socket`` without).
 
@@ -49,7 +61,7 @@ def parse_all_reduce(lines: Iterable[str], min_bytes: int = check_script.MIN_BYT
     every size of the sweep, so it depends on where the sweep starts (52.98 GB/s for a 2 x p5
     run from 0 B whose sizes from 256 MiB averaged 299 GB/s).
     """
-    found: dict = {"busbw": None, "peak_busbw": None, "wrong": 0, "network": None}
+    found: AllReduce = {"busbw": None, "peak_busbw": None, "wrong": 0, "network": None}
     large: list[float] = []
     for raw in lines:
         line = strip_mpi_prefix(raw)
@@ -91,7 +103,7 @@ class Report:
         results = [r for rs in self.nodes.values() for r in rs] + self.cluster
         return bool(results) and all(r.status != FAIL for r in results)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "verdict": "pass" if self.passed else "fail",
             "job": self.job.as_dict() if self.job else None,
@@ -208,7 +220,9 @@ def _credentials(facts: dict[str, str], local: bool) -> list[Result]:
     return [role_result, imds_result]
 
 
-def _nccl(main: dict, lines: list[str], cluster: ClusterInfo, nodes: int, local: bool) -> Result:
+def _nccl(
+    main: dict[str, str], lines: list[str], cluster: ClusterInfo, nodes: int, local: bool
+) -> Result:
     if not cluster.gpus_per_node:
         return Result("nccl all_reduce", NA, "no GPUs on this instance type")
     if main.get("nccl") != "ran":
@@ -231,7 +245,7 @@ def _nccl(main: dict, lines: list[str], cluster: ClusterInfo, nodes: int, local:
     return Result("nccl all_reduce", PASS, detail + (f" (floor {floor:g})" if nodes > 1 else ""))
 
 
-def task_group_result(findings) -> Result:
+def task_group_result(findings: Findings) -> Result:
     """The account's part: the VPC's default group keeps what jobs need (launcher.security)."""
     if not findings.ok:
         return Result("task security group", FAIL, findings.line())
@@ -244,7 +258,7 @@ def task_group_result(findings) -> Result:
 # --- running it -------------------------------------------------------------------------------
 
 
-def spec(cluster: ClusterInfo, nodes: int, image: str, port: int, timeout_seconds: int):
+def spec(cluster: ClusterInfo, nodes: int, image: str, port: int, timeout_seconds: int) -> JobSpec:
     from launcher.jobspec import EfaMode, JobSpec
 
     return JobSpec(

@@ -10,10 +10,15 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from launcher.errors import LauncherError, UsageError
 from launcher.jobspec import DEFAULT_ATTEMPTS, DEFAULT_RENDEZVOUS_PORT, EfaMode, base_image
 from launcher.outputs import DEFAULT_STACK_NAME, STACK_ENV
+
+if TYPE_CHECKING:
+    from launcher.api import BuildOptions, Cluster, ImageOptions, Job
+    from launcher.console import Console
 
 
 def _err(message: str) -> None:
@@ -33,13 +38,13 @@ class Command:
         raise NotImplementedError
 
 
-def _console():
+def _console() -> Console:
     from launcher.console import Console
 
     return Console()
 
 
-def _cluster(args: argparse.Namespace, local: bool = False):
+def _cluster(args: argparse.Namespace, local: bool = False) -> Cluster:
     """The stack's cluster; with ``local`` (the command's --local), its local Docker engine."""
     from launcher.api import Cluster
 
@@ -47,7 +52,7 @@ def _cluster(args: argparse.Namespace, local: bool = False):
     return cluster.local(getattr(args, "local_efs", None)) if local else cluster
 
 
-def _job(args: argparse.Namespace, job_id: str):
+def _job(args: argparse.Namespace, job_id: str) -> Job:
     from launcher.api import Job
 
     return Job.attach(job_id, profile=args.profile, region=args.region)
@@ -57,10 +62,10 @@ class Outputs(Command):
     name = "outputs"
     help = "show the cluster discovered from the stack outputs"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="print JSON")
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         data = _cluster(args).info.as_dict()
         if args.json:
             print(json.dumps(data, indent=2))
@@ -69,7 +74,7 @@ class Outputs(Command):
         return 0
 
 
-def _print_fields(fields: dict) -> None:
+def _print_fields(fields: dict[str, object]) -> None:
     width = max(map(len, fields))
     for key, value in fields.items():
         print(f"{key:<{width}}  {value if value is not None else '-'}")
@@ -79,7 +84,7 @@ class Run(Command):
     name = "run"
     help = "build the workspace image and submit a multi-node job"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--name", help="job name (default: from the command)")
         parser.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
         parser.add_argument("--image", help="base image (default: $LAUNCHER_IMAGE)")
@@ -155,7 +160,7 @@ class Run(Command):
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
     @staticmethod
-    def options(args, base: str) -> dict:
+    def options(args: argparse.Namespace, base: str) -> dict[str, object]:
         """The flags as JobSpec fields, parsed (one line on any bad value) before any I/O."""
         from launcher import jobspec
 
@@ -178,26 +183,25 @@ class Run(Command):
             **({"name": args.name} if args.name else {}),
         }
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         from launcher.api import make_spec
 
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         spec = make_spec(command, **self.options(args, base_image(args.image)))  # before calls
         cluster = _cluster(args, args.local)
         workspace = None if args.no_workspace else args.workspace
-        image_options = {
+        image_options: BuildOptions = {
             "builder": args.builder,
             "platform": args.platform,
+            "progress": _console(),
             "stream_base": args.stream_base,
             "compression": args.compression,
         }
         if args.dryrun:
-            requests = cluster.dryrun(
-                spec=spec, workspace=workspace, progress=_console(), **image_options
-            )
+            requests = cluster.dryrun(spec=spec, workspace=workspace, **image_options)
             print(json.dumps(requests, indent=2))
             return 0
-        job = cluster.run(spec=spec, workspace=workspace, progress=_console(), **image_options)
+        job = cluster.run(spec=spec, workspace=workspace, **image_options)
         code = _follow(job) if args.follow else 0
         print(job.job_id)
         return code
@@ -230,13 +234,13 @@ class Mirror(Command):
     name = "mirror"
     help = "copy a base image into the cluster's registry with a copy job (never through here)"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("image", help="the base image, e.g. a Deep Learning Container")
         parser.add_argument("--platform", help="image platform (default: the cluster's)")
         parser.add_argument("--local", action="store_true", help="copy with the local engine")
         parser.add_argument("--dryrun", action="store_true", help="say what would move; move none")
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         reference = _cluster(args, args.local).mirror(
             args.image, platform=args.platform, dryrun=args.dryrun, progress=_console()
         )
@@ -248,7 +252,7 @@ class Build(Command):
     name = "build"
     help = "patch the workspace into the base image, push it, print REPO@sha256:..."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--image", help="base image (default: $LAUNCHER_IMAGE)")
         parser.add_argument("--workspace", default=".", help="directory to patch in")
         parser.add_argument("--repo", help="target repository (default: the stack's ECR)")
@@ -257,9 +261,9 @@ class Build(Command):
             "--dryrun", action="store_true", help="compute the image's digest without pushing"
         )
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         base = base_image(args.image)
-        options = {
+        options: ImageOptions = {
             "builder": args.builder,
             "dryrun": args.dryrun,
             "progress": _console(),
@@ -286,7 +290,7 @@ class Build(Command):
         return 0
 
 
-def _follow(job) -> int:
+def _follow(job: Job) -> int:
     from launcher.job import JobState
 
     """Stream every node's log lines to stderr, then the job's end; exit code from its state."""
@@ -301,10 +305,10 @@ class Status(Command):
     name = "status"
     help = "print a job's state (one DescribeJobs call)"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         from launcher.explain import explain
 
         job = _job(args, args.job)
@@ -323,11 +327,11 @@ class Describe(Command):
     name = "describe"
     help = "show a job's details and each node's state"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job")
         parser.add_argument("--json", action="store_true")
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         info = _job(args, args.job).describe()
         if args.json:
             print(json.dumps(info.as_dict(), indent=2))
@@ -359,7 +363,7 @@ class Logs(Command):
     name = "logs"
     help = "print a job's logs, per node"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job")
         parser.add_argument("--node", type=int, help="only this node (default: all)")
         parser.add_argument("--follow", "-f", action="store_true")
@@ -368,7 +372,7 @@ class Logs(Command):
             "--attempt", type=int, help="an earlier attempt's logs (1-based; default the latest)"
         )
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         import time
 
         from launcher import jobspec
@@ -389,10 +393,10 @@ class Resubmit(Command):
     name = "resubmit"
     help = "run a job again, resuming from its checkpoint directory"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job")
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         new = _job(args, args.job).resubmit(progress=_console())
         print(new.job_id)
         return 0
@@ -402,10 +406,10 @@ class Cancel(Command):
     name = "cancel"
     help = "terminate a job in any state"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job")
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         info = _job(args, args.job).cancel()
         _err(f"cancelled {info.job_id} ({info.name}, was {info.state})")
         return 0
@@ -415,12 +419,12 @@ class List(Command):
     name = "list"
     help = "list the cluster queue's jobs (active ones unless --all)"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--all", action="store_true", help="include finished jobs")
         parser.add_argument("--json", action="store_true")
         parser.add_argument("--local", action="store_true", help="jobs run with run --local")
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         if args.local:  # local jobs need no stack
             from launcher.api import local_jobs
 
@@ -439,7 +443,7 @@ class Check(Command):
     name = "check"
     help = "prove the cluster: EFA, GPUs, NCCL all-reduce, rendezvous and EFS on every node"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--nodes", type=int, help="nodes to test (default: 2, or max_nodes)")
         parser.add_argument("--image", help="an nccl-tests image with EFA (default: AWS's)")
         parser.add_argument("--timeout", default="30m", help="give up after (default 30m)")
@@ -450,7 +454,7 @@ class Check(Command):
         parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
         parser.add_argument("--local-efs", metavar="DIR", help="EFS stand-in with --local")
 
-    def run(self, args):
+    def run(self, args: argparse.Namespace) -> int:
         from launcher import jobspec
 
         timeout = jobspec.parse_duration(args.timeout)
@@ -504,8 +508,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    handler: Command = args.handler
     try:
-        return args.handler.run(args)
+        return handler.run(args)
     except LauncherError as exc:
         if args.debug:
             raise

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 from launcher.progress import Event, EventKind
 
 
 class Console:
-    def __init__(self, stream=None) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self._drawing = False

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from launcher.errors import RemoteError
 
+if TYPE_CHECKING:
+    import docker
 
-def docker_client():
+
+def docker_client() -> docker.DockerClient:
     import docker
 
     try:

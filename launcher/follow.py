@@ -42,8 +42,8 @@ REFRESH_SECONDS = 30.0  # ... or this often, whichever comes first
 
 Nodes = frozenset[int] | None  # the nodes a follower wants; None: every node of the job
 Call = Callable[[Callable[[], Any]], Any]  # makes one AWS call in its turn (Limiter.call)
-Page = Callable[[list[str], int | None, str | None], tuple[list[dict], str | None]]
-Event = tuple[int, dict]  # (node, FilterLogEvents event)
+Page = Callable[[list[str], int | None, str | None], tuple[list[dict[str, Any]], str | None]]
+Event = tuple[int, dict[str, Any]]  # (node, FilterLogEvents event)
 
 
 def union(*sets: Nodes) -> Nodes:
@@ -122,7 +122,7 @@ class Source(Protocol):
 
     def page(
         self, streams: list[str], start_ms: int | None, token: str | None
-    ) -> tuple[list[dict], str | None]: ...
+    ) -> tuple[list[dict[str, Any]], str | None]: ...
 
 
 @dataclass
@@ -140,7 +140,7 @@ class Cursor:
         start = self.newest_ms - LOOKBACK_MS
         return max(start, self.since_ms) if self.since_ms is not None else start
 
-    def take(self, events: list[dict]) -> list[dict]:
+    def take(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The events not delivered before, remembered; old entries forgotten."""
         fresh = []
         for event in events:
@@ -152,7 +152,7 @@ class Cursor:
         self._remember(fresh)
         return fresh
 
-    def absorb(self, events: list[dict]) -> list[dict]:
+    def absorb(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Events another reader took (a follower catching up, over these streams or others),
         remembered as delivered; returns those this cursor had not delivered and would still
         read (its window), for the followers it already serves. Older ones it has either
@@ -166,7 +166,7 @@ class Cursor:
         self._remember(events)
         return new
 
-    def _remember(self, events: list[dict]) -> None:
+    def _remember(self, events: list[dict[str, Any]]) -> None:
         for event in events:
             self.seen[event["eventId"]] = event["timestamp"]
             self.newest_ms = max(self.newest_ms, event["timestamp"])
@@ -175,9 +175,9 @@ class Cursor:
             self.seen = {k: t for k, t in self.seen.items() if t >= horizon}
 
 
-def read_once(page: Page, streams: list[str], cursor: Cursor, call: Call) -> list[dict]:
+def read_once(page: Page, streams: list[str], cursor: Cursor, call: Call) -> list[dict[str, Any]]:
     """Every new event of ``streams``, all pages, in timestamp order (stable per stream)."""
-    fresh: list[dict] = []
+    fresh: list[dict[str, Any]] = []
     for first in range(0, len(streams), MAX_STREAMS):
         chunk = streams[first : first + MAX_STREAMS]
         start, token = cursor.start_ms, None
@@ -324,11 +324,11 @@ class Tail:
             joiners = list(self._joining)
         self._describe_missing(union(self._covered, *(j.nodes for j in joiners)))
         joiners = self._admit(joiners)
-        main: list[dict] = []
+        main: list[dict[str, Any]] = []
         if streams := self._streams_of(self._covered):
             main = read_once(self.source.page, streams, self._cursor, self.call)
-        caught: list[dict] = []
-        new: list[dict] = []
+        caught: list[dict[str, Any]] = []
+        new: list[dict[str, Any]] = []
         theirs = union(*(j.nodes for j in joiners)) if joiners else frozenset()
         if joiners and (streams := self._streams_of(theirs)):
             caught = read_once(self.source.page, streams, Cursor(self.since_ms), self.call)
@@ -409,7 +409,7 @@ class Tail:
     def _streams_of(self, nodes: Nodes) -> list[str]:
         return sorted(s for s, n in self._streams.items() if wants(nodes, n))
 
-    def _share(self, events: list[dict], nodes: Nodes) -> list[Event]:
+    def _share(self, events: list[dict[str, Any]], nodes: Nodes) -> list[Event]:
         return [
             (self._streams[e["logStreamName"]], e)
             for e in events

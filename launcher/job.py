@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 # What a job cancelled on request is told (Batch's TerminateJob reason, the local supervisor's).
 CANCEL_REASON = "cancelled with launcher cancel"
@@ -89,7 +90,7 @@ class JobInfo:
         line = f"{self.job_id} {self.name} {self.state}"
         return line + (f" ({self.reason})" if self.reason else "")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
         data["backend"] = self.backend.value

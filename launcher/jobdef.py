@@ -9,11 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from launcher import prelude
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
 from launcher.jobspec import DEFAULT_EFS_PATH, JobSpec, MountKind, NodeGroup
+
+if TYPE_CHECKING:
+    from launcher.job import GroupInfo
 
 EFA_DEVICE = "/dev/infiniband/uverbs{}"
 ULIMITS = (
@@ -37,10 +41,10 @@ JOB_DEFINITION_PREFIX = "efa-batch"
 
 @dataclass(frozen=True)
 class Requests:
-    register: dict
-    submit: dict
+    register: dict[str, Any]
+    submit: dict[str, Any]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"registerJobDefinition": self.register, "submitJob": self.submit}
 
 
@@ -133,7 +137,9 @@ def efs_path(spec: JobSpec) -> str:
     return next((m.dst for m in spec.mounts if m.kind is MountKind.EFS), DEFAULT_EFS_PATH)
 
 
-def _volumes(spec: JobSpec, cluster: ClusterInfo) -> tuple[list, list, list]:
+def _volumes(
+    spec: JobSpec, cluster: ClusterInfo
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     efs = next((m for m in spec.mounts if m.kind is MountKind.EFS), None)
     volumes = [
         {
@@ -152,7 +158,7 @@ def _volumes(spec: JobSpec, cluster: ClusterInfo) -> tuple[list, list, list]:
             "readOnly": bool(efs and efs.readonly),
         }
     ]
-    devices = []
+    devices: list[dict[str, Any]] = []
     binds = [m for m in spec.mounts if m.kind is MountKind.BIND]
     for index, mount in enumerate(binds):
         volumes.append({"name": f"bind{index}", "host": {"sourcePath": mount.src}})
@@ -197,7 +203,7 @@ def environment(
 
 def container_properties(
     spec: JobSpec, cluster: ClusterInfo, group: NodeGroup | None = None
-) -> dict:
+) -> dict[str, Any]:
     gpus = resolve_gpus(spec, cluster, group)
     volumes, mount_points, devices = _volumes(spec, cluster)
     if spec.efa.on:
@@ -220,7 +226,7 @@ def container_properties(
     if gpus:
         resources.append({"type": "GPU", "value": str(gpus)})
     env = environment(spec, cluster, gpus, group)
-    linux = {"sharedMemorySize": shm, "initProcessEnabled": True}
+    linux: dict[str, Any] = {"sharedMemorySize": shm, "initProcessEnabled": True}
     if devices:
         linux["devices"] = devices
     return {
@@ -246,7 +252,7 @@ def container_properties(
     }
 
 
-def definition_name(body: dict) -> str:
+def definition_name(body: dict[str, Any]) -> str:
     """Named by a hash of the content: registering the same job twice finds the first."""
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
     return f"{JOB_DEFINITION_PREFIX}-{digest[:32]}"
@@ -296,7 +302,7 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
     return Requests(register, submit)
 
 
-def node_ranges(definition: dict) -> list[tuple[tuple[int, int], dict]]:
+def node_ranges(definition: dict[str, Any]) -> list[tuple[tuple[int, int], dict[str, Any]]]:
     """((first, last), container) for each node range of a job definition (or a job)."""
     props = definition["nodeProperties"]
     last_node = props["numNodes"] - 1
@@ -308,7 +314,7 @@ def node_ranges(definition: dict) -> list[tuple[tuple[int, int], dict]]:
     return ranges
 
 
-def as_one_node(register: dict, parameters: dict[str, str]) -> dict:
+def as_one_node(register: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
     """A container job (a copy job) as a one-node job, for code that runs both kinds one way
     (the local backend), with its ``Ref::NAME`` command arguments replaced by the submitted
     parameters, or the definition's defaults, as Batch does."""
@@ -331,7 +337,7 @@ def as_one_node(register: dict, parameters: dict[str, str]) -> dict:
     }
 
 
-def with_environment(definition: dict, env: dict[str, str]) -> dict:
+def with_environment(definition: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     """A copy of a job definition with ``env`` set in every node range's container."""
     import copy
 
@@ -346,7 +352,7 @@ def with_environment(definition: dict, env: dict[str, str]) -> dict:
 CHECKPOINT_TAG = "efa-batch:checkpoint"
 
 
-def resumption(job: dict, job_id: str) -> tuple[str, dict[str, str]]:
+def resumption(job: dict[str, Any], job_id: str) -> tuple[str, dict[str, str]]:
     """The checkpoint directory a resubmission of ``job`` continues in, and the tags it gets:
     the job's own plus the directory, so that resubmitting the resubmission finds it again
     (a job's tags come back from DescribeJobs as they were submitted)."""
@@ -355,17 +361,17 @@ def resumption(job: dict, job_id: str) -> tuple[str, dict[str, str]]:
     return checkpoint, {**tags, CHECKPOINT_TAG: checkpoint}
 
 
-def checkpoint_dir(definition: dict, job_id: str) -> str:
+def checkpoint_dir(definition: dict[str, Any], job_id: str) -> str:
     """Where a job's attempts keep their checkpoints (the prelude's default, unless the job
     was itself a resubmission and carries its first job's directory)."""
     (_, container), *_ = node_ranges(definition)
-    env = {e["name"]: e["value"] for e in container.get("environment", [])}
+    env: dict[str, str] = {e["name"]: e["value"] for e in container.get("environment", [])}
     if "LAUNCHER_CHECKPOINT_DIR" in env:
         return env["LAUNCHER_CHECKPOINT_DIR"]
     return f"{env.get('LAUNCHER_EFS', DEFAULT_EFS_PATH)}/checkpoints/{job_id}"
 
 
-def groups_of(definition: dict):
+def groups_of(definition: dict[str, Any]) -> tuple[GroupInfo, ...]:
     """The node groups of a job definition (or a job), named after their ``LAUNCHER_GROUP``."""
     from launcher.job import GroupInfo
 

@@ -139,11 +139,7 @@ class JobSpec:
             raise UsageError(f"--nodes {self.nodes}: a job needs at least 1 node")
         if not 1 <= self.attempts <= 10:
             raise UsageError(f"--retries {self.attempts}: allowed 1-10 (AWS Batch attempts)")
-        try:
-            object.__setattr__(self, "efa", EfaMode(self.efa))
-        except ValueError:
-            allowed = ", ".join(m.value for m in EfaMode)
-            raise UsageError(f"--efa {self.efa!r}: allowed {allowed}") from None
+        object.__setattr__(self, "efa", parse_efa(self.efa))  # or the flag's str
         if self.gpus_per_node is not None and self.gpus_per_node < 0:
             raise UsageError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
         if self.priority is not None and not 0 <= self.priority <= 9999:
@@ -213,6 +209,14 @@ def parse_env(item: str) -> tuple[str, str]:
     if key.startswith("AWS_BATCH"):
         raise UsageError(f"--env {key}: names starting with AWS_BATCH are reserved by AWS Batch")
     return key, value
+
+
+def parse_efa(value: str) -> EfaMode:
+    try:
+        return EfaMode(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in EfaMode)
+        raise UsageError(f"--efa {value!r}: allowed {allowed}") from None
 
 
 def parse_tag(item: str) -> tuple[str, str]:

@@ -78,7 +78,7 @@ def spacing(policy: Policy, level: int, draw: float) -> float:
     capped at the ceiling, jittered over its upper half, and never below the interval."""
     if level <= 0:
         return policy.interval
-    top = min(policy.ceiling, policy.interval * 2**level)
+    top: float = min(policy.ceiling, policy.interval * 2**level)  # int ** int is Any to mypy
     return max(policy.interval, top * (1.0 + draw) / 2.0)
 
 

@@ -8,6 +8,8 @@ string must. Attempts count every run, the first included.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def _matches(pattern: str | None, value: str | None) -> bool:
     if pattern is None:
@@ -19,7 +21,11 @@ def _matches(pattern: str | None, value: str | None) -> bool:
 
 
 def action(
-    strategy: dict, *, status_reason: str | None, reason: str | None, exit_code: int | None
+    strategy: dict[str, Any],
+    *,
+    status_reason: str | None,
+    reason: str | None,
+    exit_code: int | None,
 ) -> str:
     """RETRY or EXIT for an attempt that failed."""
     for entry in strategy.get("evaluateOnExit", []):
@@ -28,10 +34,22 @@ def action(
             and _matches(entry.get("onReason"), reason)
             and _matches(entry.get("onExitCode"), None if exit_code is None else str(exit_code))
         ):
-            return entry["action"].upper()
+            decision: str = entry["action"].upper()
+            return decision
     return "RETRY"
 
 
-def retries(strategy: dict, attempt: int, **outcome) -> bool:
+def retries(
+    strategy: dict[str, Any],
+    attempt: int,
+    *,
+    status_reason: str | None,
+    reason: str | None,
+    exit_code: int | None,
+) -> bool:
     """Whether a failed ``attempt`` (1-based) is followed by another."""
-    return attempt < strategy.get("attempts", 1) and action(strategy, **outcome) == "RETRY"
+    return (
+        attempt < strategy.get("attempts", 1)
+        and action(strategy, status_reason=status_reason, reason=reason, exit_code=exit_code)
+        == "RETRY"
+    )

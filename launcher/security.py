@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -40,15 +41,15 @@ class Findings:
         )
 
 
-def _all_traffic(rule: dict) -> bool:
+def _all_traffic(rule: dict[str, Any]) -> bool:
     return str(rule.get("IpProtocol")) == "-1"
 
 
-def _from_itself(rule: dict, group_id: str) -> bool:
+def _from_itself(rule: dict[str, Any], group_id: str) -> bool:
     return (rule.get("ReferencedGroupInfo") or {}).get("GroupId") == group_id
 
 
-def default_group_findings(group_id: str, rules: Iterable[dict]) -> Findings:
+def default_group_findings(group_id: str, rules: Iterable[dict[str, Any]]) -> Findings:
     """DescribeSecurityGroupRules' rules of the group -> what jobs need that is not there."""
     rules = list(rules)
     ingress = [r for r in rules if not r.get("IsEgress")]

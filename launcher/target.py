@@ -136,7 +136,7 @@ class AwsTarget:
         cached = False
         if route is not None and self.info.internet_egress is Egress.NONE:
             ecr = ECR_HOST.match(route.registry)
-            cached = bool(ecr) and self.aws.has_image(
+            cached = ecr is not None and self.aws.has_image(
                 route.repository, route.digest or "", ecr["account"], ecr["region"]
             )
         return plan.route(base, self.info, cached)

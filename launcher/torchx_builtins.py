@@ -10,6 +10,7 @@ TorchX module that 0.7.0 itself would load. Where that module is gone (TorchX ma
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 # torchx.schedulers.DEFAULT_SCHEDULER_MODULES of TorchX 0.7.0.
@@ -27,8 +28,8 @@ MODULES = {
 }
 
 
-def _factory(name: str):
-    def create_scheduler(session_name: str, **kwargs: Any):
+def _factory(name: str) -> Callable[..., Any]:
+    def create_scheduler(session_name: str, **kwargs: Any) -> Any:  # a TorchX Scheduler
         try:
             module = importlib.import_module(MODULES[name])
         except ModuleNotFoundError as exc:

@@ -45,7 +45,8 @@ from torchx.specs import (
 from torchx.workspace.api import WorkspaceMixin
 
 from launcher import jobdef
-from launcher.api import Cluster, Job, aws_session, default_stack
+from launcher.api import BuildOptions, Cluster, Job, aws_session, default_stack
+from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
 from launcher.job import GroupInfo, JobInfo, JobState
 from launcher.jobspec import (
@@ -58,6 +59,7 @@ from launcher.jobspec import (
     NodeGroup,
     default_name,
     device_permissions,
+    parse_efa,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +69,7 @@ NAME = "efa_batch"
 EFA_DEVICE = "vpc.amazonaws.com/efa"  # how TorchX's named AWS resources carry EFA
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"  # ... and their instance type
 TORCHX_MERGE_SUFFIX = "torchx_workspace_"  # torchx.workspace.api's temporary merges
+Where = tuple[str, str | None, str | None, bool]  # (stack, profile, region, local)
 STATES = {
     JobState.SUBMITTED: AppState.SUBMITTED,
     JobState.PENDING: AppState.PENDING,
@@ -83,9 +86,9 @@ class Request:
     """What ``schedule`` sends: the Batch requests and the workspace layers still to push."""
 
     requests: jobdef.Requests
-    cluster: tuple  # (stack, profile, region, local): where schedule() sends it
+    cluster: Where  # where schedule() sends it
     # (base, workspace, reference, build options) of each workspace image to push
-    pushes: list[tuple[str, str, str, dict]] = field(default_factory=list)
+    pushes: list[tuple[str, str, str, BuildOptions]] = field(default_factory=list)
 
     def __str__(self) -> str:
         return json.dumps(self.requests.as_dict(), indent=2)
@@ -99,7 +102,7 @@ def _str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
 # --- AppDef -> JobSpec (pure) -----------------------------------------------------------------
 
 
-def role_gpus(role: Role, cluster) -> int | None:
+def role_gpus(role: Role, cluster: ClusterInfo) -> int | None:
     """GPUs per node for a role, or a UsageError if its resource does not fit one node.
 
     A replica is one whole node (Batch runs one container per node of a multi-node job). A
@@ -157,7 +160,7 @@ def role_mounts(role: Role) -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
-def app_to_spec(app: AppDef, cluster, cfg: Mapping[str, CfgVal]) -> JobSpec:
+def app_to_spec(app: AppDef, cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) -> JobSpec:
     """An AppDef as a job spec: each role a node group of ``num_replicas`` nodes."""
     if not app.roles:
         raise UsageError(f"app {app.name}: no roles")
@@ -175,7 +178,9 @@ def app_to_spec(app: AppDef, cluster, cfg: Mapping[str, CfgVal]) -> JobSpec:
         # Set on every node by the launcher's prelude, the main node included.
         rank0_env="LAUNCHER_MAIN_ADDR",
     )
-    groups, mounts, first = [], [], 0
+    groups: list[NodeGroup] = []
+    mounts: list[Mount] = []
+    first = 0
     for role in app.roles:
         role = values.apply(role)
         if role.num_replicas < 1:
@@ -205,14 +210,14 @@ def app_to_spec(app: AppDef, cluster, cfg: Mapping[str, CfgVal]) -> JobSpec:
         image=main.image or "",
         nodes=first,
         mounts=tuple(dict.fromkeys(mounts)),
-        efa=_str(cfg, "efa") or EfaMode.AUTO,
+        efa=parse_efa(_str(cfg, "efa") or EfaMode.AUTO),
         attempts=attempts,
         share_id=_str(cfg, "share_id"),
         priority=int(cfg["priority"]) if cfg.get("priority") is not None else None,
         rendezvous_port=int(cfg.get("port") or DEFAULT_RENDEZVOUS_PORT),
         groups=tuple(groups) if len(groups) > 1 else (),
         gpus_per_node=main.gpus_per_node if len(groups) == 1 else None,
-        env=(*main.env, ("LAUNCHER_GROUP", main.name)) if len(groups) == 1 else (),
+        env=(*main.env, ("LAUNCHER_GROUP", app.roles[0].name)) if len(groups) == 1 else (),
         tags=(("torchx:app", app.name[:256]),),
     )
 
@@ -223,7 +228,7 @@ def app_to_spec(app: AppDef, cluster, cfg: Mapping[str, CfgVal]) -> JobSpec:
 class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__(NAME, session_name)
-        self._clusters: dict[tuple, Cluster] = {}
+        self._clusters: dict[Where, Cluster] = {}
         self._roles: dict[str, dict[str, GroupInfo]] = {}
         self._lock = threading.Lock()
         self._session: Aws | None = None
@@ -261,7 +266,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             (stack, _str(cfg, "profile"), _str(cfg, "region"), bool(cfg.get("local")))
         )
 
-    def _cluster_at(self, key: tuple) -> Cluster:
+    def _cluster_at(self, key: Where) -> Cluster:
         """The cluster of a stack, on AWS or (``local``) on the local Docker engine."""
         if key not in self._clusters:
             stack, profile, region, local = key
@@ -281,9 +286,10 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         if repo:
             os.environ["LAUNCHER_REGISTRY"] = repo
         cluster = self._cluster(cfg)
-        options = {"stream_base": bool(cfg.get("stream_base"))}
+        stream_base = bool(cfg.get("stream_base"))
+        options: BuildOptions = {"stream_base": stream_base}
         # The digest; nothing pushed yet.
-        built = cluster.build(role.image, path, dryrun=True, **options)
+        built = cluster.build(role.image, path, dryrun=True, stream_base=stream_base)
         if built.reused:
             role.image = built.reference
             return

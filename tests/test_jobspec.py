@@ -6,10 +6,12 @@ import pytest
 
 from launcher.errors import UsageError
 from launcher.jobspec import (
+    EfaMode,
     JobSpec,
     Mount,
     default_name,
     parse_duration,
+    parse_efa,
     parse_env,
     parse_mount,
     parse_since,
@@ -106,6 +108,7 @@ def test_bad_mounts(text, fragment):
         ({"command": ()}, "no command given"),
         ({"priority": 10000}, "--priority 10000"),
         ({"gpus_per_node": -1}, "--gpus-per-node -1"),
+        ({"efa": "fast"}, "--efa 'fast': allowed auto, require, off"),
     ],
 )
 def test_spec_rejects_bad_values(kwargs, fragment):
@@ -113,6 +116,12 @@ def test_spec_rejects_bad_values(kwargs, fragment):
     with pytest.raises(UsageError) as info:
         JobSpec(**values)
     assert fragment in str(info.value)
+
+
+def test_efa_modes_by_name():
+    assert parse_efa("off") is EfaMode.OFF
+    spec = JobSpec(name="train", command=("true",), image="img", efa="require")
+    assert spec.efa is EfaMode.REQUIRE
 
 
 def test_default_names():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
@@ -104,7 +105,7 @@ def requests(
     """Requests for one copy job: ``source`` (pinned) into ``target``'s repository."""
     if not source.digest:
         raise UsageError(f"copy source {source}: pin it by digest (REPO@sha256:...)")
-    container: dict = {
+    container: dict[str, Any] = {
         "image": copier.image,
         "command": [*copier.command, "Ref::source", "Ref::target"],
         "jobRoleArn": cluster.copy_job_role_arn,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from launcher.copyjob.plan import SOURCE_SECRET_ENV, SOURCE_USER_ENV
 from launcher.errors import LauncherError, UsageError
@@ -19,8 +20,11 @@ from launcher.image.registry import Registry
 from launcher.image.transfer import copy_image
 from launcher.progress import size_text
 
+if TYPE_CHECKING:
+    from launcher.aws import Aws
 
-def _source_credentials(host: str, aws) -> auth.Credentials | None:
+
+def _source_credentials(host: str, aws: Aws | None) -> auth.Credentials | None:
     user, token = os.environ.get(SOURCE_USER_ENV), os.environ.get(SOURCE_SECRET_ENV)
     if user and token:
         return user, token
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             else Registry(target.registry, lambda: auth.credentials(target.registry, aws), push)
         )
 
-        def report(desc: dict, how: str) -> None:
+        def report(desc: dict[str, Any], how: str) -> None:
             print(f"copy: {desc['digest']} {size_text(int(desc.get('size', 0)))} {how}", flush=True)
 
         copied = copy_image(source, target, source_registry, target_registry, report)

@@ -9,8 +9,12 @@ helpers and stores.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from launcher.image.reference import DOCKER_HUB
+
+if TYPE_CHECKING:
+    from launcher.aws import Aws
 
 ECR_HOST = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$"
@@ -22,7 +26,7 @@ def is_ecr(host: str) -> bool:
     return ECR_HOST.match(host) is not None
 
 
-def ecr_credentials(host: str, aws) -> Credentials | None:
+def ecr_credentials(host: str, aws: Aws | None) -> Credentials | None:
     match = ECR_HOST.match(host)
     if not match or aws is None:
         return None
@@ -45,5 +49,5 @@ def docker_config_credentials(host: str) -> Credentials | None:
     return (user, secret) if user and secret else None
 
 
-def credentials(host: str, aws=None) -> Credentials | None:
+def credentials(host: str, aws: Aws | None = None) -> Credentials | None:
     return ecr_credentials(host, aws) or docker_config_credentials(host)

@@ -5,16 +5,20 @@ from __future__ import annotations
 import enum
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher.errors import UsageError
 from launcher.image import auth, manifest, reference
 from launcher.image.compress import Compression
-from launcher.image.patch import CopyJobs, Patched, base_image, patch, resolve_base
+from launcher.image.patch import CopyJobs, Patched, RegistryFor, base_image, patch, resolve_base
 from launcher.image.pullers import ANYONE, Puller, choose
 from launcher.image.registry import Registry
 from launcher.image.transfer import copied_tag
 from launcher.progress import ProgressFn, size_text
 from launcher.progress import say as progress_say
+
+if TYPE_CHECKING:
+    from launcher.aws import Aws
 
 DOCKERFILE_ENV = "LAUNCHER_DOCKERFILE"
 DEFAULT_DOCKERFILE = "Dockerfile.launcher"
@@ -41,7 +45,7 @@ def target_repository(repo: str) -> reference.Reference:
 
 
 def choose_builder(
-    builder: Builder | str, workspace: str | os.PathLike
+    builder: Builder | str, workspace: str | os.PathLike[str]
 ) -> tuple[Builder, str | None]:
     try:
         builder = Builder(builder)
@@ -57,10 +61,10 @@ def choose_builder(
 
 def workspace_image(
     base: str,
-    workspace: str | os.PathLike,
+    workspace: str | os.PathLike[str],
     repo: str,
     *,
-    aws=None,
+    aws: Aws | None = None,
     builder: Builder | str = Builder.AUTO,
     platform: str = "linux/amd64",
     dryrun: bool = False,
@@ -108,7 +112,9 @@ def workspace_image(
     )
 
 
-def _registries(base: reference.Reference, repo: reference.Reference, aws):
+def _registries(
+    base: reference.Reference, repo: reference.Reference, aws: Aws | None
+) -> RegistryFor:
     """One client per registry, asking for pull on the base and push on the repository."""
     scopes = {base.registry: [f"repository:{base.repository}:pull"]}
     scopes.setdefault(repo.registry, []).append(f"repository:{repo.repository}:pull,push")
@@ -118,7 +124,7 @@ def _registries(base: reference.Reference, repo: reference.Reference, aws):
         if ref.registry not in clients:
             clients[ref.registry] = Registry(
                 ref.registry,
-                lambda host=ref.registry: auth.credentials(host, aws),
+                lambda: auth.credentials(ref.registry, aws),  # ref: this call's, never rebound
                 scopes[ref.registry],
             )
         return clients[ref.registry]
@@ -130,7 +136,7 @@ def copy_base(
     base: str,
     repo: str,
     *,
-    aws=None,
+    aws: Aws | None = None,
     platform: str = "linux/amd64",
     copy_jobs: CopyJobs | None,
     dryrun: bool = False,
@@ -163,7 +169,7 @@ def copy_base(
     return str(repo_ref.with_digest(digest))
 
 
-def image_exists(image: str, aws=None) -> bool:
+def image_exists(image: str, aws: Aws | None = None) -> bool:
     """One HEAD for the image's manifest in its registry (credentials as for any pull)."""
     ref = reference.parse(image, "--image")
     client = Registry(

@@ -11,6 +11,7 @@ import io
 import os
 import tarfile
 from pathlib import Path
+from typing import Any
 
 from launcher.docker_client import docker_client
 from launcher.errors import RemoteError, UsageError
@@ -46,7 +47,7 @@ def _generated_context(workspace: Workspace) -> io.BytesIO:
 def docker_build(
     base: Reference,
     repo: Reference,
-    workspace: str | os.PathLike,
+    workspace: str | os.PathLike[str],
     dockerfile: str | None,
     platform: manifest.Platform,
     registry_for: RegistryFor,
@@ -68,7 +69,7 @@ def docker_build(
 
     client = docker_client()
     steps = Transfer("docker build", progress)
-    kwargs = {
+    kwargs: dict[str, Any] = {  # docker's APIClient.build keywords
         "buildargs": {BUILD_ARG: str(base.with_digest(base_digest))},
         "tag": f"{repo.name}:{tag}",
         "platform": str(platform),

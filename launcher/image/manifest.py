@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.errors import UsageError
 from launcher.image.tags import WORKSPACE_PREFIX
@@ -54,7 +55,7 @@ def digest_of(data: bytes) -> str:
     return f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 
-def canonical(obj: dict) -> bytes:
+def canonical(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
@@ -77,7 +78,7 @@ def parse_platform(text: str) -> Platform:
 
 def media_type(raw: bytes, header: str | None) -> str:
     """The manifest's media type: the Content-Type, else the document's own mediaType."""
-    kind = (header or "").split(";")[0].strip()
+    kind: str = (header or "").split(";")[0].strip()
     if kind in (*MANIFESTS, *INDEXES):
         return kind
     try:
@@ -99,9 +100,10 @@ def media_type(raw: bytes, header: str | None) -> str:
     raise UsageError(f"base image has an unsupported manifest type {kind or header!r}")
 
 
-def select_platform(index: dict, platform: Platform) -> dict:
+def select_platform(index: dict[str, Any], platform: Platform) -> dict[str, Any]:
     """The descriptor for ``platform`` in a multi-arch index; never the local machine's."""
-    for desc in index.get("manifests", []):
+    descriptors: list[dict[str, Any]] = index.get("manifests", [])
+    for desc in descriptors:
         p = desc.get("platform", {})
         if (p.get("os"), p.get("architecture")) == (platform.os, platform.architecture) and (
             platform.variant is None or p.get("variant") == platform.variant
@@ -119,17 +121,21 @@ def select_platform(index: dict, platform: Platform) -> dict:
     )
 
 
-def check_platform(config: dict, platform: Platform) -> None:
+def check_platform(config: dict[str, Any], platform: Platform) -> None:
     got = Platform(config.get("os", "linux"), config.get("architecture", "amd64"))
     if (got.os, got.architecture) != (platform.os, platform.architecture):
         raise UsageError(f"base image is {got}, the cluster runs {platform} (see --platform)")
 
 
 def patched_config(
-    base: dict, diff_ids: list[str], descriptions: list[str], workdir: str, env: dict[str, str]
-) -> dict:
+    base: dict[str, Any],
+    diff_ids: list[str],
+    descriptions: list[str],
+    workdir: str,
+    env: dict[str, str],
+) -> dict[str, Any]:
     """The base's config with one diff_id and one history entry per workspace layer."""
-    config = json.loads(json.dumps(base))  # deep copy, key order kept
+    config: dict[str, Any] = json.loads(json.dumps(base))  # deep copy, key order kept
     config.setdefault("rootfs", {"type": "layers", "diff_ids": []})
     config["rootfs"].setdefault("diff_ids", []).extend(diff_ids)
     config.setdefault("history", []).extend(
@@ -148,9 +154,9 @@ def manifest_type(base_type: str, compression: str) -> str:
     return OCI_MANIFEST if compression == "zstd" else base_type
 
 
-def as_oci(document: dict) -> dict:
+def as_oci(document: dict[str, Any]) -> dict[str, Any]:
     """A Docker schema 2 manifest as an OCI manifest: the same blobs, OCI media types."""
-    converted = json.loads(json.dumps(document))
+    converted: dict[str, Any] = json.loads(json.dumps(document))
     converted["mediaType"] = OCI_MANIFEST
     for desc in [converted["config"], *converted["layers"]]:
         desc["mediaType"] = OCI_FOR.get(desc.get("mediaType", ""), desc.get("mediaType"))
@@ -158,16 +164,16 @@ def as_oci(document: dict) -> dict:
 
 
 def patched_manifest(
-    base: dict,
+    base: dict[str, Any],
     base_type: str,
     config_bytes: bytes,
     layers: list[tuple[str, int]],
     compression: str = "gzip",
-) -> tuple[dict, str]:
+) -> tuple[dict[str, Any], str]:
     """The base's manifest plus the workspace ``layers`` ((digest, size), in order), and its
     media type."""
     kind = manifest_type(base_type, compression)
-    manifest = as_oci(base) if kind != base_type else json.loads(json.dumps(base))
+    manifest: dict[str, Any] = as_oci(base) if kind != base_type else json.loads(json.dumps(base))
     manifest["mediaType"] = kind
     manifest["config"] = {
         **manifest["config"],

@@ -168,7 +168,7 @@ def resolve_base(client: Registry, base: Reference) -> str:
 
 def base_image(
     client: Registry, base: Reference, digest: str, platform: manifest.Platform
-) -> tuple[dict, str, dict, str]:
+) -> tuple[dict[str, Any], str, dict[str, Any], str]:
     """(manifest, media type, config, manifest digest) of the base for ``platform``: two or
     three GETs."""
     found = client.get_manifest(base.repository, digest, manifest.ACCEPT)
@@ -195,7 +195,7 @@ def plan_base(
     target: Registry,
     base: Reference,
     repo: Reference,
-    layers: list[dict],
+    layers: list[dict[str, Any]],
     *,
     copy_jobs: CopyJobs | None,
     stream_base: bool,

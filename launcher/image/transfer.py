@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.errors import RemoteError, UsageError
 from launcher.image import manifest
@@ -25,7 +26,7 @@ from launcher.image.reference import Reference
 from launcher.image.registry import Registry
 from launcher.image.tags import BASE_PREFIX
 
-OnBlob = Callable[[dict, str], None]  # (descriptor, "present" | "mounted" | "copied")
+OnBlob = Callable[[dict[str, Any], str], None]  # (descriptor, "present" | "mounted" | "copied")
 PARALLEL = 3  # blobs mounted or streamed at once
 
 
@@ -39,7 +40,7 @@ def transfer_blobs(
     source_repo: str,
     target: Registry,
     target_repo: str,
-    descriptors: list[dict],
+    descriptors: list[dict[str, Any]],
     on_blob: OnBlob = lambda d, how: None,
     on_bytes: Callable[[int], None] = lambda n: None,
 ) -> int:
@@ -55,12 +56,12 @@ def transfer_blobs(
         with lock:
             on_bytes(n)
 
-    def said(desc: dict, how: str) -> None:
+    def said(desc: dict[str, Any], how: str) -> None:
         with lock:
             on_blob(desc, how)
 
-    def one(desc: dict) -> int:
-        digest = desc["digest"]
+    def one(desc: dict[str, Any]) -> int:
+        digest: str = desc["digest"]
         if source.host == target.host:
             if source_repo == target_repo:
                 said(desc, "present")

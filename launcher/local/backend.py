@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from launcher.backend import Say, newest_first
 from launcher.errors import RemoteError, UsageError
@@ -82,7 +83,7 @@ def _check_port(port: int) -> None:
             ) from None
 
 
-def _validate(containers: list[dict], efs_dir: str | None) -> None:
+def _validate(containers: list[dict[str, Any]], efs_dir: str | None) -> None:
     """Everything a local run refuses, before the first container starts."""
     env = {e["name"]: e["value"] for e in containers[0].get("environment", [])}
     if "LAUNCHER_MAIN_PORT" in env:

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import resource
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from launcher.jobspec import DEVICE_PERMISSIONS
+
+if TYPE_CHECKING:
+    import docker.types
 
 PREFIX = "local-"  # a local job id's
 LABEL = "efa-batch.job"  # the label naming a container's job
@@ -23,7 +27,7 @@ def is_local(handle: str) -> bool:
 
 
 def node_container(
-    container: dict,
+    container: dict[str, Any],
     *,
     job_id: str,
     job_name: str,
@@ -35,7 +39,7 @@ def node_container(
     gpus: bool,
     attempt: int = 1,
     ulimit_caps: dict[str, int] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Keyword arguments for ``docker.containers.run`` for one node of the job."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
     env.update(
@@ -56,7 +60,7 @@ def node_container(
     if not infiniband and "LAUNCHER_EFA_DEVICES" in env:
         # The devices are dropped here (warned about once): the prelude expects none.
         env["LAUNCHER_EFA_DEVICES"] = "0"
-    volumes: dict[str, dict] = {}
+    volumes: dict[str, dict[str, str]] = {}
     sources = {v["name"]: v for v in container.get("volumes", [])}
     for mount in container.get("mountPoints", []):
         volume = sources[mount["sourceVolume"]]
@@ -73,7 +77,7 @@ def node_container(
     ]
     import docker.types
 
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "image": container["image"],
         "command": container["command"],
         "environment": env,
@@ -100,7 +104,7 @@ def node_container(
     return kwargs
 
 
-def _ulimit(limit: dict, cap: int | None):
+def _ulimit(limit: dict[str, Any], cap: int | None) -> docker.types.Ulimit:
     import docker.types
 
     def capped(value: int) -> int:

@@ -23,11 +23,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.errors import UsageError
 from launcher.job import JobState
 from launcher.local.containers import PREFIX
+
+if TYPE_CHECKING:
+    import psutil
 
 STATE_ENV = "LAUNCHER_LOCAL_STATE"
 
@@ -72,7 +75,7 @@ class Process:
         except psutil.Error:
             return False
 
-    def _same(self, process: Any) -> bool:
+    def _same(self, process: psutil.Process) -> bool:
         # Start times are read from the clock ticks since boot: equal for the same process.
         return abs(process.create_time() - self.started) < 0.01
 
@@ -126,7 +129,8 @@ class Record:
 
     @property
     def node_properties(self) -> dict[str, Any]:
-        return self.register["nodeProperties"]
+        properties: dict[str, Any] = self.register["nodeProperties"]
+        return properties
 
     @property
     def nodes(self) -> int:
@@ -134,7 +138,8 @@ class Record:
 
     @property
     def retry_strategy(self) -> dict[str, Any]:
-        return self.register.get("retryStrategy", {})
+        strategy: dict[str, Any] = self.register.get("retryStrategy", {})
+        return strategy
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)

@@ -9,10 +9,14 @@ here only where entry points are not read.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from torchx.plugins import register
 
 from launcher.torchx_scheduler import create_scheduler
+
+if TYPE_CHECKING:
+    from launcher.torchx_scheduler import EfaBatchScheduler
 
 
 def _entry_points_are_read() -> bool:
@@ -34,5 +38,5 @@ def _entry_points_are_read() -> bool:
 if not _entry_points_are_read():
     # Defined here: the registry keeps only functions whose __module__ is this module.
     @register.scheduler(name="efa_batch")
-    def efa_batch(session_name: str, **kwargs):
+    def efa_batch(session_name: str, **kwargs: Any) -> EfaBatchScheduler:
         return create_scheduler(session_name, **kwargs)
