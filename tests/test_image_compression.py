@@ -22,6 +22,15 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
+def _zstd_build(registry, busybox_base, ws, repo: str) -> str:
+    return ok(
+        build(
+            *("--image", busybox_base, "--workspace", str(ws)),
+            *("--repo", f"{registry.host}/{repo}", "--compression", "zstd"),
+        )
+    )
+
+
 def _engine_version(docker_engine) -> str:
     return docker_engine.client().version()["Version"]
 
@@ -32,18 +41,7 @@ def test_a_zstd_layer_on_a_docker_base_makes_an_oci_image_of_the_same_blobs(
     ws = workspace(tmp_path / "ws")
     base = get_manifest(registry, "base", "1")
     assert base["mediaType"] == manifest.DOCKER_MANIFEST  # docker push made it
-    ref = ok(
-        build(
-            "--image",
-            busybox_base,
-            "--workspace",
-            str(ws),
-            "--repo",
-            f"{registry.host}/zst",
-            "--compression",
-            "zstd",
-        )
-    )
+    ref = _zstd_build(registry, busybox_base, ws, "zst")
     patched = get_manifest(registry, "zst", ref.split("@")[1])
     assert patched["mediaType"] == manifest.OCI_MANIFEST
     assert patched["config"]["mediaType"] == manifest.OCI_CONFIG
@@ -63,18 +61,7 @@ def test_the_local_engine_reads_zstd_only_from_docker_23(
 ):
     """What this machine's engine does with a zstd layer, and the launcher's rule for it."""
     ws = workspace(tmp_path / "ws", "zstd on the engine")
-    ref = ok(
-        build(
-            "--image",
-            busybox_base,
-            "--workspace",
-            str(ws),
-            "--repo",
-            f"{registry.host}/zlocal",
-            "--compression",
-            "zstd",
-        )
-    )
+    ref = _zstd_build(registry, busybox_base, ws, "zlocal")
     version = _engine_version(docker_engine)
     engine = pullers.docker_engine(version)
     if Compression.ZSTD in engine.reads:

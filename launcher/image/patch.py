@@ -327,9 +327,8 @@ def patch(
             prepared()  # runs while the workspace goes up, should a copy job be needed
             return target.start_upload(repo.repository)
 
-        uploaded, digests, state = workspace_layers(
-            found, target, repo, compression, dryrun, progress, begin_upload
-        )
+        to = Destination(target, repo, compression, dryrun, progress, begin_upload)
+        uploaded, digests, state = workspace_layers(found, to)
         got = prepared()
     base_manifest, kind, base_config, plan = got.manifest, got.kind, got.config, got.plan
     copying = got.copying
@@ -381,14 +380,20 @@ def patch(
     return Patched(str(repo.with_digest(pushed)), tag, False, layer_size, plan, compression)
 
 
+@dataclass(frozen=True)
+class Destination:
+    """Where and how workspace layers go."""
+
+    target: Registry
+    repo: Reference
+    compression: Compression
+    dryrun: bool
+    progress: ProgressFn | None
+    begin_upload: Callable[[], str]  # opens the upload session (once the base is known good)
+
+
 def workspace_layers(
-    found: Lookup,
-    target: Registry,
-    repo: Reference,
-    compression: Compression,
-    dryrun: bool,
-    progress: ProgressFn | None,
-    begin_upload: Callable[[], str],
+    found: Lookup, to: Destination
 ) -> tuple[Uploaded, dict[str, str], delta.Tree | None]:
     """The workspace's layers in the repository (with ``dryrun``, their digests only):
 
@@ -400,38 +405,26 @@ def workspace_layers(
 
     Returns what was uploaded, every file's digest, and for a full layer the state it ships.
     """
-    name = repo.name
+    name, target, repository = to.repo.name, to.target, to.repo.repository
     if found.key is not None:
-        again = found.index.uploaded(found.key, compression, name)
-        if again is not None and all(
-            target.has_blob(repo.repository, x.digest) for x in again.layers
-        ):
-            say(progress)("workspace layers already in the repository")
+        again = found.index.uploaded(found.key, to.compression, name)
+        if again is not None and all(target.has_blob(repository, x.digest) for x in again.layers):
+            say(to.progress)("workspace layers already in the repository")
             return again, found.digests, None
-        full = found.index.last_full(compression, name)
+        full = found.index.last_full(to.compression, name)
         base_tree = found.index.tree(full.key) if full is not None else None
         if full is not None and base_tree is not None:
             change = delta.delta(base_tree, found.workspace.entries, found.digests)
             if delta.worth_it(change, delta.size(base_tree)) and target.has_blob(
-                repo.repository, full.layers[0].digest
+                repository, full.layers[0].digest
             ):
-                built = _push_layer(
-                    found.workspace,
-                    target,
-                    repo,
-                    compression,
-                    dryrun,
-                    progress,
-                    begin_upload,
-                    change,
-                    "delta",
-                )
-                uploaded = Uploaded(found.key, compression, name, (*full.layers, built.layer))
-                return uploaded, found.digests, None
-    built = _push_layer(found.workspace, target, repo, compression, dryrun, progress, begin_upload)
+                built = _push_layer(found.workspace, to, change, "delta")
+                layers = (*full.layers, built.layer)
+                return Uploaded(found.key, to.compression, name, layers), found.digests, None
+    built = _push_layer(found.workspace, to)
     key = content_key(found.workspace.entries, built.file_digests)
     state = delta.tree(found.workspace.entries, built.file_digests)
-    return Uploaded(key, compression, name, (built.layer,)), built.file_digests, state
+    return Uploaded(key, to.compression, name, (built.layer,)), built.file_digests, state
 
 
 @dataclass(frozen=True)
@@ -441,15 +434,7 @@ class _Built:
 
 
 def _push_layer(
-    scanned: Workspace,
-    target: Registry,
-    repo: Reference,
-    compression: Compression,
-    dryrun: bool,
-    progress: ProgressFn | None,
-    begin_upload: Callable[[], str],
-    change: delta.Delta | None = None,
-    what: str = "workspace",
+    scanned: Workspace, to: Destination, change: delta.Delta | None = None, what: str = "workspace"
 ) -> _Built:
     """One layer (the whole workspace, or ``change``) built and uploaded in one pass."""
     out = layer.LayerDigests()
@@ -457,15 +442,16 @@ def _push_layer(
     whiteouts = () if change is None else change.whiteouts
 
     def pieces() -> Iterator[bytes]:  # again, should the registry lose the upload
-        return layer.stream(scanned, compression, out, entries, whiteouts)
+        return layer.stream(scanned, to.compression, out, entries, whiteouts)
 
-    transfer = Transfer(f"uploading {what}" if not dryrun else f"{what} layer", progress)
-    if dryrun:
+    transfer = Transfer(f"uploading {what}" if not to.dryrun else f"{what} layer", to.progress)
+    if to.dryrun:
         for piece in pieces():
             transfer.update(len(piece))
     else:  # the session opens once the first chunk is ready
-        target.upload(repo.repository, begin_upload, pieces, lambda: out.digest, transfer.update)
+        repository = to.repo.repository
+        to.target.upload(repository, to.begin_upload, pieces, lambda: out.digest, transfer.update)
     transfer.close()
-    verb = "would upload" if dryrun else "uploaded"
-    say(progress)(f"{verb} {size_text(out.size)} of {what} ({compression})")
+    verb = "would upload" if to.dryrun else "uploaded"
+    say(to.progress)(f"{verb} {size_text(out.size)} of {what} ({to.compression})")
     return _Built(Layer(out.diff_id, out.digest, out.size), out.file_digests)
