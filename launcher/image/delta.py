@@ -8,7 +8,8 @@ to lower layers only). The delta is cumulative, always against the last full lay
 image has at most two workspace layers; once it would carry more than ``MAX_FRACTION`` of
 the full layer's bytes, the next build is full again (and becomes the new base of deltas).
 
-Pure: a tree is ``path -> (kind, mode, size, link, digest)``; no I/O here.
+Pure: a tree is ``path -> "kind mode size digest link"`` (one string an entry: the cheapest
+to store, load and compare for 50,000 files); no I/O here.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from launcher.image.workspace import Entry, sort_key
 
 MAX_FRACTION = 0.25  # of the full layer's bytes: past it, a full layer again
 
-Tree = dict[str, list[object]]  # path -> [kind, mode, size, link, digest]
+Tree = dict[str, str]  # path -> "kind mode size digest link"
+
+
+def state(e: Entry, digests: dict[str, str]) -> str:
+    return f"{e.kind[0]} {e.mode} {e.size} {digests.get(e.path, '')} {e.link}"
 
 
 def tree(entries: Iterable[Entry], digests: dict[str, str]) -> Tree:
     """The state a layer of ``entries`` ships (what a delta is computed against)."""
-    return {
-        e.path: [e.kind.decode(), e.mode, e.size, e.link, digests.get(e.path, "")] for e in entries
-    }
+    return {e.path: state(e, digests) for e in entries}
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,8 @@ class Delta:
 
 def delta(base: Tree, entries: tuple[Entry, ...], digests: dict[str, str]) -> Delta:
     """What turns the state ``base`` into ``entries`` (sorted, as a workspace scan gives)."""
-    now = tree(entries, digests)
-    changed = {path for path, state in now.items() if base.get(path) != state}
+    get = base.get
+    changed = {e.path for e in entries if get(e.path) != state(e, digests)}
     by_path = {e.path: e for e in entries}
     for path in list(changed):  # parents too: their modes, should they be new
         parent = path.rpartition("/")[0]
@@ -48,7 +51,7 @@ def delta(base: Tree, entries: tuple[Entry, ...], digests: dict[str, str]) -> De
             if parent in by_path:
                 changed.add(parent)
             parent = parent.rpartition("/")[0]
-    gone = sorted((p for p in base if p not in now), key=sort_key)
+    gone = sorted((p for p in base if p not in by_path), key=sort_key)
     topmost: list[str] = []
     for path in gone:  # component-wise: a directory comes right before its contents
         if not topmost or not path.startswith(topmost[-1] + "/"):
@@ -57,9 +60,9 @@ def delta(base: Tree, entries: tuple[Entry, ...], digests: dict[str, str]) -> De
     return Delta(shipped, tuple(topmost), sum(e.size for e in shipped))
 
 
-def size(state: Tree) -> int:
+def size(full: Tree) -> int:
     """File bytes of a state."""
-    return sum(int(s[2]) for s in state.values())  # type: ignore[call-overload]
+    return sum(int(s.split(" ", 3)[2]) for s in full.values())
 
 
 def worth_it(change: Delta, full_bytes: int) -> bool:

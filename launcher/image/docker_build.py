@@ -60,7 +60,7 @@ def docker_build(
     found = lookup(
         base, repo, workspace, platform, registry_for, "docker\n" + recipe, hash_first=True
     )
-    found.index.save(found.workspace, found.digests, None)
+    found.index.save(found.workspace, found.digests, None, key=found.key)
     if found.existing:
         return found.existing
     tag, base_digest = found.tag or "", found.base_digest or ""

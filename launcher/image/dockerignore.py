@@ -14,7 +14,7 @@ the two to the same answers.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 # What the SDK adds: exclude_paths keeps the Dockerfile, PatternMatcher the ignore file.
@@ -112,15 +112,28 @@ class Matcher:
             compiled.append(_Pattern(exclusion, len(parts), text, regex))
         self.patterns = tuple(compiled)
         self._reincluded = tuple(p.text for p in compiled if p.exclusion)
-        self._any_at: dict[int, re.Pattern[str]] = {}
+        self._screens: dict[int, tuple[re.Pattern[str], re.Pattern[str]]] = {}
 
-    def _any(self, depth: int) -> re.Pattern[str]:
-        """One expression for every pattern that can match a path of ``depth`` components:
-        most paths are ruled out by one call."""
-        found = self._any_at.get(depth)
+    def _screen(self, depth: int) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        """Two expressions that rule out most paths of ``depth`` components in a call each:
+        one for the patterns that can only ever match a path's last name (``**/NAME``: its
+        ``(.*/)?`` takes any leading directories, and NAME's wildcards never cross a /), on
+        that name; one for the others, on the whole path."""
+        found = self._screens.get(depth)
         if found is None:
-            alternatives = [f"(?:{p.regex.pattern})" for p in self.patterns if p.reaches(depth)]
-            found = self._any_at[depth] = re.compile("|".join(alternatives) or "(?!)")
+            names, paths = [], []
+            for p in self.patterns:
+                if not p.reaches(depth):
+                    continue
+                tail = p.text.lower()[3:]
+                if p.text.startswith("**/") and "/" not in tail and "**" not in tail:
+                    names.append(f"(?:{_translate(tail)})")
+                else:
+                    paths.append(f"(?:{p.regex.pattern})")
+            found = self._screens[depth] = (
+                re.compile("|".join(names) or "(?!)"),
+                re.compile("|".join(paths) or "(?!)"),
+            )
         return found
 
     def parents(self, parent: str) -> tuple[bool, ...]:
@@ -134,10 +147,25 @@ class Matcher:
             for p in self.patterns
         )
 
+    def in_directory(self, rel_dir: str) -> Callable[[str, str], bool]:
+        """``ignored(path, name)`` for the entries of one directory, with what depends on the
+        directory alone (its parents' matches, the patterns its entries can meet) worked out
+        once."""
+        parents = self.parents(rel_dir)
+        if any(parents):
+            return lambda path, name: self.ignored(path, parents)
+        by_name, by_path = self._screen(rel_dir.count("/") + 2 if rel_dir else 1)
+        name_match, path_match = by_name.match, by_path.match
+
+        def ignored(path: str, name: str) -> bool:
+            if name_match(name.lower()) is None and path_match(path.lower()) is None:
+                return False
+            return self.ignored(path, parents)
+
+        return ignored
+
     def ignored(self, path: str, parents: tuple[bool, ...]) -> bool:
         lowered = path.lower()
-        if not any(parents) and self._any(path.count("/") + 1).match(lowered) is None:
-            return False
         matched = False
         for pattern, by_parent in zip(self.patterns, parents, strict=True):
             if by_parent or pattern.regex.match(lowered) is not None:

@@ -24,8 +24,10 @@ workspace and one per full layer's state; losing them costs one full read.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import operator
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,11 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from launcher import cache
-from launcher.image.workspace import FILE, Entry, Workspace
+from launcher.image.workspace import FILE, Entry, Workspace, shipped, stamp
 
-VERSION = 2
+VERSION = 5
 RACY_NS = 2_000_000_000
 KEEP_UPLOADS = 8  # uploads remembered per workspace
+# Up to this many files read again (changed, or racy) leave the file list as it is: they are
+# read again next time, cheaply, and a 50,000-file list is not rewritten for one edit.
+REREAD_LIMIT = 256
 
 
 def path_for(root: str) -> Path:
@@ -45,14 +50,23 @@ def path_for(root: str) -> Path:
     return cache.directory() / "workspaces" / f"{key[:32]}.json"
 
 
+def newest_change(workspace: Workspace) -> int:
+    """The latest mtime or ctime of any entry (the racy rule's input)."""
+    if not workspace.entries:
+        return 0
+    entries = workspace.entries
+    return int(max(max(map(_MTIME, entries)), max(map(_CTIME, entries))))
+
+
+_MTIME, _CTIME = operator.attrgetter("mtime_ns"), operator.attrgetter("ctime_ns")
+
+
 def content_key(entries: Iterable[Entry], digests: dict[str, str]) -> str:
-    """What the layer is a function of: every entry's path, type, mode, size, link target
-    and content digest (the tar's fixed fields aside). Equal keys, equal layers."""
-    lines = [
-        f"{e.kind.decode()} {e.mode:o} {e.size} {digests.get(e.path, '')} {e.path}\0{e.link}\n"
-        for e in entries
-    ]
-    data = "".join(["efa-batch workspace v1\n", *lines]).encode(errors="surrogateescape")
+    """What the layer is a function of: every entry's path, type, mode, link target, size
+    and content digest (the tar's fixed fields aside). Equal keys, equal layers. (The repr of
+    tuples of str, bytes and int is the same in every Python version.)"""
+    listing = [(*shipped(e), digests.get(e.path, "")) for e in entries]
+    data = f"efa-batch workspace v2\n{listing!r}".encode(errors="surrogateescape")
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -90,48 +104,91 @@ class Uploaded:
 class Index:
     path: Path
     scanned_ns: int = 0  # the start of the scan that recorded the entries
-    files: dict[str, list[Any]] = field(default_factory=dict)  # path -> [stat..., digest]
+    # path -> ((size, mtime, ctime, inode, device), sha256): compared with a slice of the
+    # scan's entry (an index of 50,000 files is read on every build)
+    files: dict[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
     uploads: list[Uploaded] = field(default_factory=list)
+    untrusted: int = 0  # files of the last ``known`` call that were not trusted
+    loaded: bool = True  # False until a lazy index is first needed whole
+
+    @classmethod
+    def lazy(cls, root: str) -> Index:
+        """An index read only when first needed (``unchanged_key`` needs only its summary)."""
+        return cls(path_for(root), loaded=False)
+
+    def _load(self) -> None:
+        if not self.loaded:
+            full = Index.load_path(self.path)
+            self.scanned_ns, self.files, self.uploads = full.scanned_ns, full.files, full.uploads
+            self.loaded = True
+
+    @property
+    def _uploads_path(self) -> Path:
+        return self.path.with_suffix(".uploads")
 
     @classmethod
     def load(cls, root: str) -> Index:
-        path = path_for(root)
+        return cls.load_path(path_for(root))
+
+    @classmethod
+    def load_path(cls, path: Path) -> Index:
         try:
             data = json.loads(path.read_bytes())
             if data.get("version") != VERSION:
                 raise ValueError("another version")
-            uploads = [Uploaded.from_dict(u) for u in data.get("uploads", [])]
-            return cls(path, int(data["scanned_ns"]), dict(data["files"]), uploads)
+            files = {p: (tuple(v[:5]), str(v[5])) for p, v in data["files"].items()}
+            found = cls(path, int(data["scanned_ns"]), files)
         except (OSError, ValueError, KeyError, TypeError):
             return cls(path)  # no index (or a damaged one): everything is read
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            found.uploads = [
+                Uploaded.from_dict(u)
+                for u in json.loads(found._uploads_path.read_bytes())
+                if isinstance(u, dict)
+            ]
+        return found
 
-    def digest(self, entry: Entry) -> str | None:
-        """The recorded digest of ``entry`` when it can be trusted (see the module doc)."""
-        found = self.files.get(entry.path)
-        if found is None or found[:5] != [
-            entry.size,
-            entry.mtime_ns,
-            entry.ctime_ns,
-            entry.ino,
-            entry.dev,
-        ]:
+    @property
+    def _summary_path(self) -> Path:
+        return self.path.with_suffix(".summary")
+
+    def unchanged_key(self, workspace: Workspace) -> str | None:
+        """The content key recorded for exactly this scan, when every entry's stat is as it
+        was and none is racy: the unchanged path reads this small summary alone, not the
+        whole index."""
+        try:
+            data = json.loads(self._summary_path.read_bytes())
+            if data.get("version") != VERSION or data.get("stamps") != workspace.stamps:
+                return None
+            if newest_change(workspace) >= int(data["scanned_ns"]) - RACY_NS:
+                return None
+            return str(data["key"])
+        except (OSError, ValueError, KeyError, TypeError):
             return None
-        if max(entry.mtime_ns, entry.ctime_ns) >= self.scanned_ns - RACY_NS:
-            return None
-        return str(found[5])
 
     def known(self, workspace: Workspace) -> dict[str, str]:
-        """Trusted digests of the workspace's files (path -> sha256 hex)."""
-        found = {}
+        """Trusted digests of the workspace's files (path -> sha256 hex): those whose stat
+        is as recorded and that are not racy (see the module doc)."""
+        self._load()
+        found, files, racy = {}, 0, False
+        limit = self.scanned_ns - RACY_NS
         for e in workspace.entries:
-            if e.kind == FILE:
-                digest = self.digest(e)
-                if digest is not None:
-                    found[e.path] = digest
+            if e.kind != FILE:
+                continue
+            files += 1
+            recorded = self.files.get(e.path)
+            if recorded is None or recorded[0] != stamp(e):
+                continue
+            if max(e.mtime_ns, e.ctime_ns) >= limit:
+                racy = True  # a rewrite of the list, with a later scan time, would trust it
+                continue
+            found[e.path] = recorded[1]
+        self.untrusted = REREAD_LIMIT + 1 if racy else files - len(found)
         return found
 
     def uploaded(self, key: str, compression: str, repository: str) -> Uploaded | None:
         """How this content went to ``repository`` before, if it did."""
+        self._load()
         wanted = (key, compression, repository)
         return next(
             (u for u in self.uploads if (u.key, u.compression, u.repository) == wanted), None
@@ -139,6 +196,7 @@ class Index:
 
     def last_full(self, compression: str, repository: str) -> Uploaded | None:
         """The latest full layer pushed to ``repository``: what a delta builds on."""
+        self._load()
         return next(
             (
                 u
@@ -151,7 +209,7 @@ class Index:
     def _tree_path(self, key: str) -> Path:
         return self.path.with_name(f"{self.path.stem}.{key.removeprefix('sha256:')[:32]}.tree")
 
-    def tree(self, key: str) -> dict[str, list[Any]] | None:
+    def tree(self, key: str) -> dict[str, str] | None:
         """The state a full layer shipped (``launcher.image.delta.Tree``), if kept."""
         try:
             found = json.loads(self._tree_path(key).read_bytes())
@@ -164,28 +222,45 @@ class Index:
         workspace: Workspace,
         digests: dict[str, str],
         uploaded: Uploaded | None,
-        tree: dict[str, list[Any]] | None = None,
+        tree: dict[str, str] | None = None,
+        key: str | None = None,
     ) -> None:
         """Record the workspace as scanned, with the digests read or trusted this time, and
-        what was uploaded (with the state it shipped, for a full layer)."""
-        self.scanned_ns = workspace.scanned_ns
-        self.files = {
-            e.path: [e.size, e.mtime_ns, e.ctime_ns, e.ino, e.dev, digests[e.path]]
-            for e in workspace.entries
-            if e.kind == FILE and e.path in digests
-        }
+        what was uploaded (with the state it shipped, for a full layer). Nothing is written
+        when nothing is new, and the file list is rewritten only past ``REREAD_LIMIT`` files
+        read again. ``key``, the scan's content key, goes to the summary ``unchanged_key``
+        reads."""
+        if key is not None:
+            summary = {
+                "version": VERSION,
+                "scanned_ns": workspace.scanned_ns,
+                "stamps": workspace.stamps,
+                "key": key,
+            }
+            cache.write_atomically(self._summary_path, json.dumps(summary).encode())
+        if not self.loaded:
+            return  # a lazy index never asked anything: nothing learnt
         if uploaded is not None:
             same = (uploaded.key, uploaded.compression, uploaded.repository)
             rest = [u for u in self.uploads if (u.key, u.compression, u.repository) != same]
             self.uploads = [uploaded, *rest][:KEEP_UPLOADS]
             if tree is not None:
                 cache.write_atomically(self._tree_path(uploaded.key), json.dumps(tree).encode())
+            uploads = json.dumps([u.as_dict() for u in self.uploads]).encode()
+            cache.write_atomically(self._uploads_path, uploads)
             self._forget_trees()
+        if self.untrusted <= REREAD_LIMIT and self.files:
+            return
+        self.scanned_ns = workspace.scanned_ns
+        self.files = {
+            e.path: (stamp(e), digests[e.path])
+            for e in workspace.entries
+            if e.kind == FILE and e.path in digests
+        }
         data = {
             "version": VERSION,
             "scanned_ns": self.scanned_ns,
-            "files": self.files,
-            "uploads": [u.as_dict() for u in self.uploads],
+            "files": {p: [*stamp, digest] for p, (stamp, digest) in self.files.items()},
         }
         cache.write_atomically(self.path, json.dumps(data, separators=(",", ":")).encode())
 

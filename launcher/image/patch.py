@@ -139,7 +139,14 @@ def lookup(
     an unchanged workspace is found with a stat walk, without reading a file. With
     ``hash_first`` every file is hashed before (a builder that needs the tag first)."""
     scanned = scan(workspace)
-    index = Index.load(scanned.root)
+    index = Index.lazy(scanned.root)
+    same = None if hash_first else index.unchanged_key(scanned)
+    if same is not None:  # nothing moved since the key was recorded: no file list to read
+        base_digest = resolve_base(registry_for(base), base)
+        tag = manifest.content_tag(base_digest, platform, same, recipe)
+        existing = find_image(registry_for(repo), repo, tag)
+        if existing is not None:
+            return Lookup(scanned, index, {}, base_digest, same, tag, existing)
     digests = index.known(scanned)
     unknown = [e for e in scanned.entries if e.kind == FILE and e.path not in digests]
     if not hash_first and not worth_hashing_first(sum(e.size for e in unknown), scanned.bytes):
@@ -295,7 +302,7 @@ def patch(
 ) -> Patched:
     found = lookup(base, repo, workspace, platform, registry_for, recipe(compression))
     if found.existing:
-        found.index.save(found.workspace, found.digests, None)
+        found.index.save(found.workspace, found.digests, None, key=found.key)
         return found.existing
     source, target = registry_for(base), registry_for(repo)
     # The base's metadata and plan come over the network while the layer is built; the
@@ -335,7 +342,9 @@ def patch(
     tag = manifest.content_tag(got.digest, platform, uploaded.key, recipe(compression))
     if found.tag is None and (existing := find_image(target, repo, tag)) is not None:
         # Built before looking (a first build): the image was there, pushed from elsewhere.
-        found.index.save(found.workspace, digests, None if dryrun else uploaded, state)
+        found.index.save(
+            found.workspace, digests, None if dryrun else uploaded, state, uploaded.key
+        )
         return existing
     source_dir = os.fspath(workspace)
     config = manifest.patched_config(
@@ -358,7 +367,7 @@ def patch(
     new_manifest = manifest.canonical(document)
     layer_size = uploaded.layers[-1].size
     if dryrun:
-        found.index.save(found.workspace, digests, None)
+        found.index.save(found.workspace, digests, None, key=uploaded.key)
         reference = str(repo.with_digest(manifest.digest_of(new_manifest)))
         return Patched(reference, tag, False, layer_size, plan, compression)
     if copying is not None and copy_jobs is not None:
@@ -376,7 +385,7 @@ def patch(
         streamed.close()
     target.put_blob(repo.repository, config_bytes)
     pushed = target.put_manifest(repo.repository, tag, new_manifest, manifest_kind)  # last
-    found.index.save(found.workspace, digests, uploaded, state)
+    found.index.save(found.workspace, digests, uploaded, state, uploaded.key)
     return Patched(str(repo.with_digest(pushed)), tag, False, layer_size, plan, compression)
 
 

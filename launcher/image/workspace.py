@@ -9,6 +9,9 @@ is written in.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import operator
 import os
 import stat
 import time
@@ -40,17 +43,28 @@ FILE, SYMLINK, DIRECTORY = b"0", b"2", b"5"  # tar type flags
 
 
 class Entry(NamedTuple):
-    """One path to ship; the stat fields are what the local index compares."""
+    """One path to ship. The first five fields are what the layer ships (``shipped``), the
+    last five what the local index compares (``stamp``): slices of a tuple cost nothing."""
 
     path: str  # relative to the workspace, /-separated
     kind: bytes  # FILE, SYMLINK or DIRECTORY
     mode: int  # permission bits
-    size: int  # files only, else 0
     link: str  # symlinks only, else ""
+    size: int  # files only, else 0
     mtime_ns: int
     ctime_ns: int
     ino: int
     dev: int
+
+
+def shipped(e: Entry) -> tuple[str, bytes, int, str, int]:
+    """Path, kind, mode, link target, size."""
+    return e[0:5]
+
+
+def stamp(e: Entry) -> tuple[int, int, int, int, int]:
+    """Size, mtime, ctime, inode, device."""
+    return e[4:9]
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,12 @@ class Workspace:
     @property
     def bytes(self) -> int:
         return sum(e.size for e in self.entries)
+
+    @functools.cached_property
+    def stamps(self) -> str:
+        """A digest of every entry as scanned, stat included: equal only if nothing moved."""
+        listing = [tuple(e) for e in self.entries]  # tuples' repr is C; NamedTuples' is not
+        return hashlib.sha256(repr(listing).encode(errors="surrogateescape")).hexdigest()
 
 
 def sort_key(path: str) -> str:
@@ -93,14 +113,14 @@ def scan(root: str | os.PathLike[str], extra_ignores: Sequence[str] = ()) -> Wor
         Names sorted within each directory, each directory right before its contents: the
         component-wise order of the whole tree, without sorting it."""
         with os.scandir(directory) as listing:
-            found = sorted(listing, key=_name)
+            found = sorted(listing, key=_NAME)
         if rel_dir and any(d.name == VENV_MARKER and d.is_file() for d in found):
             return False
-        parents = matcher.parents(rel_dir)
+        is_ignored = matcher.in_directory(rel_dir)
         prefix = f"{rel_dir}/" if rel_dir else ""
         for d in found:
             rel = prefix + d.name
-            ignored = matcher.ignored(rel, parents)
+            ignored = is_ignored(rel, d.name)
             if d.is_dir(follow_symlinks=False):
                 if ignored and not matcher.may_reinclude(rel):
                     continue
@@ -117,8 +137,8 @@ def scan(root: str | os.PathLike[str], extra_ignores: Sequence[str] = ()) -> Wor
     return Workspace(base, tuple(entries), started)
 
 
-def _name(d: os.DirEntry[str]) -> str:
-    return d.name
+_NAME = operator.attrgetter("name")
+_NEW = tuple.__new__  # a third of the cost of a NamedTuple's generated __new__
 
 
 def _entry(d: os.DirEntry[str], rel: str) -> Entry:
@@ -132,6 +152,5 @@ def _entry(d: os.DirEntry[str], rel: str) -> Entry:
         kind, size, link = SYMLINK, 0, os.readlink(d.path)
     else:
         raise UsageError(f"--workspace: {d.path} is not a file, directory or symlink")
-    # _make is tuple.__new__ itself: a third of the cost of the generated __new__.
-    fields = (rel, kind, mode & 0o7777, size, link, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    return Entry._make((*fields, st.st_dev))
+    fields = (rel, kind, mode & 0o7777, link, size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return _NEW(Entry, (*fields, st.st_dev))
