@@ -4,7 +4,9 @@ Python (the vfs engine would copy a Python image layer by layer; there is none o
 from __future__ import annotations
 
 import os
+import re
 import sys
+import sysconfig
 from pathlib import Path
 
 from launcher.jobspec import Mount
@@ -21,4 +23,19 @@ def host_python_mounts() -> tuple[Mount, ...]:
         if os.path.isdir(real):
             paths[real] = f"/{lib}"
     paths[str(ROOT)] = str(ROOT)
-    return tuple(Mount("bind", dst, src, readonly=True) for src, dst in paths.items())
+    mounts = [Mount("bind", dst, src, readonly=True) for src, dst in paths.items()]
+    package = _editable_package()
+    if package and package != str(ROOT / "launcher"):
+        mounts.append(Mount("bind", package, str(ROOT / "launcher"), readonly=True))
+    return tuple(mounts)
+
+
+def _editable_package() -> str | None:
+    """Where the venv's editable install finds the launcher package: a git worktree sharing
+    another checkout's venv has its own package mounted there, so the container runs it."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    for finder in site.glob("__editable__*efa_batch_launcher*finder.py"):
+        found = re.search(r"'launcher': '([^']+)'", finder.read_text())
+        if found:
+            return found.group(1)
+    return None
