@@ -12,11 +12,13 @@ the compressed output; the same workspace gives the same bytes on any machine.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from launcher.errors import UsageError
 from launcher.image import tarheader
@@ -73,32 +75,25 @@ class _Chunks:
                     self._roll()
         self.total += n
 
-    def read_from(self, f: object, size: int, path: str) -> list[memoryview]:
-        """``size`` bytes of ``f`` into the buffers; the slices that hold them, in order."""
-        slices, remaining = [], size
-        readinto = f.readinto  # type: ignore[attr-defined]
-        while remaining:
-            k = min(CHUNK - self.pos, remaining)
-            view = memoryview(self.buf)[self.pos : self.pos + k]
-            got = readinto(view)
-            if not got:
-                raise UsageError(f"--workspace: {path} changed while the layer was built")
-            slices.append(view[:got])
-            self.pos += got
-            remaining -= got
-            if self.pos == CHUNK:
-                self._roll()
-        self.total += size
-        return slices
+    def read_some(self, f: io.RawIOBase, most: int, path: str) -> memoryview:
+        """Up to ``most`` bytes of ``f`` into the current buffer (no further than its end);
+        the slice that holds them."""
+        k = min(CHUNK - self.pos, most)
+        view = memoryview(self.buf)[self.pos : self.pos + k]
+        got = f.readinto(view)
+        if not got:
+            raise UsageError(f"--workspace: {path} changed while the layer was built")
+        self.pos += got
+        self.total += got
+        if self.pos == CHUNK:
+            self._roll()
+        return view[:got]
 
     def rest(self) -> bytearray:
         return self.buf[: self.pos]
 
 
-def _hash_file(digests: dict[str, str], path: str, slices: list[memoryview]) -> None:
-    h = hashlib.sha256()
-    for s in slices:
-        h.update(s)
+def _finish_file(digests: dict[str, str], path: str, h: Any) -> None:
     digests[path] = h.hexdigest()
 
 
@@ -137,10 +132,17 @@ def tar_chunks(
         else:
             batch.append(head)
             out.write(b"".join(batch))
+            h, remaining = hashlib.sha256(), e.size
             with open(path, "rb", buffering=0) as f:
-                slices = out.read_from(f, e.size, path)
+                while remaining:  # a chunk at a time, handed on as it fills: memory stays flat
+                    piece = out.read_some(f, remaining, path)
+                    hasher.submit(h.update, piece)
+                    remaining -= len(piece)
+                    if out.full:
+                        yield from out.full
+                        out.full.clear()
                 _check_unchanged(os.fstat(f.fileno()), e, path)
-            hasher.submit(_hash_file, file_digests, e.path, slices)
+            hasher.submit(_finish_file, file_digests, e.path, h)
             batch = [tarheader.padding(e.size)]
         out.write(b"".join(batch))
         batch, batched = [], 0
