@@ -1,8 +1,14 @@
-# Two entry points for a fresh Debian machine: `make demo` and `make test`.
-# Each installs what it needs (idempotently) before it runs.
+# Entry points for a fresh Debian machine: `make demo`, `make test` and `make test-fast`.
+# Each installs what it needs (idempotently) before it runs, and no more: the demo gets no
+# test tool, the fast tier no engine, `make test` everything.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+PIP_INSTALL := $(PY) -m pip install -q -c requirements.lock
+# What each entry point has installed into .venv (pip adds only what is missing).
+VENV_STAMP := $(VENV)/.created
+DEMO_STAMP := $(VENV)/.installed-demo
+FAST_STAMP := $(VENV)/.installed-fast
 STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
@@ -12,13 +18,30 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd
+DEMO_DEBIAN_PACKAGES := docker.io docker-registry busybox-static
+FAST_DEBIAN_PACKAGES := dash gzip zstd
 
-.PHONY: test demo demo-stop synth lint bench deps system-deps clean
+.PHONY: test test-fast demo demo-stop synth lint bench deps system-deps demo-system-deps \
+	fast-system-deps clean
 
-$(STAMP): pyproject.toml requirements.lock requirements-torch.txt
+# Dependency groups (pyproject.toml) need pip 25.1 or later.
+$(VENV_STAMP):
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c requirements.lock -e '.[infra,dev]'
+	touch $@
+
+# The launcher, the CDK app and the development environment (devenv/): the demo's needs.
+$(DEMO_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
+	$(PIP_INSTALL) -e '.[infra]' --group devenv
+	touch $@
+
+# The launcher, the CDK app (imported, never synthesized), pytest and cfn-lint: the fast tier's.
+$(FAST_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
+	$(PIP_INSTALL) -e '.[infra]' --group test
+	touch $@
+
+$(STAMP): pyproject.toml requirements.lock requirements-torch.txt | $(VENV_STAMP)
+	$(PIP_INSTALL) -e '.[infra]' --group devenv --group test --group lint
 	$(PY) -m pip install -q -r requirements-torch.txt
 	touch $@
 
@@ -48,9 +71,13 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
-# Debian packages the tests use: a Docker engine and the reference registry.
-system-deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# Debian packages, as root: a Docker engine and the reference registry (the demo, the tests);
+# busybox for offline bases; strace and GNU time to measure; tini and dash for entrypoints.
+system-deps: PACKAGES := $(DEBIAN_PACKAGES)
+demo-system-deps: PACKAGES := $(DEMO_DEBIAN_PACKAGES)
+fast-system-deps: PACKAGES := $(FAST_DEBIAN_PACKAGES)
+system-deps demo-system-deps fast-system-deps:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -58,18 +85,23 @@ system-deps:
 
 deps: $(STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMPS) node_modules/.package-lock.json system-deps
 
-lint: deps
-	$(VENV)/bin/ruff check launcher infra tests bench demo torchx_plugins
-	$(VENV)/bin/mypy --strict --warn-unused-configs launcher torchx_plugins
+lint: $(STAMP)
+	$(VENV)/bin/ruff check launcher infra tests bench demo devenv torchx_plugins
+	$(VENV)/bin/mypy --strict --warn-unused-configs launcher torchx_plugins devenv
 	$(VENV)/bin/mypy infra
 
+# Every tier: the emulator, the Docker engine, the CDK CLI, the TorchX and checkov venvs, torch.
 test: deps lint
 	$(VENV)/bin/pytest -q
+
+# The tier that needs nothing (tests/support/tiers.py): the inner loop, well under a minute.
+test-fast: $(FAST_STAMP) fast-system-deps
+	$(VENV)/bin/pytest -q -m fast
 
 synth: deps
 	cdk synth --quiet
 
-demo: deps
+demo: $(DEMO_STAMP) node_modules/.package-lock.json demo-system-deps
 	$(PY) -m demo
 
 demo-stop:

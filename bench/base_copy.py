@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 from bench.stats import table
-from tests.clusters import cluster_info
-from tests.support.docker_engine import DockerEngine
-from tests.support.images import push_busybox_base, push_random_base
-from tests.support.local_run import launcher_run
-from tests.support.registry_server import RegistryServer
+from devenv.clusters import cluster_info
+from devenv.docker_engine import DockerEngine
+from devenv.images import push_busybox_base, push_random_base
+from devenv.local_run import launcher_run
+from devenv.registry_server import RegistryServer
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 STREAM = "baseline: stream (`--stream-base`), first run"  # the row the others are timed against

@@ -9,8 +9,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.infra_synth import synthesize
-from tests.support.emulator import MotoServer
+from devenv.emulator import MotoServer
+from devenv.synth import synthesize
 
 ROOT = Path(__file__).resolve().parent.parent
 

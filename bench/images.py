@@ -20,11 +20,11 @@ from pathlib import Path
 
 from bench import workspaces
 from bench.stats import table
+from devenv.docker_engine import DockerEngine
+from devenv.images import push_random_base
+from devenv.registry_server import RegistryServer
 from launcher.image import layer, workspace
 from launcher.image.compress import Compression
-from tests.support.docker_engine import DockerEngine
-from tests.support.images import push_random_base
-from tests.support.registry_server import RegistryServer
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 BASE_LAYERS_MIB = [256, 256, 256, 256]  # 1 GiB of incompressible layers + busybox

@@ -13,13 +13,13 @@ import time
 
 from bench.emulated import deployed
 from bench.stats import median_seconds, table
+from devenv import moto_gaps
+from devenv.emulator import ACCOUNT, REGION
 from launcher import follow, jobdef
 from launcher.api import Cluster, Job
 from launcher.aws import Aws
 from launcher.batch import BatchBackend
 from launcher.jobspec import JobSpec
-from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION
 
 RUNS = 5
 LIST_JOBS = 1000

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 
 from bench.emulated import deployed
 from bench.stats import table
+from devenv import moto_gaps
+from devenv.emulator import ACCOUNT, REGION
 from launcher import follow
 from launcher.api import Cluster, Job
 from launcher.aws import Aws
 from launcher.batch import BatchBackend
 from launcher.jobspec import JobSpec
-from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION
 
 NODES = 64
 LINES = 100  # per node

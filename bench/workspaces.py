@@ -248,8 +248,8 @@ def _report(samples: dict[str, dict[str, list[float]]], sizes: dict[str, int]) -
 def run() -> str:
     """The table alone, on a registry of its own and a busybox base (``make bench`` runs it
     as part of ``bench/images.py``)."""
-    from tests.support.images import push_random_base
-    from tests.support.registry_server import RegistryServer
+    from devenv.images import push_random_base
+    from devenv.registry_server import RegistryServer
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-workspaces-"))
     registry = RegistryServer.start(tmp / "registry")

@@ -52,12 +52,12 @@ def _record(workdir: Path, name: str, pid: int) -> None:
 
 
 def start_moto(workdir: Path) -> str:
-    from tests.support.processes import free_port, wait_until
+    from devenv.processes import free_port, wait_until
 
     port = free_port()
     log = open(workdir / "moto.log", "wb")  # noqa: SIM115 - the server writes it until stopped
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.emulator", str(port)],
+        [sys.executable, "-m", "devenv.emulator", str(port)],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -79,10 +79,10 @@ def start_moto(workdir: Path) -> str:
 
 
 def run(workdir: Path) -> None:
-    from tests.support.docker_engine import DockerEngine
-    from tests.support.emulator import deploy
-    from tests.support.images import push_busybox_base
-    from tests.support.registry_server import RegistryServer
+    from devenv.docker_engine import DockerEngine
+    from devenv.emulator import deploy
+    from devenv.images import push_busybox_base
+    from devenv.registry_server import RegistryServer
 
     if workdir.exists():
         stop(workdir)

@@ -47,6 +47,7 @@ def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
         repository=storage.repository,
         file_system=storage.file_system,
         access_point=storage.access_point,
+        lustre=storage.lustre,
         logs_key=network.logs_key,
         env=env,
         description="EFA Batch cluster: compute environment, job queue, roles, logs",

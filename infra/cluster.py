@@ -6,6 +6,8 @@ everything a job submission needs, including values re-exported from the other s
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import (
     Acknowledgment,
     CfnDeletionPolicy,
@@ -25,7 +27,9 @@ from constructs import Construct
 
 from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.copy_jobs import CopyJobs
+from infra.data_access import attach_managed_policies, grant_buckets, grant_secrets, stack_place
 from infra.log_groups import job_log_group_name, log_group
+from infra.lustre import LustreFileSystem, mount_script
 from infra.roles import (
     execution_role_principal,
     grant_ecr_login,
@@ -105,6 +109,28 @@ def _capacity_reservation(
 NODE_AGENT_SETTINGS = {"ECS_AWSVPC_BLOCK_IMDS": "true"}
 
 
+def agent_settings(config: ClusterConfig) -> dict[str, str]:
+    """NODE_AGENT_SETTINGS, and no privileged containers unless the stack allows them.
+
+    The agent's default is to run them ("ECS_DISABLE_PRIVILEGED ... default false",
+    amazon-ecs-agent README); with it true, the node does not advertise the
+    privileged-container capability (agent/app/agent_capability.go), so a privileged job
+    submitted past the launcher finds no node instead of root on one.
+    """
+    settings = dict(NODE_AGENT_SETTINGS)
+    if not config.allow_privileged:
+        settings["ECS_DISABLE_PRIVILEGED"] = "true"
+    return settings
+
+
+def node_user_data(config: ClusterConfig, lustre: LustreFileSystem | None) -> str:
+    """The launch template's user data: the agent's settings, then the FSx mount."""
+    parts = [ecs_agent_settings(agent_settings(config))]
+    if lustre is not None:
+        parts.append(mount_script(lustre.dns_name, lustre.mount_name))
+    return mime_multipart(parts)
+
+
 def job_queue_name(config: ClusterConfig) -> str:
     """Batch cannot add a fair-share policy to a queue or remove one ("After a job queue has a
     fair-share scheduling policy, it can be replaced but can't be removed", CreateJobQueue), so
@@ -165,8 +191,9 @@ class ClusterStack(Stack):
         repository: ecr.IRepository,
         file_system: efs.IFileSystem,
         access_point: efs.IAccessPoint,
+        lustre: LustreFileSystem | None,
         logs_key: kms.IKey,
-        **kw,
+        **kw: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kw)
         it = config.instance
@@ -179,10 +206,15 @@ class ClusterStack(Stack):
         )
         instance_profile = self._instance_profile()
         self.execution_role = self._execution_role(config, repository)
+        grant_secrets(self.execution_role, config.secret_grants, stack_place(self))
         self.job_role = self._job_role(file_system, access_point)
+        grant_buckets(self.job_role, config.data_locations)
+        attach_managed_policies(self.job_role, config.job_role_policies)
 
         placement_group = self._placement_group(config)
-        launch_template = self._launch_template(config, cluster_security_group)
+        launch_template = self._launch_template(
+            config, cluster_security_group, node_user_data(config, lustre)
+        )
 
         compute_environment = batch.CfnComputeEnvironment(
             self,
@@ -301,6 +333,10 @@ class ClusterStack(Stack):
             },
             OutputKey.REGISTRY_SECRETS: dict(config.registry_secrets),
             OutputKey.TASK_SECURITY_GROUP_ID: task_security_group.security_group_id,
+            OutputKey.DATA_BUCKETS: config.data_locations,
+            OutputKey.JOB_SECRETS: config.secret_grants,
+            OutputKey.FSX_FILE_SYSTEM_ID: lustre.file_system.ref if lustre else None,
+            OutputKey.ALLOW_PRIVILEGED: config.allow_privileged,
         }
         missing = sorted(set(OutputKey) - set(values))
         assert not missing, f"the stack gives no value for outputs {missing}"
@@ -325,7 +361,7 @@ class ClusterStack(Stack):
         return ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster").ref
 
     def _launch_template(
-        self, config: ClusterConfig, security_group: ec2.ISecurityGroup
+        self, config: ClusterConfig, security_group: ec2.ISecurityGroup, user_data: str
     ) -> ec2.CfnLaunchTemplate:
         LT = ec2.CfnLaunchTemplate
         data = LT.LaunchTemplateDataProperty(
@@ -337,7 +373,7 @@ class ClusterStack(Stack):
                 # agent (NODE_AGENT_SETTINGS). AWS's p6 Batch sample uses 1 too.
                 http_put_response_hop_limit=1,
             ),
-            user_data=Fn.base64(mime_multipart([ecs_agent_settings(NODE_AGENT_SETTINGS)])),
+            user_data=Fn.base64(user_data),
             block_device_mappings=[
                 LT.BlockDeviceMappingProperty(
                     device_name="/dev/xvda",
@@ -421,7 +457,8 @@ class ClusterStack(Stack):
             self,
             "JobRole",
             assumed_by=task_role_principal(self),
-            description="Role of the training containers: EFS through the jobs access point",
+            description="Role of the training containers: EFS through the jobs access point, "
+            "the data buckets, the team's managed policies",
         )
         role.add_to_policy(
             iam.PolicyStatement(

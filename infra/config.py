@@ -8,6 +8,7 @@ what is allowed, in one line.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import re
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from infra import pull_through
-from launcher import catalog
+from infra.lustre import FsxLustre, LustreError
+from launcher import buckets, catalog, secrets
 from launcher.outputs import DEFAULT_STACK_NAME, Egress
 
 DEFAULT_ENVIRONMENT = "demo"
@@ -39,6 +41,11 @@ _GROUP_ARN = re.compile(
 _REPOSITORY_ARN = re.compile(
     r"^arn:aws(-[a-z]+)*:ecr:[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d:\d{12}:repository/[a-z0-9._/*-]+$"
 )
+# An IAM managed policy's ARN: the account's own or AWS's ("aws" in place of the account).
+_POLICY_ARN = re.compile(r"^arn:aws(-[a-z]+)*:iam::(\d{12}|aws):policy/[\w+=,.@/-]{1,1024}$")
+# "Managed policies attached to an IAM role: 10" by default, adjustable to 20 (IAM user guide,
+# reference_iam-quotas.html).
+MAX_MANAGED_POLICIES_PER_ROLE = 20
 _PLACEMENT_GROUP = re.compile(r"^[\x21-\x7e]{1,255}$")  # EC2: up to 255 ASCII characters
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,100}$")
 _REMOVAL_POLICIES = ("retain", "destroy")
@@ -162,6 +169,18 @@ class ClusterConfig:
     registry_secrets: Mapping[str, str] = field(default_factory=dict)
     # Most vCPUs the copy jobs' Fargate compute environment runs at once (1 per copy job).
     copy_max_vcpus: int = 16
+    # S3 locations jobs read (BUCKET[/PREFIX][:ro|:rw], read-only unless :rw): the job role
+    # gets exactly these (infra/data_access.py).
+    data_buckets: tuple[str, ...] = ()
+    # Managed policies attached to the job role: whatever else a team's jobs need.
+    job_role_policies: tuple[str, ...] = ()
+    # Secrets jobs may read (--secret): Secrets Manager name prefixes, ssm:PARAMETER_PREFIX,
+    # or complete ARNs; the execution role may read those alone.
+    job_secrets: tuple[str, ...] = ()
+    # FSx for Lustre on every node (infra/lustre.py); None: none.
+    fsx_lustre: FsxLustre | None = None
+    # Privileged containers (--privileged): off, and the nodes' ECS agent refuses them.
+    allow_privileged: bool = False
 
     @property
     def instance(self) -> catalog.InstanceType:
@@ -193,6 +212,19 @@ class ClusterConfig:
         if tuple(entries) in ((), ("none",)):
             return ()
         return pull_through.parse(tuple(entries), self.region)
+
+    @property
+    def data_locations(self) -> tuple[buckets.DataBucket, ...]:
+        """The data buckets, and the FSx file system's linked location (read and write)."""
+        configured = buckets.parse_all(self.data_buckets)
+        linked = self.fsx_lustre.repository if self.fsx_lustre else None
+        if linked is None or any(b.covers(linked) for b in configured):
+            return configured
+        return (*configured, linked)
+
+    @property
+    def secret_grants(self) -> tuple[secrets.SecretGrant, ...]:
+        return secrets.parse_grants(self.job_secrets)
 
     @property
     def min_vcpus(self) -> int:
@@ -277,6 +309,7 @@ class ClusterConfig:
                 "(AWS Batch UpdatePolicy.jobExecutionTimeoutMinutes)"
             )
         self._validate_registries()
+        self._validate_data()
         for key in ("tags", "creation_tags"):
             _check_tags(key, getattr(self, key))
         if not 1 <= self.keep_images <= 10000:
@@ -326,6 +359,44 @@ class ClusterConfig:
                 f"copy_max_vcpus: {self.copy_max_vcpus}; allowed: >= 1 (a copy job takes 1 vCPU; "
                 "the account's Fargate vCPU quota caps what runs at once)"
             )
+
+    def _validate_data(self) -> None:
+        try:
+            _ = self.data_locations
+        except buckets.BucketError as exc:
+            raise ConfigError(f"data_buckets: {exc}") from None
+        if len(self.job_role_policies) > MAX_MANAGED_POLICIES_PER_ROLE:
+            raise ConfigError(
+                f"job_role_policies: {len(self.job_role_policies)} policies; IAM attaches at "
+                f"most {MAX_MANAGED_POLICIES_PER_ROLE} managed policies to a role (IAM quotas)"
+            )
+        for arn in self.job_role_policies:
+            _check(
+                _POLICY_ARN,
+                "job_role_policies",
+                arn,
+                "managed policy ARNs (arn:aws:iam::ACCOUNT:policy/NAME or "
+                "arn:aws:iam::aws:policy/NAME)",
+            )
+        try:
+            grants = self.secret_grants
+        except secrets.SecretError as exc:
+            raise ConfigError(f"job_secrets: {exc}") from None
+        elsewhere = [str(g) for g in grants if g.region(self._place) != self.region]
+        if elsewhere and self.internet_egress is Egress.NONE:
+            raise ConfigError(
+                f"job_secrets: {elsewhere[0]} is in another Region; the VPC's endpoints reach "
+                f"{self.region} only: set nat_gateway=true, or copy the secret to {self.region}"
+            )
+        if self.fsx_lustre is not None:
+            try:
+                self.fsx_lustre.validate()
+            except LustreError as exc:
+                raise ConfigError(f"fsx_lustre.{exc}") from None
+
+    @property
+    def _place(self) -> secrets.Place:
+        return secrets.Place("aws", self.region, self.account)
 
     def _validate_capacity(self, it: catalog.InstanceType) -> None:
         targets = {
@@ -457,6 +528,8 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
             raise ConfigError(f"{key}: expected a list of strings (or one comma-separated string)")
         return tuple(i.strip() for i in items if i.strip())
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _coerce_object(key, value, hint)
     if origin in (Mapping, dict):
         if isinstance(value, str):
             try:
@@ -469,6 +542,23 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if isinstance(value, (dict, list)):
         raise ConfigError(f"{key}: expected a string, got {value!r}")
     return str(value)
+
+
+def _coerce_object(key: str, value: Any, kind: type) -> Any:
+    """A nested setting (a JSON object, or its text on ``-c``), each key by its annotation."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ConfigError(f"{key}: {value!r} is not a JSON object") from None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: expected a JSON object, got {value!r}")
+    hints = typing.get_type_hints(kind)
+    allowed = [f.name for f in fields(kind)]
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key; allowed: {', '.join(allowed)}")
+    return kind(**{k: _coerce(f"{key}.{k}", v, hints[k]) for k, v in value.items()})
 
 
 _FIELDS = {f.name for f in fields(ClusterConfig)} - {"env_name"}

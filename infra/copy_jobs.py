@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import Acknowledgment, IgnoreMode, Stack, Validations
 from aws_cdk import aws_batch as batch
@@ -324,7 +325,7 @@ def _policy_of(role: iam.Role) -> IConstruct:
     return policy
 
 
-def _keep_newest(count: int) -> dict:
+def _keep_newest(count: int) -> dict[str, Any]:
     return {
         "rules": [
             {

@@ -19,6 +19,8 @@ other registries. Nothing admits traffic into it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -27,6 +29,7 @@ from constructs import Construct
 
 from infra.config import ClusterConfig
 from infra.log_groups import flow_log_group_name, job_log_group_name, log_group
+from launcher.secrets import Store
 
 # Interface endpoints that let instances in a subnet without NAT pull images (ECR api + dkr,
 # layers from S3), register with ECS and ship logs.
@@ -45,6 +48,24 @@ _SESSION_MANAGER_ENDPOINTS = {
     "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
     "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
 }
+
+
+def secret_endpoints(config: ClusterConfig) -> dict[str, ec2.InterfaceVpcEndpointAwsService]:
+    """The endpoints the ECS agent reads jobs' secrets through, before a container starts.
+
+    A job's secrets (job_secrets) and a copy job's registry credentials (registry_secrets) are
+    read with the execution role; a job definition that references Secrets Manager secrets in
+    a VPC that uses interface endpoints needs the interface endpoint for Secrets Manager (Batch
+    user guide, specifying-sensitive-data-secrets.html, considerations), and one that
+    references parameters the one for Systems Manager (specifying-sensitive-data-parameters).
+    """
+    stores = {g.store for g in config.secret_grants}
+    found: dict[str, ec2.InterfaceVpcEndpointAwsService] = {}
+    if config.registry_secrets or Store.SECRETS_MANAGER in stores:
+        found["SecretsManager"] = ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
+    if Store.PARAMETER_STORE in stores:
+        found["Ssm"] = ec2.InterfaceVpcEndpointAwsService.SSM
+    return found
 
 
 def _subnet_layout(
@@ -75,7 +96,9 @@ def _subnet_layout(
 class NetworkStack(Stack):
     """One availability zone: EFA traffic cannot cross zones, so the cluster never spans two."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kw) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kw: Any
+    ) -> None:
         super().__init__(scope, construct_id, **kw)
         if config.imports_vpc:
             # Validated together (ClusterConfig): an imported VPC comes with all three ids.
@@ -203,11 +226,7 @@ class NetworkStack(Stack):
         endpoints = dict(_INTERFACE_ENDPOINTS)
         if not config.nat_gateway:
             endpoints.update(_SESSION_MANAGER_ENDPOINTS)
-        if config.registry_secrets:
-            # ECS reads a copy job's registry secret (execution role) before the job starts;
-            # with interface endpoints in the VPC, Batch requires one for Secrets Manager too
-            # (Batch user guide, specifying-sensitive-data-secrets.html).
-            endpoints["SecretsManager"] = ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
+        endpoints.update(secret_endpoints(config))
         for name, service in endpoints.items():
             self.vpc.add_interface_endpoint(
                 f"{name}Endpoint",

@@ -1,10 +1,12 @@
-"""Stateful stack: the workspace image repository and the shared file system.
+"""Stateful stack: the workspace image repository and the shared file systems.
 
 Kept apart from the compute so that replacing a compute environment or a launch template can
 never replace data; termination protection and RETAIN (by default) guard it further.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -14,6 +16,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import ClusterConfig
+from infra.lustre import LustreFileSystem
 from launcher.image.tags import BASE_PREFIX, WORKSPACE_PREFIX
 
 # Where jobs land on the file system; the access point confines them to it.
@@ -33,7 +36,7 @@ class StorageStack(Stack):
         subnet: ec2.ISubnet,
         cluster_security_group: ec2.ISecurityGroup,
         task_security_group: ec2.ISecurityGroup,
-        **kw,
+        **kw: Any,
     ) -> None:
         # A disposable environment (removal_policy=destroy) must come down with `cdk destroy`:
         # termination protection, and a repository that still holds images (ECR refuses to
@@ -83,6 +86,20 @@ class StorageStack(Stack):
             # CDK's own "deny anonymous" statement would grant ClientWrite and ClientRootAccess
             # to every principal; the policy above is what closes anonymous access.
             allow_anonymous_access=True,
+        )
+        # FSx for Lustre, when configured: beside EFS, with the same lifetime rules.
+        self.lustre = (
+            LustreFileSystem(
+                self,
+                "Lustre",
+                settings=config.fsx_lustre,
+                vpc=vpc,
+                subnet=subnet,
+                client_security_group=cluster_security_group,
+                retain=not disposable,
+            )
+            if config.fsx_lustre
+            else None
         )
         self.access_point = self.file_system.add_access_point(
             "JobsAccessPoint",

@@ -141,6 +141,36 @@ UPDATES: dict[str, Update] = {
         example={"nat_gateway": True, "registry_secrets": {"nvcr.io": _SECRET}},
     ),
     "copy_max_vcpus": Update(Effect.IN_PLACE, example={"copy_max_vcpus": 32}),
+    "data_buckets": Update(
+        Effect.IN_PLACE,
+        "the job role's policy; running jobs' credentials follow within their refresh",
+        example={"data_buckets": ("example-datasets/imagenet", "example-checkpoints:rw")},
+    ),
+    "job_role_policies": Update(
+        Effect.IN_PLACE, example={"job_role_policies": ("arn:aws:iam::aws:policy/ReadOnlyAccess",)}
+    ),
+    "job_secrets": Update(
+        Effect.IN_PLACE,
+        "the execution role's policy, and the endpoints that read them without NAT",
+        example={"job_secrets": ("team/", "ssm:/team/")},
+    ),
+    # Adding it rolls the nodes. The cluster stack imports the file system's id, DNS name and
+    # mount name, and CloudFormation refuses to change or drop an export in use
+    # (walkthrough-crossstackref.html): a new deployment (which replaces the file system) or
+    # removing it fails the storage stack's update. tests/test_data_infra.py plans all three.
+    "fsx_lustre": Update(
+        Effect.NODES_ROLL,
+        "nodes mount it at boot; growing storage_gib is in place (FSx never shrinks); another "
+        "deployment, or none, is refused while the cluster stack imports the file system: take "
+        "it out in two deploys, the cluster stack alone first (cdk deploy STACK_NAME "
+        "--exclusively), then all (the old one is retained unless removal_policy is destroy)",
+        example={"fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre"}},
+    ),
+    "allow_privileged": Update(
+        Effect.NODES_ROLL,
+        "the nodes' ECS agent setting ECS_DISABLE_PRIVILEGED",
+        example={"allow_privileged": True},
+    ),
 }
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -114,12 +114,23 @@ def make_spec(command: Sequence[str], **options: Any) -> JobSpec:
     """A job spec from a command and keyword options, validated on its own (no cluster):
     ``nodes``, ``image``, ``env`` (mapping or pairs), ``mounts``, ``gpus_per_node``, ``efa``,
     ``shm_mib``, ``timeout_seconds``, ``attempts``, ``share_id``, ``priority``, ``tags``,
-    ``torchrun``, ``rendezvous_port``, ``groups`` and ``name`` (default: from the command)."""
+    ``torchrun``, ``rendezvous_port``, ``groups``, ``secrets`` (``{"ENV": "team/token"}``),
+    ``ulimits`` (``{"nproc": "4096:8192"}``), ``tmpfs`` (``{"/scratch": "8g"}``),
+    ``privileged`` and ``name`` (default: from the command)."""
     command = tuple(command)
     options.setdefault("name", jobspec.default_name(command))
     for key in ("env", "tags"):
         if isinstance(options.get(key), dict):
             options[key] = tuple(options[key].items())
+    # NAME -> reference, NAME -> SOFT[:HARD], DST -> SIZE: parsed as the CLI parses its flags.
+    for key, parse, join in (
+        ("secrets", jobspec.parse_secret, "="),
+        ("ulimits", jobspec.parse_ulimit, "="),
+        ("tmpfs", jobspec.parse_tmpfs, ":"),
+    ):
+        value = options.get(key)
+        if isinstance(value, Mapping):
+            options[key] = tuple(parse(f"{k}{join}{v}") for k, v in value.items())
     options["image"] = jobspec.base_image(options.get("image"))
     return JobSpec(command=command, **options)
 
@@ -239,12 +250,21 @@ class Cluster:
         aws = aws or aws_session(profile, region)
         return cls(from_stack(aws.describe_stack(name or default_stack())), aws)
 
-    def local(self, efs_dir: str | os.PathLike[str] | None = None) -> Cluster:
+    def local(
+        self,
+        efs_dir: str | os.PathLike[str] | None = None,
+        fsx_dir: str | os.PathLike[str] | None = None,
+    ) -> Cluster:
         """This cluster's jobs on the local Docker engine instead: the same job definitions,
         one container per node, ``efs_dir`` (default ``$LAUNCHER_LOCAL_EFS``, then
-        ``~/.local/share/efa-batch/efs/STACK``) standing in for EFS."""
+        ``~/.local/share/efa-batch/efs/STACK``) standing in for EFS and ``fsx_dir`` (likewise
+        ``$LAUNCHER_LOCAL_FSX``, ``.../fsx/STACK``) for FSx for Lustre, where the stack has
+        it; secrets from ``$LAUNCHER_LOCAL_SECRETS`` (launcher.local.secret_values)."""
         return Cluster(
-            self.info, self._aws, self._copier, LocalTarget(self.info, efs_dir, self._aws)
+            self.info,
+            self._aws,
+            self._copier,
+            LocalTarget(self.info, efs_dir, self._aws, fsx_dir),
         )
 
     @property

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from launcher import catalog, check_script
 from launcher.cluster import ClusterInfo
 from launcher.job import JobInfo
+from launcher.outputs import Egress
 
 if TYPE_CHECKING:
     from launcher.jobspec import JobSpec
@@ -175,6 +176,15 @@ def evaluate(
                 ok = gpus.isdigit() and int(gpus) == want_gpus
                 results.append(Result("gpus", PASS if ok else FAIL, f"{gpus}/{want_gpus}"))
         results += _credentials(facts, local)
+        results += _buckets(facts, cluster, local)
+        if cluster.fsx_file_system_id:
+            write, shared = facts.get("fsx_write"), facts.get("fsx_shared", "0")
+            fsx_ok = write == "ok" and shared == str(nodes)
+            results.append(
+                Result(
+                    "fsx", PASS if fsx_ok else FAIL, f"write {write}, sees {shared}/{nodes} nodes"
+                )
+            )
         write, shared = facts.get("efs_write"), facts.get("efs_shared", "0")
         efs_ok = write == "ok" and shared == str(nodes)
         results.append(
@@ -188,7 +198,53 @@ def evaluate(
             results.append(Result("rendezvous port", status, detail))
         report.nodes[node] = results
     report.cluster.append(_nccl(seen.get(0, {}), nccl_lines, cluster, nodes, local))
+    report.cluster.append(
+        Result("internet", PASS if cluster.internet_egress is Egress.NAT else NA, cluster.internet)
+    )
     return report
+
+
+def _buckets(facts: dict[str, str], cluster: ClusterInfo, local: bool) -> list[Result]:
+    """One row per data bucket location: listed from the node with the job role, or why not."""
+    results = []
+    for index, bucket in enumerate(cluster.data_buckets):
+        name, found = f"s3 {bucket.uri}", facts.get(f"s3_{index}", facts.get("s3", "missing"))
+        kind, _, detail = found.partition(":")
+        if found == "ok":
+            results.append(Result(name, PASS, "listed with the job role"))
+        elif found == "none":
+            results.append(Result(name, NA, "no python3 in the image"))
+        elif kind == "no-credentials" and local:
+            results.append(Result(name, NA, "not on ECS (local run)"))
+        elif kind == "region":
+            where = (
+                "reachable through the NAT gateway only"
+                if cluster.internet_egress is Egress.NAT
+                else "unreachable: the S3 gateway endpoint serves its own Region only"
+            )
+            status = NA if cluster.internet_egress is Egress.NAT else FAIL
+            results.append(Result(name, status, f"in {detail}, not {cluster.region}: {where}"))
+        else:
+            results.append(Result(name, FAIL, _bucket_failure(kind, detail)))
+    return results
+
+
+def _bucket_failure(kind: str, detail: str) -> str:
+    status, _, code = detail.partition(":")
+    if kind == "error" and code == "AccessDenied":
+        return (
+            "AccessDenied: the job role is granted it (data_buckets); a bucket of another "
+            "account must also grant the role in its bucket policy"
+        )
+    if kind == "error" and code == "NoSuchBucket":
+        return "no such bucket"
+    if kind == "error":
+        return f"S3 answered {status} {code}"
+    if kind == "unreachable":
+        return "no route to S3 (the VPC's S3 gateway endpoint, or NAT)"
+    if kind == "no-credentials":
+        return "no job-role credentials in the container"
+    return "the node never probed it"
 
 
 def _credentials(facts: dict[str, str], local: bool) -> list[Result]:
@@ -261,9 +317,12 @@ def task_group_result(findings: Findings) -> Result:
 def spec(cluster: ClusterInfo, nodes: int, image: str, port: int, timeout_seconds: int) -> JobSpec:
     from launcher.jobspec import EfaMode, JobSpec
 
+    locations = " ".join(f"{b.bucket}/{b.prefix}" for b in cluster.data_buckets)
+    env = (("LAUNCHER_CHECK_REGION", cluster.region), ("LAUNCHER_CHECK_BUCKETS", locations))
     return JobSpec(
         name=NAME,
         command=("/bin/sh", "-c", check_script.SCRIPT),
+        env=env if locations else (),
         image=image,
         nodes=nodes,
         efa=EfaMode.AUTO if cluster.efa_interfaces else EfaMode.OFF,

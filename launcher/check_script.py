@@ -31,6 +31,60 @@ try:
 except OSError:
     print("imds=blocked")"""
 
+# One ListObjectsV2 (max-keys=1) per data bucket location, signed (SigV4, standard library
+# only: images rarely carry an AWS SDK) with the job role's credentials from the ECS agent's
+# endpoint: the job role may list exactly its locations (infra/data_access.py), so "ok" proves
+# the role, the bucket policy and the route (S3 gateway endpoint or NAT) together.
+# AWS_ENDPOINT_URL (the SDKs' variable) points it elsewhere, as the tests do.
+S3_PROBE = """import datetime, hashlib, hmac, json, os, sys, urllib.error, urllib.parse, urllib.request
+full = os.environ.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") or (
+    "http://169.254.170.2" + os.environ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"])
+try:
+    creds = json.load(urllib.request.urlopen(full, timeout=5))
+except Exception:
+    creds = None
+region = sys.argv[1]
+def sign(key, text):
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+for index, location in enumerate(sys.argv[2:]):
+    if creds is None:
+        print(f"s3_{index}=no-credentials"); continue
+    bucket, _, prefix = location.partition("/")
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or f"https://s3.{region}.amazonaws.com"
+    base = urllib.parse.urlsplit(endpoint)
+    path = "/" + urllib.parse.quote(bucket)
+    query = urllib.parse.urlencode(sorted({"list-type": "2", "max-keys": "1",
+        "prefix": prefix + "/" if prefix else ""}.items()), quote_via=urllib.parse.quote)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    headers = {"host": base.netloc, "x-amz-content-sha256": hashlib.sha256(b"").hexdigest(),
+        "x-amz-date": stamp}
+    if creds.get("Token"):
+        headers["x-amz-security-token"] = creds["Token"]
+    names = ";".join(sorted(headers))
+    canonical = "\\n".join(["GET", path, query, *(f"{k}:{headers[k]}" for k in sorted(headers)),
+        "", names, headers["x-amz-content-sha256"]])
+    scope = f"{day}/{region}/s3/aws4_request"
+    to_sign = "\\n".join(["AWS4-HMAC-SHA256", stamp, scope,
+        hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + creds["SecretAccessKey"]).encode()
+    for part in (day, region, "s3", "aws4_request"):
+        key = sign(key, part)
+    access, signature = creds["AccessKeyId"], hmac.new(key, to_sign.encode(), hashlib.sha256)
+    headers["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={access}/{scope}, "
+        f"SignedHeaders={names}, Signature={signature.hexdigest()}")
+    request = urllib.request.Request(f"{endpoint}{path}?{query}", headers=headers)
+    try:
+        urllib.request.urlopen(request, timeout=10).read(); print(f"s3_{index}=ok")
+    except urllib.error.HTTPError as exc:
+        where = exc.headers.get("x-amz-bucket-region")
+        code = exc.read().decode(errors="replace").partition("<Code>")[2].partition("<")[0]
+        code = code or "no-code"
+        print(f"s3_{index}=" + (f"region:{where}" if where and where != region else
+            f"error:{exc.code}:{code}"))
+    except Exception as exc:
+        print(f"s3_{index}=unreachable:{type(exc).__name__}")"""
+
 # What a node counts in its tools' output (tested against real output in tests/fixtures/check).
 COUNT_EFA_PROVIDERS = "grep -c 'provider: efa'"  # fi_info -p efa -t FI_EP_RDM; 0: unusable
 COUNT_GPUS = "grep -c '^GPU '"  # nvidia-smi -L
@@ -59,6 +113,23 @@ if [ -n "${{AWS_CONTAINER_CREDENTIALS_RELATIVE_URI:-}}" ]; then
     if curl -s -m 5 "http://169.254.170.2$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI" | grep -q AccessKeyId; then out job_role ok; else out job_role unreachable; fi
     if curl -s -m 2 -o /dev/null http://169.254.169.254/; then out imds reachable; else out imds blocked; fi
   else out job_role none; out imds none; fi
+fi
+
+# The data buckets (LAUNCHER_CHECK_BUCKETS: BUCKET[/PREFIX] ...), listed with the job role.
+if [ -n "${{LAUNCHER_CHECK_BUCKETS:-}}" ]; then
+  if have python3; then
+    # shellcheck disable=SC2086
+    python3 -c '{S3_PROBE}' "$LAUNCHER_CHECK_REGION" $LAUNCHER_CHECK_BUCKETS | while read -r kv; do out "${{kv%%=*}}" "${{kv#*=}}"; done
+  else out s3 none; fi
+fi
+
+# FSx for Lustre (LAUNCHER_FSX, where the job sees the node's mount): written by every node,
+# seen by every node.
+if [ -n "${{LAUNCHER_FSX:-}}" ]; then
+  lustre="$LAUNCHER_FSX/.launcher-check/$job"
+  if mkdir -p "$lustre" && echo "$node" > "$lustre/node-$node"; then out fsx_write ok; else out fsx_write failed; fi
+  _t=0; while [ "$(ls "$lustre" 2>/dev/null | grep -c '^node-')" -lt "$nodes" ] && [ "$_t" -lt {WAIT_SECONDS} ]; do sleep 1; _t=$((_t + 1)); done
+  out fsx_shared "$(ls "$lustre" 2>/dev/null | grep -c '^node-')"
 fi
 
 addr="$(hostname -i 2>/dev/null | cut -d' ' -f1)"
@@ -119,7 +190,7 @@ elif [ "$node" = 0 ]; then
   out nccl "none"
 fi
 
-if [ "$node" = 0 ]; then touch "$shared/done"; sleep 2; rm -rf "$shared"
+if [ "$node" = 0 ]; then touch "$shared/done"; sleep 2; rm -rf "$shared" "${{lustre:-/nonexistent}}"
 else wait_for '^done$' 1; fi
 exit 0
 """

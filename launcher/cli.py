@@ -49,7 +49,9 @@ def _cluster(args: argparse.Namespace, local: bool = False) -> Cluster:
     from launcher.api import Cluster
 
     cluster = Cluster.from_stack(args.stack, profile=args.profile, region=args.region)
-    return cluster.local(getattr(args, "local_efs", None)) if local else cluster
+    if not local:
+        return cluster
+    return cluster.local(getattr(args, "local_efs", None), getattr(args, "local_fsx", None))
 
 
 def _job(args: argparse.Namespace, job_id: str) -> Job:
@@ -66,11 +68,12 @@ class Outputs(Command):
         parser.add_argument("--json", action="store_true", help="print JSON")
 
     def run(self, args: argparse.Namespace) -> int:
-        data = _cluster(args).info.as_dict()
+        info = _cluster(args).info
+        data = info.as_dict()
         if args.json:
             print(json.dumps(data, indent=2))
         else:
-            _print_fields(data)
+            _print_fields({**data, "internet": info.internet})
         return 0
 
 
@@ -102,7 +105,7 @@ class Run(Command):
             action="append",
             default=[],
             metavar="SPEC",
-            help="type=efs,dst=P | type=bind,src=P,dst=P[,readonly] | "
+            help="type=efs,dst=P | type=fsx,dst=P | type=bind,src=P,dst=P[,readonly] | "
             "type=device,src=P[,dst=P][,perm=rwm]",
         )
         parser.add_argument(
@@ -113,6 +116,33 @@ class Run(Command):
             "require: fail the job instead; off: no EFA",
         )
         parser.add_argument("--shm-size", help="/dev/shm size, e.g. 64g (default: 1/4 of memory)")
+        parser.add_argument(
+            "--secret",
+            action="append",
+            default=[],
+            metavar="NAME=SECRET",
+            help="environment variable NAME read at start from a Secrets Manager secret (name "
+            "or ARN, NAME#KEY for one JSON key) or ssm:PARAMETER; never in the job definition",
+        )
+        parser.add_argument(
+            "--ulimit",
+            action="append",
+            default=[],
+            metavar="NAME=SOFT[:HARD]",
+            help="a resource limit over the launcher's (memlock, stack, nofile), e.g. nproc=65536",
+        )
+        parser.add_argument(
+            "--tmpfs",
+            action="append",
+            default=[],
+            metavar="DST:SIZE",
+            help="a memory-backed directory, e.g. /scratch:8g",
+        )
+        parser.add_argument(
+            "--privileged",
+            action="store_true",
+            help="root on the node (only where the stack sets allow_privileged)",
+        )
         parser.add_argument("--timeout", help="per-attempt limit, e.g. 90m (at least 60s)")
         parser.add_argument(
             "--retries",
@@ -155,6 +185,12 @@ class Run(Command):
             "(default: $LAUNCHER_LOCAL_EFS or ~/.local/share/efa-batch/efs/STACK)",
         )
         parser.add_argument(
+            "--local-fsx",
+            metavar="DIR",
+            help="directory standing in for FSx for Lustre with --local "
+            "(default: $LAUNCHER_LOCAL_FSX or ~/.local/share/efa-batch/fsx/STACK)",
+        )
+        parser.add_argument(
             "--dryrun", action="store_true", help="print the requests as JSON; change nothing"
         )
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
@@ -172,6 +208,10 @@ class Run(Command):
             "mounts": tuple(jobspec.parse_mount(m) for m in args.mount),
             "efa": args.efa,
             "shm_mib": jobspec.parse_size_mib(args.shm_size) if args.shm_size else None,
+            "secrets": tuple(jobspec.parse_secret(s) for s in args.secret),
+            "ulimits": tuple(jobspec.parse_ulimit(u) for u in args.ulimit),
+            "tmpfs": tuple(jobspec.parse_tmpfs(t) for t in args.tmpfs),
+            "privileged": args.privileged,
             "timeout_seconds": jobspec.parse_duration(args.timeout) if args.timeout else None,
             "attempts": args.retries,
             "share_id": args.share_id,
@@ -453,6 +493,7 @@ class Check(Command):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
         parser.add_argument("--local-efs", metavar="DIR", help="EFS stand-in with --local")
+        parser.add_argument("--local-fsx", metavar="DIR", help="FSx stand-in with --local")
 
     def run(self, args: argparse.Namespace) -> int:
         from launcher import jobspec

@@ -7,8 +7,10 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from launcher import catalog
+from launcher.buckets import DataBucket
 from launcher.errors import UsageError
 from launcher.outputs import SCHEMA_VERSION, Egress, OutputKey
+from launcher.secrets import Place, SecretGrant
 
 # CloudFormation states in which the stack's outputs describe a working cluster.
 USABLE_STATES = frozenset(
@@ -45,6 +47,10 @@ class ClusterInfo:
     pull_through_cache: dict[str, str]  # ECR repository prefix -> upstream registry host
     registry_secrets: dict[str, str]  # registry host -> Secrets Manager secret ARN
     task_security_group_id: str  # the VPC's default group, where jobs' task interfaces are
+    data_buckets: tuple[DataBucket, ...]
+    job_secrets: tuple[SecretGrant, ...]
+    fsx_file_system_id: str | None
+    allow_privileged: bool
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "internet_egress", Egress(self.internet_egress))
@@ -53,9 +59,29 @@ class ClusterInfo:
     def instance(self) -> catalog.InstanceType | None:
         return catalog.lookup(self.instance_type)
 
+    @property
+    def place(self) -> Place:
+        """The partition, Region and account of the stack (from its queue's ARN), where a
+        secret named without an ARN lives."""
+        _, partition, _, region, account, _ = self.job_queue_arn.split(":", 5)
+        return Place(partition, region, account)
+
+    @property
+    def internet(self) -> str:
+        """Whether jobs reach the internet, in words (`launcher outputs` and `launcher check`)."""
+        return {
+            Egress.NAT: "yes, through the stack's NAT gateway",
+            Egress.NONE: "no (nat_gateway=false): AWS services through VPC endpoints only; "
+            "experiment trackers, model hubs and pip at run time need NAT or a stand-in "
+            "(README, first deploy)",
+            Egress.IMPORTED: "as the imported VPC routes it (the stack cannot tell)",
+        }[self.internet_egress]
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["internet_egress"] = self.internet_egress.value
+        data["data_buckets"] = [str(b) for b in self.data_buckets]
+        data["job_secrets"] = [str(g) for g in self.job_secrets]
         return data
 
     @classmethod

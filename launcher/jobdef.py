@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 from launcher import prelude
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
-from launcher.jobspec import DEFAULT_EFS_PATH, JobSpec, MountKind, NodeGroup
+from launcher.jobspec import (
+    DEFAULT_EFS_PATH,
+    DEFAULT_FSX_PATH,
+    FSX_NODE_PATH,
+    JobSpec,
+    MountKind,
+    NodeGroup,
+)
+from launcher.secrets import allowed
 
 if TYPE_CHECKING:
     from launcher.job import GroupInfo
@@ -37,6 +45,7 @@ RETRY_ON_HOST_LOSS = (
     {"onReason": "*", "action": "EXIT"},
 )
 JOB_DEFINITION_PREFIX = "efa-batch"
+FSX_VOLUME = "fsx"  # the volume of the node's FSx for Lustre mount (the local backend's cue)
 
 
 @dataclass(frozen=True)
@@ -124,17 +133,58 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
         )
     for group in (None, *spec.groups):
         resolve_gpus(spec, cluster, group)  # raises for more GPUs than a node has
-    efs = [m for m in spec.mounts if m.kind is MountKind.EFS]
-    if len(efs) > 1:
-        raise UsageError("--mount type=efs: give the cluster's EFS one mount point")
+    for kind in (MountKind.EFS, MountKind.FSX):
+        if len([m for m in spec.mounts if m.kind is kind]) > 1:
+            raise UsageError(f"--mount type={kind}: give the cluster's {kind} one mount point")
+    if not cluster.fsx_file_system_id and any(m.kind is MountKind.FSX for m in spec.mounts):
+        raise UsageError(
+            f"--mount type=fsx: {cluster.stack_name} has no FSx for Lustre file system "
+            "(deploy with -c fsx_lustre='{...}')"
+        )
     destinations = [m.dst for m in spec.mounts if m.kind is not MountKind.DEVICE]
     if len(set(destinations)) != len(destinations):
         raise UsageError("--mount: two mounts share a dst= path")
+    _validate_container_settings(spec, cluster)
+
+
+def _validate_container_settings(spec: JobSpec, cluster: ClusterInfo) -> None:
+    """Secrets the stack lets jobs read, privileges it allows, memory the node has."""
+    for secret in spec.secrets:
+        if not allowed(secret.ref, cluster.job_secrets, cluster.place):
+            grants = ", ".join(str(g) for g in cluster.job_secrets) or "none"
+            raise UsageError(
+                f"--secret {secret.env}={secret.text}: {cluster.stack_name} lets jobs read only "
+                f"secrets under its job_secrets: {grants}"
+            )
+    memlock = next((u for u in spec.ulimits if u.name == "memlock"), None)
+    if spec.efa.on and memlock is not None and (memlock.soft, memlock.hard) != (-1, -1):
+        raise UsageError(
+            "--ulimit memlock: EFA pins the memory it registers, so memlock stays unlimited "
+            "with EFA on (or pass --efa off)"
+        )
+    if spec.privileged and not cluster.allow_privileged:
+        raise UsageError(
+            f"--privileged: {cluster.stack_name} does not run privileged containers "
+            "(deploy with -c allow_privileged=true: containers then get root on their node)"
+        )
+    tmpfs_mib = sum(t.size_mib for t in spec.tmpfs)
+    if tmpfs_mib >= cluster.memory_mib_per_node:
+        raise UsageError(
+            f"--tmpfs: {tmpfs_mib} MiB in all; must be below the node's "
+            f"{cluster.memory_mib_per_node} MiB of job memory (tmpfs lives in memory)"
+        )
 
 
 def efs_path(spec: JobSpec) -> str:
     """Where the job sees the cluster's EFS."""
     return next((m.dst for m in spec.mounts if m.kind is MountKind.EFS), DEFAULT_EFS_PATH)
+
+
+def fsx_path(spec: JobSpec, cluster: ClusterInfo) -> str | None:
+    """Where the job sees the cluster's FSx for Lustre file system (None: the stack has none)."""
+    if not cluster.fsx_file_system_id:
+        return None
+    return next((m.dst for m in spec.mounts if m.kind is MountKind.FSX), DEFAULT_FSX_PATH)
 
 
 def _volumes(
@@ -158,6 +208,18 @@ def _volumes(
             "readOnly": bool(efs and efs.readonly),
         }
     ]
+    fsx = fsx_path(spec, cluster)
+    if fsx is not None:
+        # The node mounted the file system at boot (infra/lustre.py): the job binds it.
+        fsx_mount = next((m for m in spec.mounts if m.kind is MountKind.FSX), None)
+        volumes.append({"name": FSX_VOLUME, "host": {"sourcePath": FSX_NODE_PATH}})
+        mount_points.append(
+            {
+                "sourceVolume": FSX_VOLUME,
+                "containerPath": fsx,
+                "readOnly": bool(fsx_mount and fsx_mount.readonly),
+            }
+        )
     devices: list[dict[str, Any]] = []
     binds = [m for m in spec.mounts if m.kind is MountKind.BIND]
     for index, mount in enumerate(binds):
@@ -189,6 +251,9 @@ def environment(
             "LAUNCHER_EFS": efs_path(spec),
         }
     )
+    fsx = fsx_path(spec, cluster)
+    if fsx is not None:
+        env["LAUNCHER_FSX"] = fsx
     if spec.restarts_on:
         env["LAUNCHER_RESTARTS"] = "on"
     if spec.groups and group is not None:
@@ -229,6 +294,17 @@ def container_properties(
     linux: dict[str, Any] = {"sharedMemorySize": shm, "initProcessEnabled": True}
     if devices:
         linux["devices"] = devices
+    if spec.tmpfs:
+        linux["tmpfs"] = [{"containerPath": t.dst, "size": t.size_mib} for t in spec.tmpfs]
+    extra: dict[str, Any] = {}
+    if spec.secrets:
+        # References only: the ECS agent reads each value with the execution role when the
+        # container starts (Batch ContainerProperties.secrets); no value is in this request.
+        extra["secrets"] = [
+            {"name": s.env, "valueFrom": s.ref.value_from(cluster.place)} for s in spec.secrets
+        ]
+    if spec.privileged:
+        extra["privileged"] = True
     return {
         "image": group.image if group and group.image else spec.image,
         "command": container_command(spec, gpus, group),
@@ -237,7 +313,7 @@ def container_properties(
         "instanceType": cluster.instance_type,
         "resourceRequirements": resources,
         "environment": [{"name": k, "value": v} for k, v in sorted(env.items())],
-        "ulimits": [dict(u) for u in ULIMITS],
+        "ulimits": ulimits(spec),
         "linuxParameters": linux,
         "volumes": volumes,
         "mountPoints": mount_points,
@@ -249,7 +325,15 @@ def container_properties(
                 "awslogs-stream-prefix": spec.name,
             },
         },
+        **extra,
     }
+
+
+def ulimits(spec: JobSpec) -> list[dict[str, Any]]:
+    """The launcher's limits (ULIMITS), each replaced by the job's own of the same name."""
+    mine: dict[str, dict[str, Any]] = {u.name: dict(u.as_batch()) for u in spec.ulimits}
+    merged = [mine.pop(str(u["name"]), dict(u)) for u in ULIMITS]
+    return merged + [mine[name] for name in sorted(mine)]
 
 
 def definition_name(body: dict[str, Any]) -> str:

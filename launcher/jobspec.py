@@ -11,8 +11,13 @@ import re
 from dataclasses import dataclass
 
 from launcher.errors import UsageError
+from launcher.secrets import SecretError, SecretRef
 
 DEFAULT_EFS_PATH = "/mnt/efs"
+# Where nodes mount the stack's FSx for Lustre file system (infra/lustre.py), and where jobs
+# see it unless --mount type=fsx,dst= says otherwise.
+FSX_NODE_PATH = "/fsx"
+DEFAULT_FSX_PATH = "/fsx"
 DEFAULT_RENDEZVOUS_PORT = 29500
 DEFAULT_ATTEMPTS = 3
 IMAGE_ENV = "LAUNCHER_IMAGE"  # the base image when none is given
@@ -20,6 +25,7 @@ IMAGE_ENV = "LAUNCHER_IMAGE"  # the base image when none is given
 
 class MountKind(str, enum.Enum):
     EFS = "efs"  # the cluster's file system, through its access point
+    FSX = "fsx"  # the cluster's FSx for Lustre file system, as the node mounted it
     BIND = "bind"  # a directory of the node
     DEVICE = "device"  # a device file of the node
 
@@ -80,6 +86,57 @@ class Mount:
         object.__setattr__(self, "kind", MountKind(self.kind))
 
 
+# The limits a container may set (Batch API, Ulimit name: "core | cpu | data | fsize | locks |
+# memlock | msgqueue | nice | nofile | nproc | rss | rtprio | rttime | sigpending | stack");
+# values are Integers, -1 is unlimited.
+ULIMIT_NAMES = (
+    "core",
+    "cpu",
+    "data",
+    "fsize",
+    "locks",
+    "memlock",
+    "msgqueue",
+    "nice",
+    "nofile",
+    "nproc",
+    "rss",
+    "rtprio",
+    "rttime",
+    "sigpending",
+    "stack",
+)
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Ulimit:
+    name: str
+    soft: int  # -1: unlimited
+    hard: int
+
+    def as_batch(self) -> dict[str, str | int]:
+        return {"name": self.name, "softLimit": self.soft, "hardLimit": self.hard}
+
+
+@dataclass(frozen=True)
+class Tmpfs:
+    """A memory-backed directory of the container (Batch linuxParameters.tmpfs)."""
+
+    dst: str
+    size_mib: int
+
+
+@dataclass(frozen=True)
+class Secret:
+    """An environment variable whose value the ECS agent reads from Secrets Manager or SSM
+    when the container starts (Batch ``secrets``): the job carries the reference only."""
+
+    env: str
+    ref: SecretRef
+    text: str  # the reference as the user gave it, for messages and local runs
+
+
 @dataclass(frozen=True)
 class NodeGroup:
     """Nodes ``first``..``last`` of the job with their own image, command, GPUs or env
@@ -120,6 +177,10 @@ class JobSpec:
     # Restarts that resume: a node watch that turns a lost node into another attempt, and a
     # checkpoint directory kept across attempts (launcher.prelude). None: on with torchrun.
     restarts: bool | None = None
+    secrets: tuple[Secret, ...] = ()
+    ulimits: tuple[Ulimit, ...] = ()  # over the defaults the launcher needs (launcher.jobdef)
+    tmpfs: tuple[Tmpfs, ...] = ()
+    privileged: bool = False
 
     @property
     def restarts_on(self) -> bool:
@@ -160,7 +221,25 @@ class JobSpec:
             )
         for key, _ in self.env:
             parse_env(f"{key}=")
+        self._check_container_settings()
         self._check_groups()
+
+    def _check_container_settings(self) -> None:
+        names = [s.env for s in self.secrets]
+        clash = sorted(
+            {n for n in names if names.count(n) > 1} | (set(names) & dict(self.env).keys())
+        )
+        if clash:
+            raise UsageError(
+                f"--secret {clash[0]}: the variable is given twice (by --secret or --env); "
+                "give each once"
+            )
+        limits = [u.name for u in self.ulimits]
+        if len(set(limits)) != len(limits):
+            raise UsageError("--ulimit: a limit is given twice; give each NAME once")
+        paths = [t.dst for t in self.tmpfs] + [m.dst for m in self.mounts]
+        if len(set(paths)) != len(paths):
+            raise UsageError("--tmpfs: a path is also another --tmpfs's or a --mount's dst")
 
     def _check_groups(self) -> None:
         if not self.groups:
@@ -268,7 +347,7 @@ def parse_size_mib(text: str, flag: str = "--shm-size") -> int:
 
 
 def parse_mount(text: str) -> Mount:
-    """``type=efs,dst=/data`` | ``type=bind,src=/x,dst=/y[,readonly]`` |
+    """``type=efs,dst=/data`` | ``type=fsx,dst=/fsx`` | ``type=bind,src=/x,dst=/y[,readonly]`` |
     ``type=device,src=/dev/x[,dst=/dev/y][,perm=rwm]``."""
     fields: dict[str, str] = {}
     flags: set[str] = set()
@@ -280,8 +359,8 @@ def parse_mount(text: str) -> Mount:
             flags.add(key.strip())
     kind_text = fields.pop("type", "")
     usage = (
-        "expected type=efs,dst=PATH | type=bind,src=PATH,dst=PATH[,readonly] | "
-        "type=device,src=PATH[,dst=PATH][,perm=rwm]"
+        "expected type=efs,dst=PATH | type=fsx,dst=PATH | type=bind,src=PATH,dst=PATH[,readonly]"
+        " | type=device,src=PATH[,dst=PATH][,perm=rwm]"
     )
     try:
         kind = MountKind(kind_text)
@@ -310,8 +389,60 @@ def parse_mount(text: str) -> Mount:
             raise UsageError(f"--mount {text!r}: src= must be an absolute host path; {usage}")
         return Mount(MountKind.BIND, dst, src, readonly=readonly)
     if src:
-        raise UsageError(f"--mount {text!r}: type=efs takes no src= (it is the cluster's EFS)")
-    return Mount(MountKind.EFS, dst, readonly=readonly)
+        raise UsageError(f"--mount {text!r}: type={kind} takes no src= (it is the cluster's)")
+    return Mount(kind, dst, readonly=readonly)
+
+
+def parse_secret(item: str) -> Secret:
+    """``NAME=SECRET``: the variable and its reference (launcher.secrets)."""
+    key, sep, text = item.partition("=")
+    if not sep or not text or not _ENV_NAME.match(key):
+        raise UsageError(
+            f"--secret {item!r}: expected NAME=SECRET with NAME like [A-Za-z_][A-Za-z0-9_]* and "
+            "SECRET a Secrets Manager name or ARN, or ssm:PARAMETER"
+        )
+    if key.startswith("AWS_BATCH"):
+        raise UsageError(f"--secret {key}: names starting with AWS_BATCH are reserved by AWS Batch")
+    try:
+        return Secret(key, SecretRef.parse(text), text)
+    except SecretError as exc:
+        raise UsageError(f"--secret {key}: {exc}") from None
+
+
+def _limit(text: str, item: str) -> int:
+    if text.lower() in ("-1", "unlimited"):
+        return -1
+    if not text.isdigit() or int(text) > _INT32_MAX:
+        raise UsageError(
+            f"--ulimit {item!r}: limits are integers 0-{_INT32_MAX}, or unlimited (-1)"
+        )
+    return int(text)
+
+
+def parse_ulimit(item: str) -> Ulimit:
+    """``NAME=SOFT[:HARD]`` (HARD defaults to SOFT; ``unlimited`` or -1 for no limit)."""
+    name, sep, values = item.partition("=")
+    if not sep or name not in ULIMIT_NAMES:
+        raise UsageError(
+            f"--ulimit {item!r}: expected NAME=SOFT[:HARD] with NAME one of "
+            + ", ".join(ULIMIT_NAMES)
+        )
+    soft_text, _, hard_text = values.partition(":")
+    soft = _limit(soft_text, item)
+    hard = _limit(hard_text, item) if hard_text else soft
+    if hard != -1 and (soft == -1 or soft > hard):
+        raise UsageError(f"--ulimit {item!r}: the soft limit must not exceed the hard limit")
+    return Ulimit(name, soft, hard)
+
+
+def parse_tmpfs(item: str) -> Tmpfs:
+    """``DST:SIZE`` (``/scratch:8g``): a tmpfs of SIZE at DST in the container."""
+    dst, sep, size = item.rpartition(":")
+    if not sep or not dst.startswith("/") or dst == "/":
+        raise UsageError(
+            f"--tmpfs {item!r}: expected DST:SIZE with DST an absolute path, e.g. /scratch:8g"
+        )
+    return Tmpfs(dst, parse_size_mib(size, "--tmpfs"))
 
 
 def device_permissions(letters: str) -> tuple[str, ...]:

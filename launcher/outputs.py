@@ -14,8 +14,12 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from launcher.buckets import BucketError, DataBucket
+from launcher.secrets import SecretError, SecretGrant
+
 # 2: the copy queue, image and roles; egress; pull-through cache. 3: the task security group.
-SCHEMA_VERSION = "3"
+# 4: data buckets, job secrets, FSx for Lustre, privileged containers.
+SCHEMA_VERSION = "4"
 DEFAULT_STACK_NAME = "EfaBatch"
 STACK_ENV = "LAUNCHER_STACK"  # the stack a launcher reads unless told another
 NONE = "none"  # an output's spelling of an empty list or an absent value
@@ -56,6 +60,35 @@ def _integer(value: str) -> int:
         return int(value)
     except ValueError:
         raise ValueError("is not an integer") from None
+
+
+def _words(items: Any) -> str:
+    """Values that never contain a space (bucket locations, secret grants), space-separated."""
+    return " ".join(str(i) for i in items) or NONE
+
+
+def _buckets(value: str) -> tuple[DataBucket, ...]:
+    try:
+        return () if value == NONE else tuple(DataBucket.parse(w) for w in value.split())
+    except BucketError as exc:
+        raise ValueError(f"is malformed: {exc}") from None
+
+
+def _grants(value: str) -> tuple[SecretGrant, ...]:
+    try:
+        return () if value == NONE else tuple(SecretGrant.parse(w) for w in value.split())
+    except SecretError as exc:
+        raise ValueError(f"is malformed: {exc}") from None
+
+
+def _boolean(value: str) -> bool:
+    if value not in ("true", "false"):
+        raise ValueError(f"is {value!r}; expected true or false")
+    return value == "true"
+
+
+def _render_boolean(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def _egress(value: str) -> Egress:
@@ -234,4 +267,36 @@ class OutputKey(str, enum.Enum):
         "task_security_group_id",
         "Security group of the jobs' task interfaces (the VPC's default group)",
         "sg-0123456789abcdef0",
+    )
+    DATA_BUCKETS = (
+        "DataBuckets",
+        "data_buckets",
+        "S3 locations the job role may read (:ro) or write (:rw), space-separated, or none",
+        "example-datasets/imagenet:ro example-checkpoints:rw",
+        _buckets,
+        _words,
+    )
+    JOB_SECRETS = (
+        "JobSecrets",
+        "job_secrets",
+        "Secrets jobs may read: name prefixes, ssm:PREFIX or ARNs, space-separated, or none",
+        "team/ ssm:/team/",
+        _grants,
+        _words,
+    )
+    FSX_FILE_SYSTEM_ID = (
+        "FsxFileSystemId",
+        "fsx_file_system_id",
+        "FSx for Lustre file system every node mounts, or none",
+        NONE,
+        _optional,
+        _render_optional,
+    )
+    ALLOW_PRIVILEGED = (
+        "AllowPrivileged",
+        "allow_privileged",
+        "Whether the nodes run privileged containers (true or false)",
+        "false",
+        _boolean,
+        _render_boolean,
     )

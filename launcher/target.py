@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from launcher.security import Findings
 
 LOCAL_EFS_ENV = "LAUNCHER_LOCAL_EFS"  # the directory standing in for EFS in local runs
+LOCAL_FSX_ENV = "LAUNCHER_LOCAL_FSX"  # ... and for the nodes' FSx for Lustre mount
 
 
 class Target(Protocol):
@@ -158,14 +159,27 @@ class LocalTarget:
     rehearsal = True
 
     def __init__(
-        self, info: ClusterInfo, efs_dir: str | os.PathLike[str] | None, aws: Aws | None
+        self,
+        info: ClusterInfo,
+        efs_dir: str | os.PathLike[str] | None,
+        aws: Aws | None,
+        fsx_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         from launcher.local import LocalBackend
 
         self.info, self.aws = info, aws
-        default = Path.home() / ".local" / "share" / "efa-batch" / "efs" / info.stack_name
-        self.efs_dir = os.fspath(efs_dir or os.environ.get(LOCAL_EFS_ENV) or default)
-        self._backend = LocalBackend(queue=info.job_queue_name, efs_dir=self.efs_dir)
+        share = Path.home() / ".local" / "share" / "efa-batch"
+        self.efs_dir = os.fspath(
+            efs_dir or os.environ.get(LOCAL_EFS_ENV) or share / "efs" / info.stack_name
+        )
+        self.fsx_dir = (
+            os.fspath(fsx_dir or os.environ.get(LOCAL_FSX_ENV) or share / "fsx" / info.stack_name)
+            if info.fsx_file_system_id
+            else None
+        )
+        self._backend = LocalBackend(
+            queue=info.job_queue_name, efs_dir=self.efs_dir, fsx_dir=self.fsx_dir
+        )
 
     @property
     def jobs(self) -> Backend:
@@ -195,7 +209,8 @@ class LocalTarget:
             return image_exists(image, self.aws)
 
     def submitted(self, spec: JobSpec) -> str:
-        return f"started {spec.name} locally: {spec.nodes} node(s), EFS at {self.efs_dir}"
+        fsx = f", FSx at {self.fsx_dir}" if self.fsx_dir else ""
+        return f"started {spec.name} locally: {spec.nodes} node(s), EFS at {self.efs_dir}{fsx}"
 
     def copy_source(self, base: Reference) -> Reference:
         return base  # the local engine reads what this machine reads

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Dict  # noqa: UP035 (TorchX compares with typing.Dict)
 
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import (
@@ -60,6 +60,9 @@ from launcher.jobspec import (
     default_name,
     device_permissions,
     parse_efa,
+    parse_secret,
+    parse_tmpfs,
+    parse_ulimit,
 )
 
 if TYPE_CHECKING:
@@ -92,6 +95,12 @@ class Request:
 
     def __str__(self) -> str:
         return json.dumps(self.requests.as_dict(), indent=2)
+
+
+def _pairs(cfg: Mapping[str, CfgVal], key: str) -> list[tuple[str, str]]:
+    """A mapping option (TorchX's ``KEY:VALUE;KEY:VALUE``: ``=`` cannot appear in a value)."""
+    value = cfg.get(key)
+    return [(str(k), str(v)) for k, v in value.items()] if isinstance(value, dict) else []
 
 
 def _str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
@@ -148,12 +157,13 @@ def role_mounts(role: Role) -> tuple[Mount, ...]:
         if isinstance(m, BindMount):
             mounts.append(Mount(MountKind.BIND, m.dst_path, m.src_path, readonly=m.read_only))
         elif isinstance(m, VolumeMount):
-            if m.src not in ("efs", "shared"):
+            kinds = {"efs": MountKind.EFS, "shared": MountKind.EFS, "fsx": MountKind.FSX}
+            if m.src not in kinds:
                 raise UsageError(
-                    f"role {role.name}: volume {m.src!r}: the cluster's one volume is its EFS "
-                    "(type=volume,src=efs,dst=PATH)"
+                    f"role {role.name}: volume {m.src!r}: the cluster's volumes are its EFS "
+                    "(type=volume,src=efs,dst=PATH) and FSx for Lustre (src=fsx)"
                 )
-            mounts.append(Mount(MountKind.EFS, m.dst_path, readonly=m.read_only))
+            mounts.append(Mount(kinds[m.src], m.dst_path, readonly=m.read_only))
         elif isinstance(m, DeviceMount):
             permissions = device_permissions(m.permissions)
             mounts.append(Mount(MountKind.DEVICE, m.dst_path, m.src_path, permissions=permissions))
@@ -219,6 +229,10 @@ def app_to_spec(app: AppDef, cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) ->
         gpus_per_node=main.gpus_per_node if len(groups) == 1 else None,
         env=(*main.env, ("LAUNCHER_GROUP", app.roles[0].name)) if len(groups) == 1 else (),
         tags=(("torchx:app", app.name[:256]),),
+        secrets=tuple(parse_secret(f"{k}={v}") for k, v in _pairs(cfg, "secrets")),
+        ulimits=tuple(parse_ulimit(f"{k}={v}") for k, v in _pairs(cfg, "ulimits")),
+        tmpfs=tuple(parse_tmpfs(f"{k}:{v}") for k, v in _pairs(cfg, "tmpfs")),
+        privileged=bool(cfg.get("privileged")),
     )
 
 
@@ -252,6 +266,31 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         )
         opts.add("port", type_=int, default=DEFAULT_RENDEZVOUS_PORT, help="rendezvous port")
         opts.add("local", type_=bool, default=False, help="run on the local Docker engine")
+        opts.add(
+            "secrets",
+            type_=Dict[str, str],  # noqa: UP006 (TorchX compares the type with typing's)
+            default=None,
+            help="NAME:SECRET;...: variables read at start from Secrets Manager (name or ARN, "
+            "NAME#KEY) or ssm:PARAMETER; only those the stack's job_secrets allow",
+        )
+        opts.add(
+            "ulimits",
+            type_=Dict[str, str],  # noqa: UP006
+            default=None,
+            help="NAME:SOFT[:HARD];... over the launcher's memlock, stack, nofile",
+        )
+        opts.add(
+            "tmpfs",
+            type_=Dict[str, str],  # noqa: UP006
+            default=None,
+            help="DST:SIZE;... memory-backed directories (e.g. /scratch:8g)",
+        )
+        opts.add(
+            "privileged",
+            type_=bool,
+            default=False,
+            help="root on the node (only where the stack sets allow_privileged)",
+        )
         opts.add(
             "stream_base",
             type_=bool,

@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one synth per configuration, one moto server, real subprocesses."""
+"""Session-wide fixtures: one synth per configuration, one moto server, real subprocesses;
+and the test tiers (tests/support/tiers.py): marks from fixtures, each test held to its marks."""
 
 from __future__ import annotations
 
@@ -8,11 +9,41 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import tiers
+
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ("pytester",)  # tests/test_tiers.py runs pytest on small projects
 # jsii prints a large banner per process on Node.js 20 unless told the major version is known.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "20")
+
+
+def pytest_configure(config):
+    tiers.check_registered(config.getini("markers"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
+def pytest_collection_modifyitems(config, items):
+    tiers.mark(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with tiers.phase(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with tiers.phase(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with tiers.phase(item):
+        return (yield)
 
 
 def cdk_context(**overrides) -> dict:
@@ -30,7 +61,7 @@ def private_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def moto_server():
-    from tests.support.emulator import MotoServer
+    from devenv.emulator import MotoServer
 
     server = MotoServer.start()
     yield server
@@ -39,14 +70,14 @@ def moto_server():
 
 @pytest.fixture(scope="session")
 def synth_default(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(cdk_context(), tmp_path_factory.mktemp("cdk-default"))
 
 
 @pytest.fixture(scope="session")
 def synth_p5(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(cdk_context(env="prod"), tmp_path_factory.mktemp("cdk-p5"))
 
@@ -57,7 +88,7 @@ CAPACITY_BLOCK = {"capacity_block_id": "cr-0123456789abcdef0", "min_nodes": "2"}
 
 @pytest.fixture(scope="session")
 def synth_capacity_block(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(
         cdk_context(env="prod", **CAPACITY_BLOCK), tmp_path_factory.mktemp("cdk-capacity-block")
@@ -82,7 +113,7 @@ IMPORTED_SECRETS = {"registry_secrets": json.dumps({"nvcr.io": secret_arn("regis
 
 @pytest.fixture(scope="session")
 def synth_imported(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(
         cdk_context(**IMPORTED_VPC, **IMPORTED_SECRETS), tmp_path_factory.mktemp("cdk-imported")
@@ -115,7 +146,7 @@ REGISTRIES = {
 
 @pytest.fixture(scope="session")
 def synth_registries(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(
         cdk_context(env="prod", **REGISTRIES), tmp_path_factory.mktemp("cdk-registries")
@@ -128,14 +159,58 @@ KMS_REPOSITORY = {"repository_encryption": "kms", "pull_through_cache": "ecr-pub
 
 @pytest.fixture(scope="session")
 def synth_kms(tmp_path_factory):
-    from tests.infra_synth import synthesize
+    from devenv.synth import synthesize
 
     return synthesize(cdk_context(**KMS_REPOSITORY), tmp_path_factory.mktemp("cdk-kms"))
 
 
+# Every data setting at once, in a new VPC without NAT (demo, us-east-1, disposable): a
+# read-only prefix, a writable bucket and a writable prefix; an AWS managed and an account
+# policy; secrets by name prefix, parameter prefix and ARN; a scratch FSx for Lustre file
+# system; privileged containers allowed.
+DATA = {
+    "data_buckets": "example-datasets/imagenet,example-checkpoints:rw,example-results/runs/2026:rw",
+    "job_role_policies": "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess,"
+    "arn:aws:iam::123456789012:policy/team-training",
+    "job_secrets": f"team/,ssm:/team/,{secret_arn('shared/wandb')}",
+    "fsx_lustre": json.dumps({"storage_gib": 1200, "deployment": "SCRATCH_2"}),
+    "allow_privileged": "true",
+}
+
+
+@pytest.fixture(scope="session")
+def synth_data(tmp_path_factory):
+    from devenv.synth import synthesize
+
+    return synthesize(cdk_context(**DATA), tmp_path_factory.mktemp("cdk-data"))
+
+
+# prod (us-west-2, NAT, retained data): a persistent FSx for Lustre file system linked to S3,
+# another prefix of the linked bucket read-only, a parameter in another Region (through NAT).
+LUSTRE = {
+    "fsx_lustre": json.dumps(
+        {
+            "storage_gib": 2400,
+            "deployment": "PERSISTENT_2",
+            "throughput_mibps_per_tib": 250,
+            "s3": "example-datasets/lustre",
+        }
+    ),
+    "data_buckets": "example-datasets/imagenet",
+    "job_secrets": "arn:aws:ssm:us-east-1:210987654321:parameter/shared/hf-token",
+}
+
+
+@pytest.fixture(scope="session")
+def synth_lustre(tmp_path_factory):
+    from devenv.synth import synthesize
+
+    return synthesize(cdk_context(env="prod", **LUSTRE), tmp_path_factory.mktemp("cdk-lustre"))
+
+
 @pytest.fixture(scope="session")
 def docker_engine(tmp_path_factory):
-    from tests.support.docker_engine import DockerEngine
+    from devenv.docker_engine import DockerEngine
     from tests.support.processes import required_or_skip
 
     try:
@@ -147,8 +222,8 @@ def docker_engine(tmp_path_factory):
 
 
 def _registry(tmp_path_factory, user=None):
+    from devenv.registry_server import RegistryServer
     from tests.support.processes import required_or_skip
-    from tests.support.registry_server import RegistryServer
 
     try:
         return RegistryServer.start(tmp_path_factory.mktemp("registry"), user)
@@ -173,7 +248,7 @@ def auth_registry(tmp_path_factory):
 @pytest.fixture(scope="session")
 def busybox_base(docker_engine, registry):
     """REGISTRY/base:1, a busybox image pushed with Docker (absent from our own code path)."""
-    from tests.support.images import push_busybox_base
+    from devenv.images import push_busybox_base
 
     repository = f"{registry.host}/base"
     push_busybox_base(docker_engine.client(), repository)

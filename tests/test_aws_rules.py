@@ -11,11 +11,11 @@ import dataclasses
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import catalog, jobdef
 from launcher.copyjob import plan
 from launcher.image.reference import Reference, parse
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.rules import (
     compute_rules,
     copy_job_rules,
@@ -53,6 +53,7 @@ def deployment(request) -> Deployment:
     return Deployment(synth.templates(), synth.config)
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("rule", STACK_RULES, ids=[r.name for r in STACK_RULES])
 def test_stack_rule(deployment, rule):
     assert rule.check(deployment) == []
@@ -211,6 +212,7 @@ def _nested(prefix: str, value) -> list[str]:
     return [prefix]
 
 
+@pytest.mark.cdk
 def test_every_template_property_is_governed_by_a_rule(deployment):
     """A property the stacks set that no rule covers (and no reason exempts) fails here."""
     covers = [c for r in STACK_RULES for c in r.covers]

@@ -20,6 +20,10 @@ import time
 import pytest
 import requests
 
+from devenv.clusters import cluster_info
+from devenv.host_python import host_python_mounts
+from devenv.images import push_random_base
+from devenv.local_run import launcher_run
 from launcher import local
 from launcher.copyjob import plan as copy_plan
 from launcher.copyjob import program
@@ -27,11 +31,7 @@ from launcher.errors import UsageError
 from launcher.image import manifest, transfer
 from launcher.image.reference import Reference, parse
 from launcher.image.registry import Registry
-from tests.clusters import cluster_info
 from tests.support import cli
-from tests.support.host_python import host_python_mounts
-from tests.support.images import push_random_base
-from tests.support.local_run import launcher_run
 from tests.support.service_model import assert_valid
 
 LAYERS_MIB = [48, 48, 48]  # plus busybox: big enough to interrupt a copy between two layers
@@ -404,8 +404,8 @@ def test_a_base_for_another_platform_or_an_unreachable_registry_moves_nothing(
     with pytest.raises(UsageError) as wrong:
         cluster.local().build(remote_base, env / "ws")
     assert "linux/arm64" in str(wrong.value)
+    from devenv.processes import free_port
     from launcher.errors import RemoteError
-    from tests.support.processes import free_port
 
     with pytest.raises(RemoteError) as unreachable:
         cluster.local().build(f"127.0.0.1:{free_port()}/gone:1", env / "ws")
@@ -548,8 +548,8 @@ class Fargate:
         return done.returncode, (done.stdout + done.stderr).splitlines()
 
     def serve(self) -> None:
-        from tests.support import moto_gaps
-        from tests.support.emulator import ACCOUNT, REGION
+        from devenv import moto_gaps
+        from devenv.emulator import ACCOUNT, REGION
 
         while not self.stop.is_set():
             for job_id in moto_gaps.held_jobs(ACCOUNT, REGION, self.queue_arn):

@@ -8,9 +8,9 @@ import copy
 import pytest
 from botocore.exceptions import ParamValidationError
 
+from devenv.synth import synthesize
 from infra.cluster import job_queue_name
 from tests.conftest import cdk_context
-from tests.infra_synth import synthesize
 from tests.rules import compute_rules
 from tests.rules.deployment import Deployment
 from tests.rules.registry import RULES
@@ -52,6 +52,7 @@ def _create_job_queue(queue: dict) -> dict:
     }
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("fixture", ["synth_default", "synth_capacity_block"])
 def test_time_limits_are_a_valid_create_job_queue_request(request, fixture):
     request_params = _create_job_queue(_queue(request.getfixturevalue(fixture)))
@@ -107,6 +108,7 @@ OTHER_SETTINGS = {
 }
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("name", sorted(OTHER_SETTINGS))
 def test_every_stack_rule_holds(name, tmp_path):
     synth = synthesize(cdk_context(**OTHER_SETTINGS[name]), tmp_path)
@@ -202,6 +204,7 @@ def test_capacity_rules_catch_a_block_launched_wrong(synth_capacity_block):
     assert any("min_nodes" in p for p in placement(_broken(synth_capacity_block, cold)))
 
 
+@pytest.mark.cdk
 def test_a_reservation_group_launches_into_reservations_only_unless_it_may_fall_back(tmp_path):
     """A full group would start On-Demand nodes, outside the reservation and billed apart
     (EC2 user guide, create-cr-group): the launch template asks for reservations only."""
@@ -221,6 +224,7 @@ def test_a_reservation_group_launches_into_reservations_only_unless_it_may_fall_
     assert spec_of(capacity_reservation_fallback="true") == target
 
 
+@pytest.mark.cdk
 def test_an_odcr_placement_group_is_named_not_made(tmp_path):
     synth = synthesize(
         cdk_context(capacity_reservation_id="cr-0123456789abcdef0", placement_group="odcr-pg"),

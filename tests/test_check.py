@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
+import sys
+import time
 
 import pytest
 
+from devenv.clusters import cluster_info
+from devenv.processes import free_port
 from launcher import check, check_script
-from tests.clusters import cluster_info
+from launcher.outputs import Egress
 from tests.conftest import ROOT
 from tests.support import cli
 from tests.support.processes import rendezvous_port
@@ -72,7 +77,7 @@ def statuses(report: check.Report) -> dict[str, str]:
     return found
 
 
-P4D = cluster_info("p4d.24xlarge")  # floor: 400 Gbps / 8 / 2 = 25 GB/s
+P4D = cluster_info("p4d.24xlarge", internet_egress="nat")  # floor: 400 Gbps / 8 / 2 = 25 GB/s
 
 
 def test_a_healthy_cluster_passes():
@@ -134,6 +139,101 @@ def test_a_container_that_reaches_imds_or_lacks_its_role_fails():
     aws = statuses(check.evaluate(missing, 1, P4D))
     local = statuses(check.evaluate(missing, 1, P4D, local=True))
     assert (aws["0:job role"], local["0:job role"], local["0:imds"]) == ("FAIL", "n/a", "n/a")
+
+
+def test_data_buckets_fsx_and_the_way_out_get_their_own_rows():
+    """Each data bucket is listed from every node with the job role (S3 ListObjectsV2 needs only
+    s3:ListBucket, S3 API reference); the answer is translated into what to do: another
+    account's bucket must also grant the role in its bucket policy ("you must grant
+    cross-account access in both the IAM policy and the bucket policy", S3 user guide,
+    example-bucket-policies.html), and a bucket in another Region is out of the S3 gateway
+    endpoint's reach ("A gateway endpoint is available only in the Region where you created it",
+    VPC user guide, vpc-endpoints-s3.html)."""
+    cluster = cluster_info(
+        "p4d.24xlarge",
+        data_buckets=("ok-bucket/data", "denied-bucket", "far-bucket:rw"),
+        fsx_file_system_id="fs-0123456789abcdef0",
+    )
+    probes = {
+        "s3_0": "ok",
+        "s3_1": "error:403:AccessDenied",
+        "s3_2": "region:eu-west-1",
+        "fsx_write": "ok",
+        "fsx_shared": "2",
+    }
+    lines = node_lines(0, **probes) + node_lines(1, **(probes | {"fsx_shared": "1"}))
+    report = check.evaluate(lines + nccl_lines(*EFA_P4DE), 2, cluster)
+    found = statuses(report)
+    assert found["0:s3 s3://ok-bucket/data/"] == "pass"
+    assert found["0:s3 s3://denied-bucket/"] == "FAIL"
+    assert found["0:s3 s3://far-bucket/"] == "FAIL"
+    assert found["0:fsx"] == "pass" and found["1:fsx"] == "FAIL"
+    assert found["all:internet"] == "n/a"
+    table = report.table()
+    assert "bucket policy" in table and "in eu-west-1, not us-east-1" in table
+    assert "experiment trackers, model hubs and pip" in table
+
+    with_nat = dataclasses.replace(cluster, internet_egress=Egress.NAT)
+    report = check.evaluate(lines + nccl_lines(*EFA_P4DE), 2, with_nat)
+    assert statuses(report)["0:s3 s3://far-bucket/"] == "n/a"
+    assert statuses(report)["all:internet"] == "pass"
+
+
+def test_the_check_job_asks_for_each_bucket_location():
+    cluster = cluster_info(data_buckets=("ok-bucket/data/set", "whole-bucket:rw"))
+    env = dict(check.spec(cluster, 2, "image:1", 29500, 600).env)
+    assert env["LAUNCHER_CHECK_BUCKETS"] == "ok-bucket/data/set whole-bucket/"
+    assert env["LAUNCHER_CHECK_REGION"] == "us-east-1"
+    assert "LAUNCHER_CHECK_BUCKETS" not in dict(check.spec(cluster_info(), 2, "i", 29500, 600).env)
+
+
+def test_the_s3_probe_signs_a_listing_with_the_container_credentials(moto_server, tmp_path):
+    """The probe runs in the node's image with the standard library only; here it runs against
+    the moto server, with credentials from an endpoint like the ECS agent's
+    (AWS_CONTAINER_CREDENTIALS_FULL_URI, the SDKs' variable) and AWS_ENDPOINT_URL."""
+    s3 = moto_server.client("s3")
+    s3.create_bucket(Bucket="probe-bucket")
+    s3.put_object(Bucket="probe-bucket", Key="data/x", Body=b"1")
+    (tmp_path / "creds").write_text(
+        json.dumps({"AccessKeyId": "AKIDEXAMPLE", "SecretAccessKey": "secret", "Token": "t"})
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port := free_port()), "--bind", "127.0.0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while (
+            subprocess.run(
+                [
+                    "python3",
+                    "-c",
+                    f"import socket; socket.create_connection(('127.0.0.1', {port}), 1)",
+                ],
+                capture_output=True,
+            ).returncode
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        env = {
+            "PATH": os.environ["PATH"],
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI": f"http://127.0.0.1:{port}/creds",
+            "AWS_ENDPOINT_URL": moto_server.url,
+        }
+        args = ["us-east-1", "probe-bucket/data", "no-such-bucket/"]
+        result = subprocess.run(
+            ["python3", "-c", check_script.S3_PROBE, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.terminate()
+        server.wait()
+    assert result.stdout.splitlines() == ["s3_0=ok", "s3_1=error:404:NoSuchBucket"], result.stderr
 
 
 def test_the_check_job_is_a_valid_batch_job():

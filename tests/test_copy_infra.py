@@ -349,6 +349,7 @@ def _fargate_props(templates) -> dict:
     return ce
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("fixture", ["synth_default", "synth_registries", "synth_kms"])
 def test_copy_rules_hold(request, fixture):
     d = _deployment(request.getfixturevalue(fixture))

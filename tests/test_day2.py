@@ -21,6 +21,7 @@ from infra.config import ClusterConfig
 from infra.updates import UPDATES, Effect, markdown_table
 from tests.conftest import ROOT, cdk_context
 from tests.rules.updates import Change, of, plan
+from tests.support import tiers
 
 RELEASE = ROOT / "tests" / "fixtures" / "release-0.1.0"
 CE = "AWS::Batch::ComputeEnvironment"
@@ -82,6 +83,7 @@ def _rolls_nodes(changes: list[Change]) -> bool:
 EXAMPLES = sorted(k for k, u in UPDATES.items() if u.example)
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("setting", EXAMPLES)
 def test_a_change_does_what_the_update_table_says(setting, deployed, tmp_path_factory):
     update = UPDATES[setting]
@@ -104,6 +106,7 @@ def test_a_change_does_what_the_update_table_says(setting, deployed, tmp_path_fa
         assert not _rolls_nodes(changes), changes
 
 
+@pytest.mark.cdk
 def test_a_tag_change_keeps_every_compute_environment(deployed, tmp_path_factory):
     """The change that once replaced the compute environment: a cost-centre tag."""
     new = synth(tmp_path_factory, tags={"efa-batch:environment": "demo", "cost": "ml"})
@@ -111,6 +114,7 @@ def test_a_tag_change_keeps_every_compute_environment(deployed, tmp_path_factory
     assert {c.action for c in ces} == {"update"}
 
 
+@pytest.mark.cdk
 def test_nat_gateway_on_and_off_keeps_the_cluster_subnet(tmp_path_factory):
     without = synth(tmp_path_factory)
     with_nat = synth(tmp_path_factory, nat_gateway=True)
@@ -124,6 +128,7 @@ def test_nat_gateway_on_and_off_keeps_the_cluster_subnet(tmp_path_factory):
         ] == []
 
 
+@pytest.mark.cdk
 def test_fair_share_off_and_on_and_off_never_refused(tmp_path_factory):
     states = [synth(tmp_path_factory), synth(tmp_path_factory, fair_share=True)]
     for old, new in (states, states[::-1]):
@@ -158,6 +163,7 @@ UPGRADES = {
 }
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("name", sorted(UPGRADES))
 def test_upgrading_from_the_last_release_keeps_what_runs_jobs(name, tmp_path_factory):
     environment, settings, replaced = UPGRADES[name]
@@ -168,6 +174,7 @@ def test_upgrading_from_the_last_release_keeps_what_runs_jobs(name, tmp_path_fac
     assert [c for c in of(changes, "remove") if c.type in kept] == []
 
 
+@pytest.mark.cdk
 def test_upgrading_without_the_upgrade_settings_is_what_the_readme_warns_of(tmp_path_factory):
     demo = plan(release("demo"), synth(tmp_path_factory))
     assert {(c.type, c.action) for c in of(demo, "replace", "refuse")} == {
@@ -184,6 +191,7 @@ def test_upgrading_without_the_upgrade_settings_is_what_the_readme_warns_of(tmp_
 
 def _cdk_replacements(assembly: Path, stack: str, old: Path) -> set[str]:
     """Logical ids `cdk diff --template OLD` marks for replacement."""
+    tiers.require("cdk")
     result = subprocess.run(
         [
             str(ROOT / "node_modules" / ".bin" / "cdk"),
@@ -208,6 +216,7 @@ def _cdk_replacements(assembly: Path, stack: str, old: Path) -> set[str]:
     return set(found)
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("name", ["demo", "prod"])
 def test_cdk_diff_replaces_what_the_analysis_replaces(name, tmp_path_factory):
     from infra.app import create_app

@@ -7,9 +7,13 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
+@pytest.mark.cdk  # `cdk synth` with the CLI
+@pytest.mark.emulator  # the demo starts its own moto server
 def test_demo_runs_the_main_job_both_ways_and_stops_cleanly(tmp_path, docker_engine):
     workdir = tmp_path / "demo"
     env = {

@@ -12,9 +12,9 @@ import tarfile
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef, local, prelude
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.conftest import ROOT
 from tests.support.processes import rendezvous_port
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef, prelude
 from launcher.jobspec import JobSpec
-from tests.clusters import cluster_info
-from tests.support.images import ENTRYPOINTS, push_entrypoint_base
+from tests.support.entrypoint_bases import ENTRYPOINTS, push_entrypoint_base
 
 MAIN = "10.11.12.13"  # a worker is told this address; nothing is sent to it (no network)
 USER_COMMAND = (

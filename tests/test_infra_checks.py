@@ -14,14 +14,17 @@ import pytest
 from infra.cluster import job_queue_name
 from launcher.outputs import OutputKey
 from tests.conftest import ROOT, cdk_context
+from tests.support import tiers
 
 
+@pytest.mark.cdk
 def test_aws_solutions_has_no_unacknowledged_finding():
     from infra.nag_report import findings
 
     assert findings(cdk_context(), "AwsSolutions") == []
 
 
+@pytest.mark.cdk
 def test_aws_solutions_pack_really_runs(tmp_path):
     # Guard against a silently disabled pack: an open SSH port must be reported.
     import aws_cdk as cdk
@@ -37,6 +40,7 @@ def test_aws_solutions_pack_really_runs(tmp_path):
     assert isinstance(app, cdk.App)
 
 
+@pytest.mark.cdk
 def test_nist_800_53_r5_findings_are_the_ones_listed_in_the_readme():
     from infra.nag_report import findings
 
@@ -56,6 +60,7 @@ VARIANTS = [
 ]
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("fixture", [*VARIANTS, "synth_imported"])
 def test_cfn_lint_reports_no_errors(request, fixture):
     synth = request.getfixturevalue(fixture)
@@ -104,6 +109,7 @@ def test_every_cfn_lint_warning_allowed_is_explained_in_the_readme():
 
 
 def _cdk(*args: str, tmp_path) -> subprocess.CompletedProcess:
+    tiers.require("cdk")
     env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
     return subprocess.run(
         [str(ROOT / "node_modules" / ".bin" / "cdk"), *args, "--quiet", "-o", str(tmp_path)],
@@ -116,6 +122,7 @@ def _cdk(*args: str, tmp_path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("env_name", ["demo", "prod"])
 def test_real_cdk_cli_synthesizes_each_environment(env_name, tmp_path):
     result = _cdk("synth", "-c", f"env={env_name}", tmp_path=tmp_path)
@@ -126,6 +133,7 @@ def test_real_cdk_cli_synthesizes_each_environment(env_name, tmp_path):
     assert stacks == {"EfaBatch", "EfaBatch-Network", "EfaBatch-Storage"}
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize(
     ("settings", "line"),
     [
@@ -159,6 +167,7 @@ def test_real_cdk_cli_rejects_bad_configuration_with_one_line(settings, line, tm
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.cdk
 @pytest.mark.parametrize("fixture", VARIANTS)
 def test_templates_deploy_into_moto_and_expose_every_output(request, fixture, moto_server):
     synth = request.getfixturevalue(fixture)
@@ -197,6 +206,7 @@ CHECKOV_EXPLAINED: dict[str, str] = {
 
 def _checkov_failures(directory) -> tuple[set[tuple[str, str]], int]:
     """(check id, resource) of every failed check, and how many checks passed."""
+    tiers.require("checkov")
     checkov = ROOT / ".venv-checkov" / "bin" / "checkov"
     if not checkov.exists():
         from tests.support.processes import required_or_skip
@@ -218,6 +228,8 @@ def _checkov_failures(directory) -> tuple[set[tuple[str, str]], int]:
     return failed, sum(r["summary"]["passed"] for r in reports)
 
 
+@pytest.mark.cdk
+@pytest.mark.checkov
 @pytest.mark.parametrize("fixture", [*VARIANTS, "synth_imported"])
 def test_checkov_reports_nothing_unexplained(request, fixture):
     """An outside scanner's CloudFormation policies, run as a platform team's pipeline would."""
@@ -226,6 +238,7 @@ def test_checkov_reports_nothing_unexplained(request, fixture):
     assert {f for f in failed if f[0] not in CHECKOV_EXPLAINED} == set()
 
 
+@pytest.mark.checkov
 def test_checkov_really_runs(tmp_path):
     # Guard against a scanner that silently checks nothing: an unencrypted log group fails.
     template = {"Resources": {"Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {}}}}

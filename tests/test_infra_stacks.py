@@ -9,6 +9,9 @@ from aws_cdk.assertions import Match, Template
 
 from launcher.outputs import NONE, SCHEMA_VERSION, OutputKey
 
+# Every test here reads a synthesized template.
+pytestmark = pytest.mark.cdk
+
 
 def _resources(template: dict, type_: str) -> dict[str, dict]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
@@ -174,8 +177,8 @@ GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/ml-reservations"
 @pytest.fixture(scope="module")
 def synth_variant(tmp_path_factory):
     """Synthesize a configuration once per module: overrides -> Synthesized."""
+    from devenv.synth import synthesize
     from tests.conftest import cdk_context
-    from tests.infra_synth import synthesize
 
     cache = {}
 

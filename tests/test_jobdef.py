@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import jobdef
+from devenv.clusters import cluster_info
+from launcher import jobdef, jobspec
+from launcher.api import make_spec
 from launcher.errors import UsageError
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.support.service_model import assert_valid
 
 
@@ -231,3 +232,90 @@ def test_the_retry_rules_as_batch_reads_them(outcome, again):
     assert (
         retry.action({"evaluateOnExit": []}, status_reason="x", reason=None, exit_code=1) == "RETRY"
     )
+
+
+# --- container settings jobs ask for (issue: jobs that reach their data) -----------------------
+
+
+def _container(spec: JobSpec, cluster=None) -> dict:
+    requests = jobdef.build(spec, cluster or cluster_info())
+    assert_valid("batch", "RegisterJobDefinition", requests.register)
+    return requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]
+
+
+def test_ulimits_replace_the_launchers_of_the_same_name_and_add_others():
+    """Ulimit names are Batch's fifteen ("core | cpu | ... | stack", Batch API, Ulimit); a job's
+    nofile replaces the launcher's, nproc joins them, memlock stays unlimited for EFA."""
+    spec = make_spec(["x"], image="i", ulimits={"nofile": "65536", "nproc": "4096:8192"})
+    limits = {u["name"]: (u["softLimit"], u["hardLimit"]) for u in _container(spec)["ulimits"]}
+    assert limits == {
+        "memlock": (-1, -1),
+        "stack": (67108864, 67108864),
+        "nofile": (65536, 65536),
+        "nproc": (4096, 8192),
+    }
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("nofile=10:5", "soft limit must not exceed the hard limit"),
+        ("files=10", "NAME one of core, cpu"),
+        ("nofile=lots", "integers 0-2147483647, or unlimited"),
+    ],
+)
+def test_bad_ulimits_say_what_is_allowed(flag, message):
+    with pytest.raises(UsageError, match=message):
+        jobspec.parse_ulimit(flag)
+
+
+def test_memlock_stays_unlimited_with_efa():
+    spec = make_spec(["x"], image="i", ulimits={"memlock": "1024"})
+    with pytest.raises(UsageError, match="memlock stays unlimited with EFA on"):
+        jobdef.build(spec, cluster_info())
+    off = make_spec(["x"], image="i", efa="off", ulimits={"memlock": "1024"})
+    assert {"name": "memlock", "softLimit": 1024, "hardLimit": 1024} in _container(
+        off, cluster_info(efa=False)
+    )["ulimits"]
+
+
+def test_tmpfs_is_linux_parameters_and_must_fit_in_memory():
+    """linuxParameters.tmpfs takes containerPath and size in MiB (Batch API, Tmpfs)."""
+    spec = make_spec(["x"], image="i", tmpfs={"/scratch": "8g"})
+    assert _container(spec)["linuxParameters"]["tmpfs"] == [
+        {"containerPath": "/scratch", "size": 8192}
+    ]
+    with pytest.raises(UsageError, match="tmpfs lives in memory"):
+        jobdef.build(make_spec(["x"], image="i", tmpfs={"/big": "4t"}), cluster_info())
+    with pytest.raises(UsageError, match="DST an absolute path"):
+        jobspec.parse_tmpfs("scratch:1g")
+
+
+def test_privileged_only_where_the_stack_allows_it():
+    """The nodes run with ECS_DISABLE_PRIVILEGED=true unless the stack sets allow_privileged
+    (amazon-ecs-agent README), so the launcher refuses before anything is submitted."""
+    spec = make_spec(["x"], image="i", privileged=True)
+    with pytest.raises(UsageError, match="does not run privileged containers"):
+        jobdef.build(spec, cluster_info())
+    assert _container(spec, cluster_info(allow_privileged=True))["privileged"] is True
+    assert "privileged" not in _container(make_spec(["x"], image="i"))
+
+
+def test_fsx_is_the_nodes_mount_bound_into_every_job():
+    """Nodes mount FSx for Lustre at /fsx at boot (infra/lustre.py); a job binds the host path
+    (a host volume, Batch API Host.sourcePath), at /fsx unless --mount type=fsx,dst= says."""
+    with_fsx = cluster_info(fsx_file_system_id="fs-0123456789abcdef0")
+    container = _container(make_spec(["x"], image="i"), with_fsx)
+    assert {"name": "fsx", "host": {"sourcePath": "/fsx"}} in container["volumes"]
+    assert {"sourceVolume": "fsx", "containerPath": "/fsx", "readOnly": False} in container[
+        "mountPoints"
+    ]
+    moved = make_spec(["x"], image="i", mounts=(jobspec.parse_mount("type=fsx,dst=/data,ro"),))
+    container = _container(moved, with_fsx)
+    assert {"sourceVolume": "fsx", "containerPath": "/data", "readOnly": True} in container[
+        "mountPoints"
+    ]
+    assert {"name": "LAUNCHER_FSX", "value": "/data"} in container["environment"]
+    with pytest.raises(UsageError, match="has no FSx for Lustre file system"):
+        jobdef.build(moved, cluster_info())
+    assert "fsx" not in {v["name"] for v in _container(make_spec(["x"], image="i"))["volumes"]}

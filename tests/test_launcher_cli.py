@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from devenv import moto_gaps
+from devenv.emulator import ACCOUNT, REGION
 from launcher.outputs import DEFAULT_STACK_NAME
-from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION
 from tests.support.service_model import assert_valid
 
 LAUNCHER = shutil.which("launcher") or os.path.join(os.path.dirname(os.sys.executable), "launcher")
@@ -163,7 +163,7 @@ def test_resubmit_of_a_job_whose_image_expired_says_so_and_submits_nothing(
     after that would fail on every node pulling it; it is refused with the reason instead."""
     import requests
 
-    from tests.support.images import push_busybox_base
+    from devenv.images import push_busybox_base
 
     repository = f"{registry.host}/expiring"
     push_busybox_base(docker_engine.client(), repository, "gone")
@@ -218,6 +218,13 @@ def test_list_shows_active_jobs_and_all_with_all(cluster):
         ([a for i in range(49) for a in ("--tag", f"k{i}=v")], "exceed AWS Batch's 50 per job"),
         (["--share-id", "a b"], "--share-id 'a b': use 1-255 letters and digits"),
         (["--efa", "require", "--gpus-per-node", "9"], "p4d.24xlarge has 8 GPUs"),
+        # The stack decides what jobs may read and run (its job_secrets, allow_privileged).
+        (["--secret", "TOKEN=team/token"], "lets jobs read only secrets under its job_secrets"),
+        (["--secret", "TOKEN"], "expected NAME=SECRET"),
+        (["--privileged"], "does not run privileged containers"),
+        (["--mount", "type=fsx,dst=/data"], "has no FSx for Lustre file system"),
+        (["--ulimit", "nofile=9:1"], "the soft limit must not exceed the hard limit"),
+        (["--tmpfs", "/scratch"], "expected DST:SIZE"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_submits_nothing(cluster, args, fragment):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -10,10 +11,12 @@ import time
 
 import pytest
 
+from devenv.clusters import cluster_info
 from launcher import jobdef, local
+from launcher.api import make_spec
+from launcher.errors import UsageError
 from launcher.job import CANCEL_REASON
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
 from tests.conftest import ROOT
 from tests.support import cli
 from tests.support.processes import rendezvous_port
@@ -105,7 +108,7 @@ def no_job_containers(docker_engine) -> bool:
 @pytest.fixture(scope="module")
 def eval_base(docker_engine, registry) -> str:
     """A base whose ENTRYPOINT re-parses the command with eval, as AWS's PyTorch DLCs do."""
-    from tests.support.images import push_entrypoint_base
+    from tests.support.entrypoint_bases import push_entrypoint_base
 
     return push_entrypoint_base(docker_engine.client(), f"{registry.host}/dlc-like", "dlc-eval")
 
@@ -318,3 +321,71 @@ def test_a_workspace_image_either_way_runs_here_or_is_refused_before_any_upload(
     (line,) = result.stderr.strip().splitlines()
     assert f"--compression zstd: {engine.name} cannot read zstd layers" in line
     assert not [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")]
+
+
+def test_a_secret_a_tmpfs_and_a_ulimit_on_the_local_engine(env, busybox_base, tmp_path):
+    """The local backend reads a job's secrets from the file $LAUNCHER_LOCAL_SECRETS names (keyed
+    by the reference, a JSON value's key picked by NAME#KEY), hands them to the containers'
+    environment at start as the ECS agent does, and keeps them out of the job's record and the
+    launcher's own output."""
+    value = "s3cret-" + os.urandom(6).hex()
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"team/wandb": {"key": value}, "ssm:/team/hf": "hf-token"}))
+    script = (
+        'echo "sha=$(printf %s "$WANDB_API_KEY" | sha256sum)"; echo hf=$HF_TOKEN; '
+        "grep -q ' /scratch tmpfs ' /proc/mounts && echo tmpfs-ok; "
+        "grep 'Max processes' /proc/self/limits"
+    )
+    job = make_spec(
+        ["sh", "-c", script],
+        image=busybox_base,
+        nodes=1,
+        efa="off",
+        rendezvous_port=rendezvous_port(),
+        secrets={"WANDB_API_KEY": "team/wandb#key", "HF_TOKEN": "ssm:/team/hf"},
+        tmpfs={"/scratch": "64m"},
+        ulimits={"nproc": "4096:8192"},
+    )
+    requests = jobdef.build(job, cluster_info(efa=False))
+    backend = local.LocalBackend("q", env["LAUNCHER_LOCAL_EFS"], secrets_file=secrets)
+    job_id = backend.schedule(requests)
+    info = local.LocalBackend().wait(job_id, timeout=60)
+    assert info.state == "SUCCEEDED", info
+    lines = [line.message for line in local.LocalBackend().log_iter(job_id, node=0)]
+    digest = hashlib.sha256(value.encode()).hexdigest()
+    assert f"sha={digest}  -" in lines and "hf=hf-token" in lines and "tmpfs-ok" in lines
+    assert any(line.split()[2:5] == ["4096", "8192", "processes"] for line in lines), lines
+    state = tmp_path / "state"
+    assert not [p for p in state.rglob("*") if p.is_file() and value in p.read_text()]
+
+    secrets.write_text(json.dumps({"team/other": "x"}))
+    with pytest.raises(UsageError, match="has no entry 'ssm:team/hf'|has no entry 'team/wandb'"):
+        backend.schedule(requests)  # refused before any container starts
+
+
+def test_two_nodes_share_the_fsx_stand_in(env, busybox_base, tmp_path, docker_engine):
+    """Node 0 writes on FSx, node 1 reads it: the local backend maps the nodes' /fsx mount
+    (the job definition's fsx host volume) to one directory, as it does EFS."""
+    script = (
+        'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 0 ]; then echo written-by-main > "$LAUNCHER_FSX/hi";'
+        ' else for i in $(seq 100); do [ -f "$LAUNCHER_FSX/hi" ] && break; sleep 0.1; done;'
+        ' echo "read $(cat "$LAUNCHER_FSX/hi")"; fi'
+    )
+    job = make_spec(
+        ["sh", "-c", script],
+        image=busybox_base,
+        nodes=2,
+        efa="off",
+        rendezvous_port=rendezvous_port(),
+    )
+    with_fsx = cluster_info(efa=False, fsx_file_system_id="fs-0123456789abcdef0")
+    requests = jobdef.build(job, with_fsx)
+    fsx = tmp_path / "fsx"
+    job_id = local.LocalBackend("q", env["LAUNCHER_LOCAL_EFS"], fsx_dir=str(fsx)).schedule(requests)
+    info = local.LocalBackend().wait(job_id, timeout=60)
+    assert info.state == "SUCCEEDED", info
+    assert (fsx / "hi").read_text() == "written-by-main\n"
+    assert "read written-by-main" in [
+        m.message for m in local.LocalBackend().log_iter(job_id, node=1)
+    ]
+    assert no_job_containers(docker_engine)

@@ -16,12 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from devenv.clusters import cluster_info
+from devenv.host_python import host_python_mounts
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec, Mount
-from tests.clusters import cluster_info
-from tests.support import cli
-from tests.support.host_python import host_python_mounts
+from tests.support import cli, tiers
 from tests.support.processes import rendezvous_port, required_or_skip
+
+# The training script imports torch (this machine's, mounted into the container).
+pytestmark = pytest.mark.torch
 
 TRAIN = """
 import json, os, time
@@ -49,6 +52,7 @@ dist.destroy_process_group()
 
 @pytest.fixture
 def env(docker_engine, tmp_path, monkeypatch):
+    tiers.require("torch")
     if importlib.util.find_spec("torch") is None:
         required_or_skip("torch is not installed (pip install -r requirements-torch.txt)")
     monkeypatch.setenv("DOCKER_HOST", docker_engine.host)
@@ -131,7 +135,7 @@ def test_a_worker_that_never_starts_ends_the_attempt_and_status_names_it(
     LAUNCHER_START_SECONDS with the retryable exit code instead of waiting for the timeout,
     and `status` says which node never came."""
     from launcher.jobspec import NodeGroup
-    from tests.support.images import push_entrypoint_base
+    from tests.support.entrypoint_bases import push_entrypoint_base
 
     # An entrypoint that never runs the command it is given: the worker stays silent.
     stuck = push_entrypoint_base(

@@ -11,10 +11,10 @@ import sys
 import pytest
 import requests
 
+from devenv.images import push_random_base
+from devenv.registry_server import RegistryServer
 from launcher.image import manifest
-from tests.support.images import push_random_base
 from tests.support.proxy import CuttingProxy
-from tests.support.registry_server import RegistryServer
 from tests.test_image_build import build, docker_run, get_manifest, ok
 
 MIB = 1 << 20

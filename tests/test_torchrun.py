@@ -12,9 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from devenv.clusters import cluster_info
 from launcher import jobdef, local
 from launcher.jobspec import JobSpec
-from tests.clusters import cluster_info
+from tests.support import tiers
 from tests.support.processes import rendezvous_port, required_or_skip
 
 TRAIN = """
@@ -29,7 +32,9 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.torch
 def test_torchrun_gloo_across_two_nodes(tmp_path):
+    tiers.require("torch")
     if importlib.util.find_spec("torch") is None:  # make test installs the CPU build
         required_or_skip("torch is not installed (pip install -r requirements-torch.txt)")
     script = tmp_path / "train.py"

@@ -14,11 +14,14 @@ import subprocess
 
 import pytest
 
+from devenv import moto_gaps
+from devenv.emulator import ACCOUNT, REGION
 from tests.conftest import ROOT
-from tests.support import moto_gaps
-from tests.support.emulator import ACCOUNT, REGION
+from tests.support import tiers
 from tests.support.processes import required_or_skip
 from tests.support.service_model import assert_valid
+
+pytestmark = pytest.mark.torchx
 
 VENVS = {"torchx-0.7.0": ROOT / ".venv-torchx", "torchx-nightly": ROOT / ".venv-torchx-nightly"}
 BUILTINS_070 = {"local_docker", "local_cwd", "slurm", "kubernetes", "aws_batch", "ray", "lsf"}
@@ -27,6 +30,7 @@ BUILTINS_NIGHTLY = {"local_docker", "local_cwd", "slurm", "kubernetes"}
 
 @pytest.fixture(params=sorted(VENVS))
 def venv(request):
+    tiers.require("torchx")
     path = VENVS[request.param]
     if not (path / "bin" / "torchx").exists():
         required_or_skip(f"{path.name} is not installed (make deps)")
@@ -75,6 +79,7 @@ def test_installing_it_keeps_every_builtin_scheduler(venv):
 
 def test_the_plugin_registry_finds_it_without_entry_points():
     """TorchX main's namespace channel alone (TORCHX_PLUGINS_SOURCE=1), with no errors."""
+    tiers.require("torchx")
     venv = VENVS["torchx-nightly"]
     if not (venv / "bin" / "torchx").exists():
         required_or_skip("torchx-nightly is not installed (make deps)")
@@ -235,6 +240,49 @@ def test_log_of_every_replica_reads_the_job_once_for_all_of_them(
     assert all(len(streams) == 2 for streams in calls[-3:])
 
 
+def test_container_settings_and_secrets_are_run_options(
+    venv, stack, moto_server, registry, busybox_base, workdir
+):
+    """TorchX's cfg string cannot carry '=' in a value, so the mappings use its own KEY:VALUE
+    form (runopts.cfg_from_str, Dict[str, str]); a secret outside the stack's job_secrets is
+    refused before anything is pushed."""
+    base = ["torchx", "run", "--dryrun", "-s", "efa_batch"]
+    settings = "ulimits=nproc:4096:8192,tmpfs=/scratch:1g"
+    ok = run(
+        venv,
+        *base,
+        "-cfg",
+        settings,
+        *DDP,
+        "--image",
+        busybox_base,
+        env=_env(moto_server, registry),
+        cwd=workdir,
+    )
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    container = _request_json(ok.stdout)["registerJobDefinition"]["nodeProperties"][
+        "nodeRangeProperties"
+    ][0]["container"]
+    assert {"name": "nproc", "softLimit": 4096, "hardLimit": 8192} in container["ulimits"]
+    assert container["linuxParameters"]["tmpfs"] == [{"containerPath": "/scratch", "size": 1024}]
+
+    registry.requests()
+    refused = run(
+        venv,
+        *base,
+        "-cfg",
+        "secrets=WANDB_API_KEY:team/wandb",
+        *DDP,
+        "--image",
+        busybox_base,
+        env=_env(moto_server, registry),
+        cwd=workdir,
+    )
+    assert refused.returncode != 0
+    assert "--secret WANDB_API_KEY=team/wandb: EfaBatch lets jobs read only" in refused.stderr
+    assert not [r for r in registry.requests() if r.method in ("POST", "PUT", "PATCH")]
+
+
 def test_a_resource_for_another_instance_type_is_refused(
     venv, stack, moto_server, registry, busybox_base, workdir
 ):
@@ -283,7 +331,7 @@ with get_runner() as runner:
 def test_the_runner_runs_a_job_on_the_local_backend(
     venv, stack, moto_server, docker_engine, busybox_base, tmp_path
 ):
-    from tests.support.processes import free_port
+    from devenv.processes import free_port
 
     env = {
         **moto_server.env,

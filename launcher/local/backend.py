@@ -29,7 +29,7 @@ from launcher.jobdef import (
     resumption,
     with_environment,
 )
-from launcher.local import engine, supervisor
+from launcher.local import engine, secret_values, supervisor
 from launcher.local.containers import PREFIX, is_local, parse_log_line
 from launcher.local.state import Owner, OwnershipError, Process, Record, Store, now_ms
 
@@ -83,13 +83,13 @@ def _check_port(port: int) -> None:
             ) from None
 
 
-def _validate(containers: list[dict[str, Any]], efs_dir: str | None) -> None:
+def _validate(containers: list[dict[str, Any]], efs_dir: str | None, secrets_file: Path) -> None:
     """Everything a local run refuses, before the first container starts."""
     env = {e["name"]: e["value"] for e in containers[0].get("environment", [])}
     if "LAUNCHER_MAIN_PORT" in env:
         _check_port(int(env["LAUNCHER_MAIN_PORT"]))
-    if any(c.get("secrets") for c in containers):
-        raise UsageError("a local run cannot read Secrets Manager secrets (job 'secrets')")
+    for container in containers:
+        secret_values.values(container, secrets_file)  # every secret is there (values unkept)
     uses_efs = any("efsVolumeConfiguration" in v for c in containers for v in c.get("volumes", []))
     if uses_efs and efs_dir is None:
         raise UsageError("a local run needs a directory standing in for EFS (--local-efs)")
@@ -99,10 +99,20 @@ class LocalBackend:
     name = BackendName.LOCAL
 
     def __init__(
-        self, queue: str = "local", efs_dir: str | None = None, store: Store | None = None
+        self,
+        queue: str = "local",
+        efs_dir: str | None = None,
+        store: Store | None = None,
+        *,
+        fsx_dir: str | None = None,
+        secrets_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.queue = queue
         self.efs_dir = efs_dir
+        self.fsx_dir = fsx_dir  # stands in for the nodes' FSx for Lustre mount
+        self.secrets_file = (
+            Path(secrets_file) if secrets_file else secret_values.default_file()
+        ).absolute()
         self.store = store or Store()
 
     def owns(self, job_id: str) -> bool:
@@ -114,7 +124,7 @@ class LocalBackend:
         submit = requests.submit
         register = as_one_node(requests.register, submit.get("parameters", {}))
         containers = [c for _, c in node_ranges(register)]
-        _validate(containers, self.efs_dir)
+        _validate(containers, self.efs_dir, self.secrets_file)
         client = docker_client()
         infiniband = Path("/dev/infiniband").is_dir()
         if not infiniband and any(
@@ -128,8 +138,9 @@ class LocalBackend:
             r["type"] == "GPU" for c in containers for r in c["resourceRequirements"]
         ):
             say("no NVIDIA GPU on this machine: the job runs without GPUs")
-        if self.efs_dir is not None:
-            Path(self.efs_dir).mkdir(parents=True, exist_ok=True)
+        for directory in (self.efs_dir, self.fsx_dir):
+            if directory is not None:
+                Path(directory).mkdir(parents=True, exist_ok=True)
         record = Record(
             job_id=f"{PREFIX}{uuid.uuid4()}",
             name=submit["jobName"],
@@ -140,6 +151,10 @@ class LocalBackend:
             register=register,
             submit=submit,
             efs_dir=self.efs_dir,
+            fsx_dir=self.fsx_dir,
+            secrets_file=str(self.secrets_file)
+            if any(c.get("secrets") for c in containers)
+            else None,
             infiniband=infiniband,
             gpus=gpus,
             timeout=register.get("timeout", {}).get("attemptDurationSeconds"),
@@ -235,8 +250,8 @@ class LocalBackend:
         register, submit = record.register, record.submit
         checkpoint, tags = resumption({**register, "tags": submit.get("tags")}, record.job_id)
         register = with_environment(register, {"LAUNCHER_CHECKPOINT_DIR": checkpoint})
-        if self.efs_dir is None:
-            self.efs_dir = record.efs_dir
+        self.efs_dir = self.efs_dir or record.efs_dir
+        self.fsx_dir = self.fsx_dir or record.fsx_dir
         return self.schedule(Requests(register, {**submit, "tags": tags}), say), checkpoint
 
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:

@@ -12,7 +12,8 @@ import resource
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from launcher.jobspec import DEVICE_PERMISSIONS
+from launcher.jobdef import FSX_VOLUME
+from launcher.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
 
 if TYPE_CHECKING:
     import docker.types
@@ -39,9 +40,13 @@ def node_container(
     gpus: bool,
     attempt: int = 1,
     ulimit_caps: dict[str, int] | None = None,
+    fsx_dir: str | None = None,
+    secret_values: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``docker.containers.run`` for one node of the job."""
+    """Keyword arguments for ``docker.containers.run`` for one node of the job; ``secret_values``
+    are the container's ``secrets``, read as the ECS agent would read them at start."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
+    env.update(secret_values or {})
     env.update(
         {
             "AWS_BATCH_JOB_ID": f"{job_id}#{node}",
@@ -64,7 +69,12 @@ def node_container(
     sources = {v["name"]: v for v in container.get("volumes", [])}
     for mount in container.get("mountPoints", []):
         volume = sources[mount["sourceVolume"]]
-        host = efs_dir if "efsVolumeConfiguration" in volume else volume["host"]["sourcePath"]
+        if "efsVolumeConfiguration" in volume:
+            host = efs_dir
+        elif volume["name"] == FSX_VOLUME and fsx_dir is not None:
+            host = fsx_dir  # the node's FSx for Lustre mount, stood in for by a directory
+        else:
+            host = volume["host"]["sourcePath"]
         volumes[host] = {
             "bind": mount["containerPath"],
             "mode": "ro" if mount.get("readOnly") else "rw",
@@ -91,6 +101,8 @@ def node_container(
         "init": bool(linux.get("initProcessEnabled")),
         "devices": devices,
         "volumes": volumes,
+        "tmpfs": {t["containerPath"]: f"size={t['size']}m" for t in linux.get("tmpfs", [])},
+        "privileged": bool(container.get("privileged")),
         "detach": True,
     }
     wanted = next(
@@ -120,13 +132,11 @@ def _ulimit(limit: dict[str, Any], cap: int | None) -> docker.types.Ulimit:
 def host_ulimit_caps() -> dict[str, int]:
     """This machine's hard limits, for a daemon that may not raise them (no CAP_SYS_RESOURCE)."""
     caps = {}
-    for name, which in (
-        ("memlock", resource.RLIMIT_MEMLOCK),
-        ("stack", resource.RLIMIT_STACK),
-        ("nofile", resource.RLIMIT_NOFILE),
-    ):
-        hard = resource.getrlimit(which)[1]
-        caps[name] = -1 if hard == resource.RLIM_INFINITY else hard
+    for name in ULIMIT_NAMES:
+        which = getattr(resource, f"RLIMIT_{name.upper()}", None)  # Python has no RLIMIT_LOCKS
+        if which is not None:
+            hard = resource.getrlimit(which)[1]
+            caps[name] = -1 if hard == resource.RLIM_INFINITY else hard
     return caps
 
 

@@ -7,11 +7,13 @@ every failure leaves as ``RemoteError`` naming what Docker refused.
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 from launcher.backend import Say
 from launcher.errors import RemoteError, UsageError
 from launcher.jobdef import node_ranges
+from launcher.local import secret_values
 from launcher.local.containers import host_ulimit_caps, node_container
 from launcher.local.state import Record
 
@@ -67,9 +69,15 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
     started: list[str] = []
     try:
         for node in range(record.nodes):
+            container = _container_for(record, node)
+            secrets = (
+                secret_values.values(container, Path(record.secrets_file))
+                if record.secrets_file
+                else {}
+            )
             while True:
                 run = node_container(
-                    _container_for(record, node),
+                    container,
                     job_id=record.job_id,
                     job_name=record.name,
                     queue=record.queue,
@@ -80,6 +88,8 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                     gpus=record.gpus,
                     attempt=record.attempt,
                     ulimit_caps=caps,
+                    fsx_dir=record.fsx_dir,
+                    secret_values=secrets,
                 )
                 try:
                     started.append(client.containers.run(**run).id)
@@ -90,8 +100,8 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                     remove(client, run["name"])
                     caps = host_ulimit_caps()
                     say(
-                        "the Docker daemon may not raise ulimits here: memlock/stack/nofile "
-                        f"capped at this machine's hard limits {caps}"
+                        "the Docker daemon may not raise ulimits here: the job's are capped at "
+                        f"this machine's hard limits {caps}"
                     )
     except Exception as exc:
         for cid in started:

@@ -126,6 +126,8 @@ class Record:
     exit_codes: list[int | None] = field(default_factory=list)
     owner: Owner = Owner.SCHEDULER
     writer: Process | None = None  # the owner's process
+    fsx_dir: str | None = None  # the directory standing in for the nodes' FSx mount
+    secrets_file: str | None = None  # where the job's secrets are read at each start
 
     @property
     def node_properties(self) -> dict[str, Any]:

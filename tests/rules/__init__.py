@@ -9,6 +9,7 @@ from tests.rules import (  # noqa: F401
     compute_rules,
     copy_job_rules,
     copy_rules,
+    data_rules,
     job_rules,
     network_rules,
     storage_rules,

@@ -599,7 +599,7 @@ def job_containers_cannot_reach_the_instance_role(d: Deployment) -> list[str]:
         problems.append(
             f"hop limit {meta.get('HttpPutResponseHopLimit')}: containers reach IMDS; 1 is the host"
         )
-    settings, errors = _ecs_agent_settings(data.get("UserData"))
+    settings, errors = ecs_agent_settings(d.user_data)
     problems += errors
     if settings.get("ECS_AWSVPC_BLOCK_IMDS") != "true":
         problems.append("ECS_AWSVPC_BLOCK_IMDS is not true: job containers reach the instance role")
@@ -617,14 +617,15 @@ def job_containers_cannot_reach_the_instance_role(d: Deployment) -> list[str]:
     return problems
 
 
-def _ecs_agent_settings(user_data) -> tuple[dict[str, str], list[str]]:
+def ecs_agent_settings(user_data: str | None) -> tuple[dict[str, str], list[str]]:
     """What the user data appends to /etc/ecs/ecs.config, and why it is unusable, if it is:
-    it must decode (Fn::Base64 of a string) into a MIME multi-part archive of shell parts."""
+    it must decode (Fn::Base64 of a string, or of a join with the file system's name) into a
+    MIME multi-part archive of shell parts (``Deployment.user_data``)."""
     import email
 
-    if not (isinstance(user_data, dict) and isinstance(user_data.get("Fn::Base64"), str)):
+    if user_data is None:
         return {}, ["no user data a node could read (Fn::Base64 of a MIME archive)"]
-    message = email.message_from_string(user_data["Fn::Base64"])
+    message = email.message_from_string(user_data)
     if not message.is_multipart() or message.get_content_type() != "multipart/mixed":
         return {}, ["user data is not a MIME multi-part archive: Batch cannot merge it"]
     settings = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -64,6 +65,58 @@ class Deployment:
                         if out.get("Export", {}).get("Name") == arg:
                             return self.ref_target(other, out["Value"])
         return None
+
+    def resolve(self, stack: str, value) -> tuple[str, object]:
+        """Follow ``Fn::ImportValue`` to the exporting stack's expression: (stack, value)."""
+        if isinstance(value, dict) and set(value) == {"Fn::ImportValue"}:
+            for other, t in self.templates.items():
+                for out in t.get("Outputs", {}).values():
+                    if out.get("Export", {}).get("Name") == value["Fn::ImportValue"]:
+                        return self.resolve(other, out["Value"])
+        return stack, value
+
+    def text(self, stack: str, value) -> str:
+        """A template string as text: ``Fn::Join`` joined, pseudo parameters filled in, imports
+        followed to their source, other references as ``<stack/LogicalId>`` or
+        ``<stack/LogicalId.Attribute>``."""
+        stack, value = self.resolve(stack, value)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float, bool)):
+            return json.dumps(value)
+        if isinstance(value, dict) and len(value) == 1:
+            ((fn, arg),) = value.items()
+            if fn == "Fn::Join":
+                return arg[0].join(self.text(stack, v) for v in arg[1])
+            if fn == "Ref":
+                pseudo = {
+                    "AWS::Partition": "aws",
+                    "AWS::Region": self.config.region,
+                    "AWS::AccountId": self.config.account,
+                    "AWS::URLSuffix": "amazonaws.com",
+                }
+                return pseudo.get(arg, f"<{stack}/{arg}>")
+            if fn == "Fn::GetAtt":
+                return f"<{stack}/{'.'.join(arg if isinstance(arg, list) else [arg])}>"
+        return json.dumps(value)
+
+    def output(self, key: str):
+        """The cluster stack's output value (a template expression)."""
+        return self.templates[self.config.stack_name].get("Outputs", {}).get(key, {}).get("Value")
+
+    def role_statements(self, role: Resource) -> list[dict]:
+        """Every statement of the policies attached to a role of the stacks (inline or not)."""
+        found = []
+        for policy in self.of_type("AWS::IAM::Policy"):
+            if policy.stack == role.stack and {"Ref": role.logical_id} in policy.props.get(
+                "Roles", []
+            ):
+                statements = policy.props["PolicyDocument"].get("Statement", [])
+                found += statements if isinstance(statements, list) else [statements]
+        for inline in role.props.get("Policies", []):
+            statements = inline["PolicyDocument"].get("Statement", [])
+            found += statements if isinstance(statements, list) else [statements]
+        return found
 
     @cached_property
     def network(self) -> Network:
@@ -181,6 +234,27 @@ class Deployment:
             self._groups(mt.stack, mt.props.get("SecurityGroups", []))
             for mt in self.of_type("AWS::EFS::MountTarget")
         ]
+
+    @cached_property
+    def lustre_groups(self) -> list[frozenset[str]]:
+        """The groups of each FSx for Lustre file system's network interfaces."""
+        return [
+            self._groups(fs.stack, fs.props.get("SecurityGroupIds", []))
+            for fs in self.of_type("AWS::FSx::FileSystem")
+        ]
+
+    @cached_property
+    def user_data(self) -> str | None:
+        """The launch template's user data as text (``Fn::Base64`` of a string or a join, the
+        join's references as ``<stack/LogicalId.Attribute>``); None if there is none."""
+        lt = self.launch_template
+        value = lt.props["LaunchTemplateData"].get("UserData")
+        if not (isinstance(value, dict) and set(value) == {"Fn::Base64"}):
+            return None
+        inner = value["Fn::Base64"]
+        if not (isinstance(inner, str) or (isinstance(inner, dict) and "Fn::Join" in inner)):
+            return None
+        return self.text(lt.stack, inner)
 
     @cached_property
     def interface_endpoints(self) -> dict[str, frozenset[str]]:

@@ -11,13 +11,26 @@ Groups are identified across the three stacks: ``Fn::ImportValue`` is resolved t
 exporting stack's outputs, ``Fn::GetAtt [VPC, DefaultSecurityGroup]`` is the VPC's default
 group, and a literal ``sg-...`` is a group made outside the templates (an imported VPC's
 default group).
+
+A group declared without egress rules gets EC2's allow-all egress ("When you create a security
+group, if you do not add egress rules, we add egress rules that allow all outbound IPv4 and
+IPv6 traffic. Otherwise, we do not add them", CloudFormation reference,
+aws-resource-ec2-securitygroup.html). Egress rules declared as separate
+``AWS::EC2::SecurityGroupEgress`` resources count as added rules here: EC2 drops the default
+rule when another egress rule is added (aws-cdk issue 987, which CDK relies on when it drops
+its no-traffic placeholder), and assuming the narrower set keeps a reachability proof from
+resting on a rule the group may not have.
+
+A flow names one port or a range (``to_port``): a range is admitted only where one rule covers
+all of it, as a service that picks any port of the range needs. ``both_ways`` checks a flow and
+its reverse, for services whose servers also open connections to their clients (Lustre).
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 ALL = "-1"
@@ -36,14 +49,18 @@ class Rule:
     cidr: str | None = None  # or the peer CIDR
     origin: str = ""  # where the rule was declared, for messages
 
-    def matches(self, protocol: str, port: int | None) -> bool:
+    def matches(self, protocol: str, port: int | None, last: int | None = None) -> bool:
+        """Whether the rule admits ``protocol`` on every port from ``port`` to ``last``."""
         if self.protocol in (ALL, "all"):
             return True
         if protocol == ALL or self.protocol != protocol:
             return False
         if port is None or self.from_port in (None, -1):
             return True
-        return self.from_port <= port <= (self.to_port if self.to_port is not None else port)
+        last = port if last is None else last
+        return self.from_port <= port and last <= (
+            self.to_port if self.to_port is not None else self.from_port
+        )
 
 
 @dataclass
@@ -61,10 +78,16 @@ class Flow:
     protocol: str
     port: int | None
     efa: bool = False  # EFA (SRD) traffic: only group references match
+    to_port: int | None = None  # the last port of a range (None: the one port)
 
     def describe(self) -> str:
         what = "all traffic" if self.protocol == ALL else f"{self.protocol}/{self.port}"
+        if self.protocol != ALL and self.to_port not in (None, self.port):
+            what += f"-{self.to_port}"
         return f"{self.name} ({what}{', EFA' if self.efa else ''})"
+
+    def reverse(self) -> Flow:
+        return replace(self, name=f"{self.name}, back")
 
 
 class Network:
@@ -91,8 +114,15 @@ class Network:
             if res["Type"] == "AWS::EC2::Subnet"
             and isinstance(res["Properties"].get("CidrBlock"), str)
         ]
+        self._without_egress: list[Group] = []
         for stack, t in self.templates.items():
             self._declare(stack, t)
+        for group in self._without_egress:
+            if not any(r.direction == "out" for r in group.rules):
+                # EC2's default for a group created without egress rules: all traffic out.
+                group.rules.append(
+                    Rule("out", ALL, None, None, cidr="0.0.0.0/0", origin=group.ident)
+                )
         for ident in external_default_groups:
             self.groups.setdefault(ident, _aws_default_group(ident, "outside the templates"))
 
@@ -153,12 +183,10 @@ class Network:
             group = self.groups.setdefault(ident, Group(ident, origin=ident))
             for entry in props.get("SecurityGroupIngress", []):
                 group.rules.append(self._rule(stack, "in", entry, ident))
-            if "SecurityGroupEgress" in props:
-                for entry in props["SecurityGroupEgress"]:
-                    group.rules.append(self._rule(stack, "out", entry, ident))
-            else:
-                # CloudFormation: a VPC security group without egress rules gets allow-all.
-                group.rules.append(Rule("out", ALL, None, None, cidr="0.0.0.0/0", origin=ident))
+            for entry in props.get("SecurityGroupEgress", []):
+                group.rules.append(self._rule(stack, "out", entry, ident))
+            if "SecurityGroupEgress" not in props:
+                self._without_egress.append(group)
         for logical_id, res in resources.items():
             kind = res["Type"]
             if kind not in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress"):
@@ -187,7 +215,7 @@ class Network:
     # --- queries ---------------------------------------------------------------------------
 
     def _covers(self, rule: Rule, peers: frozenset[str], flow: Flow) -> bool:
-        if not rule.matches(flow.protocol, flow.port):
+        if not rule.matches(flow.protocol, flow.port, flow.to_port):
             return False
         if (rule.protocol, rule.from_port, rule.to_port) == _CDK_DISALLOW:
             return False
@@ -214,6 +242,14 @@ class Network:
                 f"{flow.describe()}: no ingress rule on {sorted(target)} from {sorted(source)}"
             )
         return missing
+
+    def both_ways(self, a: frozenset[str], b: frozenset[str], flow: Flow) -> list[str]:
+        """``admits`` from a to b, and from b back to a (connections opened by either side)."""
+        return self.admits(a, b, flow) + self.admits(b, a, flow.reverse())
+
+    def rules_of(self, group: str, direction: str) -> list[Rule]:
+        """The rules of one group in one direction (what a rule asserts the group allows)."""
+        return [r for r in self.groups[group].rules if r.direction == direction]
 
 
 def _aws_default_group(ident: str, origin: str) -> Group:

@@ -26,6 +26,7 @@ _GUIDES = {
     "ecr": "AmazonECR",
     "ecs": "AmazonECS",
     "efs": "efs",
+    "fsx": "fsx",
     "logs": "AmazonCloudWatchLogs",
 }
 

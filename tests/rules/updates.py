@@ -18,6 +18,8 @@ rules come from the sources that govern an update:
 - a replacement of a resource with a name of its own that keeps its name fails ("CloudFormation
   can't update a stack when a custom-named resource requires replacing", the
   AWS::Batch::JobQueue ``JobQueueName`` documentation);
+- the reference's "Update requires: Replacement" where the schema is silent
+  (``_REPLACED_BY_REFERENCE``);
 - Batch refuses to add a fair-share policy to a queue or to remove one
   (``CreateJobQueue.schedulingPolicyArn``), although CloudFormation would try it in place.
 
@@ -63,6 +65,13 @@ _NAME_PROPERTIES = {
     "AWS::EC2::LaunchTemplate": "LaunchTemplateName",
     "AWS::EC2::PlacementGroup": "GroupName",
 }
+# Properties whose change the CloudFormation reference documents as "Update requires:
+# Replacement" although the provider schema does not list them as create-only: FSx for Lustre's
+# deployment type (aws-properties-fsx-filesystem-lustreconfiguration.html; FSx cannot turn a
+# scratch file system into a persistent one).
+_REPLACED_BY_REFERENCE = {
+    "AWS::FSx::FileSystem": (("LustreConfiguration", "DeploymentType"),),
+}
 _SUB_NAME = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
 
 
@@ -94,11 +103,11 @@ def create_only(type_: str) -> tuple[tuple[str, ...], ...]:
     try:
         schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", type_).schema
     except Exception:  # a type cfn-lint does not know: nothing is known to be create-only
-        return ()
+        return _REPLACED_BY_REFERENCE.get(type_, ())
     return tuple(
         tuple(p.removeprefix("/properties/").split("/"))
         for p in schema.get("createOnlyProperties", [])
-    )
+    ) + _REPLACED_BY_REFERENCE.get(type_, ())
 
 
 def _differences(old, new, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

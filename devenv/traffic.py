@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 _CALLS = "read,write,readv,writev,sendto,recvfrom,sendmsg,recvmsg,sendfile"
 _START = re.compile(r"^(\d+) +(\w+)\((\d+)<([^>]*)>")
@@ -39,7 +40,9 @@ def tcp_bytes(log: str) -> int:
     return total
 
 
-def run_counted(argv: list[str], log: Path, **kwargs) -> tuple[subprocess.CompletedProcess, int]:
+def run_counted(
+    argv: list[str], log: Path, **kwargs: Any
+) -> tuple[subprocess.CompletedProcess[Any], int]:
     """Run ``argv`` under strace; its result and the TCP bytes of it and its children."""
     strace = shutil.which("strace")
     if strace is None:

@@ -1,27 +1,41 @@
-"""Where moto (5.2.x) cannot deploy what CDK emits, and the smallest change that lets it.
+"""Where moto (5.2.x) differs from AWS, and the smallest change that lets the real templates
+deploy and the launcher see what AWS would show: every workaround for moto lives here, one
+function (or one block) and one ``# Gap:`` comment per gap.
 
-Used only to deploy synthesized templates into a moto server (tests and the demo). The real
-templates are never changed for moto: ``adapt`` rewrites a copy, one function per gap.
+- ``adapt`` rewrites a copy of a synthesized template (the real templates are never changed
+  for moto), ``prepare_account`` and ``default_security_groups`` fill the account around it;
+- ``batch_without_docker`` (through the server's config API) and ``patch_moto_models``
+  (in-process) fix the server's behaviour;
+- ``start_job``, ``run_job``, ``run_container_job``, ``block_job`` and friends play the part
+  of a real cluster for the jobs moto holds.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import requests
+
+if TYPE_CHECKING:
+    from moto.batch.models import Job
 
 Template = dict[str, Any]
+# Job id -> the nodeOverrides it was submitted with (see the SubmitJob gap below).
+_NODE_OVERRIDES: dict[str, dict[str, Any] | None] = {}
 
 
-def _resources(t: Template, type_: str) -> Iterator[tuple[str, dict]]:
+def _resources(t: Template, type_: str) -> Iterator[tuple[str, dict[str, Any]]]:
     for logical_id, res in t.get("Resources", {}).items():
         if res.get("Type") == type_:
             yield logical_id, res
 
 
-def _rewrite(t: Template, replace: Callable[[dict], Any]) -> None:
+def _rewrite(t: Template, replace: Callable[[dict[str, Any]], Any]) -> None:
     """Replace every dict node for which ``replace`` returns something other than None."""
 
     def walk(node: Any) -> Any:
@@ -46,7 +60,7 @@ def ecr_generated_name(t: Template) -> None:
 def _replace_get_att(t: Template, type_: str, attr: str, sub: str) -> None:
     ids = {logical_id for logical_id, _ in _resources(t, type_)}
 
-    def replace(node: dict) -> Any:
+    def replace(node: dict[str, Any]) -> Any:
         ga = node.get("Fn::GetAtt")
         if len(node) == 1 and isinstance(ga, list) and ga[0] in ids and ga[1] == attr:
             return {"Fn::Sub": sub.replace("{id}", ga[0])}
@@ -119,9 +133,19 @@ def ecr_registry_settings(t: Template) -> None:
             del t["Resources"][logical_id]
 
 
+def fsx_data_repository_associations(t: Template) -> None:
+    # Gap: moto has no data repository associations at all (neither an API nor a CloudFormation
+    # type; it skips AWS::FSx::DataRepositoryAssociation with a warning) and nothing refers to
+    # one. Drop them so the copy says what moto really deploys; the real templates keep them
+    # and tests/rules/data_rules.py checks them instead.
+    for logical_id, _ in list(_resources(t, "AWS::FSx::DataRepositoryAssociation")):
+        del t["Resources"][logical_id]
+
+
 GAPS: tuple[Callable[[Template], None], ...] = (
     ecr_generated_name,
     ecr_registry_settings,
+    fsx_data_repository_associations,
     kms_key_tags,
     efs_arn,
     batch_service_role,
@@ -130,7 +154,7 @@ GAPS: tuple[Callable[[Template], None], ...] = (
 )
 
 
-def adapt(template: Template, batch_client=None) -> Template:
+def adapt(template: Template, batch_client: Any = None) -> Template:
     t = copy.deepcopy(template)
     for gap in GAPS:
         gap(t)
@@ -139,7 +163,7 @@ def adapt(template: Template, batch_client=None) -> Template:
     return t
 
 
-def scheduling_policies(t: Template, batch_client) -> None:
+def scheduling_policies(t: Template, batch_client: Any) -> None:
     # Gap: moto's CloudFormation skips AWS::Batch::SchedulingPolicy (its API has it): create it
     # through the API and put its ARN where the template says Ref.
     arns = {}
@@ -155,37 +179,179 @@ def scheduling_policies(t: Template, batch_client) -> None:
     _rewrite(t, lambda node: arns.get(node["Ref"]) if len(node) == 1 and "Ref" in node else None)
 
 
+_FSX_FILE_SYSTEM_MODEL: list[type] = []
+
+
+def fsx_file_systems() -> None:
+    # Gap: moto's FSx API creates file systems, but its CloudFormation has no
+    # AWS::FSx::FileSystem: it skips the resource, and the nodes' user data (GetAtt DNSName and
+    # LustreMountName, through the storage stack's exports) then fails the stack. Give its
+    # CloudFormation the type, creating the file system in moto's FSx backend with the subnets
+    # and groups CloudFormation resolved. moto's file systems have no mount name; FSx gives
+    # SCRATCH_2 and PERSISTENT_2 file systems a unique one of eight lower-case characters
+    # (DescribeFileSystems, LustreFileSystemConfiguration.MountName), made here from the id.
+    if _FSX_FILE_SYSTEM_MODEL:
+        return
+    from moto.cloudformation import parsing
+    from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+    from moto.core.common_models import CloudFormationModel
+    from moto.fsx.models import fsx_backends
+
+    class LustreFileSystem(CloudFormationModel):
+        ATTRIBUTES = ("DNSName", "LustreMountName", "ResourceARN", "Id")
+
+        def __init__(self, file_system: Any) -> None:
+            self.file_system = file_system
+            self.mount_name = file_system.file_system_id.removeprefix("fs-")[:8]
+
+        @staticmethod
+        def cloudformation_name_type() -> str:
+            return ""
+
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::FSx::FileSystem"
+
+        @classmethod
+        def has_cfn_attr(cls, attr: str) -> bool:
+            return attr in cls.ATTRIBUTES
+
+        @classmethod
+        def create_from_cloudformation_json(
+            cls,
+            resource_name: str,
+            cloudformation_json: dict[str, Any],
+            account_id: str,
+            region_name: str,
+            **kwargs: Any,
+        ) -> LustreFileSystem:
+            props = cloudformation_json["Properties"]
+            file_system = fsx_backends[account_id][region_name].create_file_system(
+                client_request_token=resource_name,
+                file_system_type=props["FileSystemType"],
+                storage_capacity=props.get("StorageCapacity"),
+                storage_type=props.get("StorageType"),
+                subnet_ids=props.get("SubnetIds", []),
+                security_group_ids=props.get("SecurityGroupIds", []),
+                tags=props.get("Tags"),
+                kms_key_id=props.get("KmsKeyId"),
+                windows_configuration=None,
+                lustre_configuration=props.get("LustreConfiguration"),
+                ontap_configuration=None,
+                file_system_type_version=props.get("FileSystemTypeVersion"),
+                open_zfs_configuration=None,
+            )
+            return cls(file_system)
+
+        @property
+        def physical_resource_id(self) -> str:
+            return str(self.file_system.file_system_id)
+
+        def get_cfn_attribute(self, attribute_name: str) -> str:
+            values = {
+                "DNSName": self.file_system.dns_name,
+                "LustreMountName": self.mount_name,
+                "ResourceARN": self.file_system.resource_arn,
+                "Id": self.file_system.file_system_id,
+            }
+            if attribute_name not in values:
+                raise UnformattedGetAttTemplateException()
+            return str(values[attribute_name])
+
+    _FSX_FILE_SYSTEM_MODEL.append(LustreFileSystem)
+    # moto caches its list of CloudFormation types on first use.
+    for cached in (parsing.get_model_list, parsing.get_model_map, parsing.get_name_type_map):
+        cached.cache_clear()
+
+
+def iam_role_managed_policies() -> None:
+    # Gap: moto's AWS::IAM::Role ignores ManagedPolicyArns (it puts the inline Policies only),
+    # so a deployed role carries none of the managed policies its template attaches. Attach
+    # them once the role exists, as IAM does: an account's own policy must already exist (the
+    # deploy fails otherwise, as in AWS); an AWS managed policy comes from the copy of AWS's
+    # policies moto ships, loaded when first attached (moto loads none of them by default).
+    from moto.iam import models
+    from moto.utilities.utils import get_partition
+
+    original: Any = models.Role.__dict__["create_from_cloudformation_json"].__func__
+    if getattr(original, "attaches_managed_policies", False):
+        return
+
+    def create(
+        cls: Any,
+        /,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> Any:
+        role = original(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        backend = models.iam_backends[account_id][get_partition(region_name)]
+        for arn in cloudformation_json["Properties"].get("ManagedPolicyArns", []):
+            name = arn.rsplit("/", 1)[1]
+            if ":iam::aws:policy/" in arn and arn not in backend.managed_policies:
+                data = _aws_managed_policies().get(name)
+                if data is not None:
+                    policy = models.AWSManagedPolicy.from_data(name, account_id, region_name, data)
+                    backend.managed_policies[policy.arn] = policy
+            backend.attach_role_policy(arn, role.name)
+        return role
+
+    create.attaches_managed_policies = True  # type: ignore[attr-defined]
+    models.Role.create_from_cloudformation_json = classmethod(create)  # type: ignore[method-assign,assignment]
+
+
+@functools.cache
+def _aws_managed_policies() -> dict[str, Any]:
+    from moto.iam.aws_managed_policies import aws_managed_policies_data
+
+    policies: dict[str, Any] = json.loads(aws_managed_policies_data)
+    return policies
+
+
+def batch_without_docker(url: str) -> None:
+    # Gap: moto's own Batch runner starts a job's containers on Docker's bridge network, off
+    # 127.0.0.1; without it jobs only move through their states (held: see SubmitJob below).
+    requests.post(f"{url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10)
+
+
 def patch_moto_models() -> None:
-    """Fix moto model gaps in-process (ThreadedMotoServer runs in this interpreter)."""
+    """Fix moto model gaps in-process (ThreadedMotoServer runs in this interpreter); mypy is
+    told each assignment is a patch of moto's classes (method-assign)."""
     from moto.batch.models import BatchBackend, Job
+    from moto.batch.responses import BatchResponse
     from moto.batch_simple.models import BatchSimpleBackend
     from moto.efs.models import AccessPoint
 
     # Gap: Ref on AWS::EFS::AccessPoint yields the model object's repr instead of its id.
-    AccessPoint.physical_resource_id = property(lambda self: self.access_point_id)
+    AccessPoint.physical_resource_id = property(lambda self: self.access_point_id)  # type: ignore[attr-defined]
+
+    fsx_file_systems()
+    iam_role_managed_policies()
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
-    # scales from zero holds it RUNNABLE. Jobs wait here until a test runs them (run_job).
-    def hold(self, include_start_attempt: bool, job: Job) -> None:
+    # scales from zero holds it RUNNABLE. Jobs wait here until the caller runs them (run_job).
+    def hold(self: BatchSimpleBackend, include_start_attempt: bool, job: Job) -> None:
         self.backend._jobs[job.job_id] = job
         job.status = "RUNNABLE"
 
-    BatchSimpleBackend._mark_job_as_finished = hold
+    BatchSimpleBackend._mark_job_as_finished = hold  # type: ignore[method-assign]
 
     # Gap: moto's TerminateJob only flags a job thread that Docker-less Batch never starts;
     # Batch fails the job with the given reason.
-    def terminate(self, reason: str) -> None:
+    def terminate(self: Job, reason: str) -> None:
         if not self.job_stopped:
             self.job_stopped_reason = reason
             self._mark_stopped(success=False)
 
-    Job.terminate = terminate
+    Job.terminate = terminate  # type: ignore[method-assign]
 
     # Gap: moto knows no node-level job ids (JOB_ID#N) of multi-node jobs; Batch answers them
     # with the node's own record, whose container names its log stream.
     original_describe = BatchBackend.describe_jobs
 
-    def describe_jobs(self, jobs: list[str] | None) -> list[dict[str, Any]]:
+    def describe_jobs(self: BatchBackend, jobs: list[str] | None) -> list[dict[str, Any]]:
         plain = [j for j in jobs or [] if "#" not in j]
         found = original_describe(self, plain) if plain or not jobs else []
         for node_id in (j for j in jobs or [] if "#" in j):
@@ -195,27 +361,25 @@ def patch_moto_models() -> None:
                 found.append(_node_record(parent, int(index)))
         return found
 
-    BatchBackend.describe_jobs = describe_jobs
+    BatchBackend.describe_jobs = describe_jobs  # type: ignore[method-assign]
 
     # Gap: moto's DescribeJobs gives a single-container job's container without its
     # logConfiguration; Batch's ContainerDetail carries it (the launcher finds the job's log
     # group there).
     original_details = Job._container_details
 
-    def container_details(self) -> dict[str, Any]:
+    def container_details(self: Job) -> dict[str, Any]:
         details = original_details(self)
-        log = self.job_definition.container_properties.get("logConfiguration")
+        log = _single_container(self).get("logConfiguration")
         if log is not None:
             details["logConfiguration"] = log
         return details
 
-    Job._container_details = container_details
+    Job._container_details = container_details  # type: ignore[method-assign]
 
     # Gap: moto's ListJobs ignores maxResults/nextToken and returns everything in one page;
     # Batch pages (100 by default), which is what the launcher's call count depends on.
-    from moto.batch.responses import BatchResponse
-
-    def listjobs(self) -> str:
+    def listjobs(self: BatchResponse) -> str:
         jobs = self.batch_backend.list_jobs(
             job_queue_name=self._get_param("jobQueue"),
             array_job_id=self._get_param("arrayJobId"),
@@ -224,37 +388,75 @@ def patch_moto_models() -> None:
         )
         start = int(self._get_param("nextToken") or 0)
         size = int(self._get_param("maxResults") or 100)
-        page = {"jobSummaryList": [j.describe_short() for j in jobs[start : start + size]]}
+        page: dict[str, Any] = {
+            "jobSummaryList": [j.describe_short() for j in jobs[start : start + size]]
+        }
         if start + size < len(jobs):
             page["nextToken"] = str(start + size)
         return json.dumps(page)
 
-    BatchResponse.listjobs = listjobs
+    BatchResponse.listjobs = listjobs  # type: ignore[method-assign]
 
     # Gap: moto's SubmitJob drops nodeOverrides (Batch applies them to the nodes' containers);
     # keep what was sent on the job, so tests can see what a node would have got.
     original_submit = BatchResponse.submitjob
 
-    def submitjob(self) -> str:
+    def submitjob(self: BatchResponse) -> str:
         body = original_submit(self)
-        job = self.batch_backend._jobs[json.loads(body)["jobId"]]
-        job.node_overrides = self._get_param("nodeOverrides")
+        _NODE_OVERRIDES[json.loads(body)["jobId"]] = self._get_param("nodeOverrides")
         return body
 
-    BatchResponse.submitjob = submitjob
+    BatchResponse.submitjob = submitjob  # type: ignore[method-assign]
 
 
-def node_stream(job, index: int, attempt: int | None = None) -> str:
+def _job(account: str, region: str, job_id: str) -> Job:
+    from moto.batch.models import batch_backends
+
+    return batch_backends[account][region]._jobs[job_id]
+
+
+def _single_container(job: Job) -> dict[str, Any]:
+    container = job.job_definition.container_properties
+    if container is None:
+        raise ValueError(f"{job.job_id} is not a single-container job")
+    return container
+
+
+def _nodes(job: Job) -> dict[str, Any]:
+    nodes = job.job_definition.node_properties
+    if nodes is None:
+        raise ValueError(f"{job.job_id} is not a multi-node job")
+    return nodes
+
+
+def _node_container(job: Job) -> dict[str, Any]:
+    """The container of a multi-node job's (only) node range."""
+    container: dict[str, Any] = _nodes(job)["nodeRangeProperties"][0]["container"]
+    return container
+
+
+def _log_group(container: dict[str, Any], account: str, region: str) -> tuple[str, Any]:
+    """The container's awslogs group, created in moto's CloudWatch Logs if missing, and the
+    Logs backend (ECS creates neither; the job role or the stack does)."""
+    from moto.logs.models import logs_backends
+
+    group: str = container["logConfiguration"]["options"]["awslogs-group"]
+    logs = logs_backends[account][region]
+    if group not in logs.groups:
+        logs.create_log_group(group, {})
+    return group, logs
+
+
+def node_stream(job: Job, index: int, attempt: int | None = None) -> str:
     """The awslogs stream a node writes to: PREFIX/CONTAINER/TASK_ID, as ECS names it; each
     attempt is a new task, so a new stream."""
-    node_range = job.job_definition.node_properties["nodeRangeProperties"][0]
-    options = node_range["container"]["logConfiguration"]["options"]
+    options = _node_container(job)["logConfiguration"]["options"]
     attempt = attempt if attempt is not None else max(1, len(job.attempts))
     return f"{options['awslogs-stream-prefix']}/default/{job.job_id}-{attempt}-{index}"
 
 
-def _node_record(parent, index: int) -> dict[str, Any]:
-    record = parent.describe_short()
+def _node_record(parent: Job, index: int) -> dict[str, Any]:
+    record: dict[str, Any] = parent.describe_short()
     record["jobId"] = f"{parent.job_id}#{index}"
     record["nodeDetails"] = {"nodeIndex": index, "isMainNode": index == 0}
     if parent.status not in ("SUBMITTED", "PENDING", "RUNNABLE"):
@@ -266,54 +468,38 @@ def _node_record(parent, index: int) -> dict[str, Any]:
     return record
 
 
-def node_overrides(account: str, region: str, job_id: str) -> dict | None:
+def node_overrides(account: str, region: str, job_id: str) -> dict[str, Any] | None:
     """The nodeOverrides a job was submitted with (see the SubmitJob gap above)."""
-    from moto.batch.models import batch_backends
-
-    return getattr(batch_backends[account][region]._jobs[job_id], "node_overrides", None)
+    return _NODE_OVERRIDES.get(_job(account, region, job_id).job_id)
 
 
 def start_job(account: str, region: str, job_id: str) -> None:
     """Play the cluster's part: the held job's nodes start (a new attempt)."""
     import datetime
 
-    from moto.batch.models import batch_backends
-    from moto.logs.models import logs_backends
-
-    job = batch_backends[account][region]._jobs[job_id]
-    container = job.job_definition.node_properties["nodeRangeProperties"][0]["container"]
-    group = container["logConfiguration"]["options"]["awslogs-group"]
-    logs = logs_backends[account][region]
-    if group not in logs.groups:
-        logs.create_log_group(group, {})
+    job = _job(account, region, job_id)
+    group, logs = _log_group(_node_container(job), account, region)
     job.job_started_at = datetime.datetime.now()
     job.status = "RUNNING"
     job._start_attempt()
-    for index in range(job.job_definition.node_properties["numNodes"]):
+    for index in range(_nodes(job)["numNodes"]):
         logs.create_log_stream(group, node_stream(job, index))
 
 
 def finish_job(account: str, region: str, job_id: str, *, success: bool) -> None:
-    from moto.batch.models import batch_backends
-
-    job = batch_backends[account][region]._jobs[job_id]
-    job._mark_stopped(success=success)
+    _job(account, region, job_id)._mark_stopped(success=success)
 
 
 def put_node_lines(account: str, region: str, job_id: str, node_logs: dict[int, list[str]]) -> None:
     """Play a running job's nodes: append lines to each node's stream of the current attempt."""
     import time
 
-    from moto.batch.models import batch_backends
-    from moto.logs.models import logs_backends
-
-    job = batch_backends[account][region]._jobs[job_id]
-    container = job.job_definition.node_properties["nodeRangeProperties"][0]["container"]
-    group = container["logConfiguration"]["options"]["awslogs-group"]
+    job = _job(account, region, job_id)
+    group, logs = _log_group(_node_container(job), account, region)
     now = int(time.time() * 1000)
     for index, lines in node_logs.items():
         events = [{"timestamp": now + i, "message": line} for i, line in enumerate(lines)]
-        logs_backends[account][region].put_log_events(group, node_stream(job, index), events)
+        logs.put_log_events(group, node_stream(job, index), events)
 
 
 def run_job(
@@ -343,17 +529,12 @@ def run_container_job(
     import datetime
     import time
 
-    from moto.batch.models import batch_backends
-    from moto.logs.models import logs_backends
-
-    job = batch_backends[account][region]._jobs[job_id]
-    container = job.job_definition.container_properties
-    options = container["logConfiguration"]["options"]
-    group, logs = options["awslogs-group"], logs_backends[account][region]
-    if group not in logs.groups:
-        logs.create_log_group(group, {})
+    job = _job(account, region, job_id)
+    container = _single_container(job)
+    group, logs = _log_group(container, account, region)
     task = f"{job_id}-{len(job.attempts) + 1}"  # each attempt is a new task
-    job.log_stream_name = f"{options['awslogs-stream-prefix']}/default/{task}"
+    prefix = container["logConfiguration"]["options"]["awslogs-stream-prefix"]
+    job.log_stream_name = f"{prefix}/default/{task}"
     logs.create_log_stream(group, job.log_stream_name)
     job.job_started_at = datetime.datetime.now()
     job.status = "RUNNING"
@@ -377,7 +558,7 @@ def held_jobs(account: str, region: str, queue_arn: str) -> list[str]:
     return [j.job_id for j in jobs if j.job_queue.arn == queue_arn and j.status == "RUNNABLE"]
 
 
-def default_security_groups(session, endpoint_url: str) -> None:
+def default_security_groups(session: Any, endpoint_url: str) -> None:
     # Gap: moto gives a VPC's default group only the egress rule; AWS also gives it "Inbound:
     # all traffic from the same security group" (VPC user guide, default-security-group.html).
     ec2 = session.client("ec2", endpoint_url=endpoint_url)
@@ -393,7 +574,7 @@ def default_security_groups(session, endpoint_url: str) -> None:
             )
 
 
-def prepare_account(session, endpoint_url: str) -> None:
+def prepare_account(session: Any, endpoint_url: str) -> None:
     """Account state that exists in a real account before `cdk deploy`, created in moto.
 
     Not a gap: `cdk bootstrap` writes the bootstrap version parameter, and AWS creates Batch's
@@ -430,8 +611,6 @@ def block_job(account: str, region: str, job_id: str, reason: str) -> None:
     Gap: moto never says why a RUNNABLE job waits; Batch puts the reason a blocked queue's head
     job waits in its statusReason (Batch user guide, job_stuck_in_runnable.html).
     """
-    from moto.batch.models import batch_backends
-
-    job = batch_backends[account][region]._jobs[job_id]
+    job = _job(account, region, job_id)
     job.status = "RUNNABLE"
     job.job_stopped_reason = reason

@@ -1,4 +1,4 @@
-"""A Docker engine for tests: the one DOCKER_HOST points at, or a private dockerd we start."""
+"""A Docker engine: the one DOCKER_HOST points at, or a private dockerd we start."""
 
 from __future__ import annotations
 
@@ -7,18 +7,23 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tests.support.processes import stop, wait_until
+if TYPE_CHECKING:
+    import docker
+
+from devenv.processes import allowed, stop, wait_until
 
 
 @dataclass
 class DockerEngine:
     host: str  # DOCKER_HOST value
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
     root: Path | None = None
 
     @classmethod
     def start(cls, root: Path) -> DockerEngine:
+        allowed("docker")
         import docker
 
         for host in filter(None, (os.environ.get("DOCKER_HOST"), "unix:///var/run/docker.sock")):
@@ -67,14 +72,14 @@ class DockerEngine:
         wait_until(ready, 60, "dockerd", process)
         return engine
 
-    def client(self):
+    def client(self) -> docker.DockerClient:
         import docker
 
         return docker.DockerClient(base_url=self.host, version="auto", timeout=600)
 
     def stop(self) -> None:
-        if self.process is None:
-            return
+        if self.process is None or self.root is None:
+            return  # an engine we did not start
         stop(self.process)
         # dockerd leaves its network namespace bind-mounted under exec-root.
         netns = self.root / "exec" / "netns"

@@ -1,4 +1,5 @@
-"""An emulated AWS for tests and the demo: moto in server mode, reached over real HTTP.
+"""An emulated AWS for the demo, the benchmarks and the tests: moto in server mode, reached
+over real HTTP.
 
 Everything the launcher does goes through ``AWS_ENDPOINT_URL``, exactly as with real AWS.
 """
@@ -9,11 +10,16 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import requests
 
-from tests.support import moto_gaps
+from devenv import moto_gaps
+from devenv.processes import allowed
+
+if TYPE_CHECKING:
+    from moto.server import ThreadedMotoServer
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -21,11 +27,12 @@ REGION = "us-east-1"
 
 @dataclass
 class MotoServer:
-    server: object
+    server: ThreadedMotoServer
     url: str
 
     @classmethod
     def start(cls, port: int = 0) -> MotoServer:
+        allowed("moto")
         from moto.server import ThreadedMotoServer
 
         moto_gaps.patch_moto_models()
@@ -53,16 +60,13 @@ class MotoServer:
             "AWS_REGION": REGION,
         }
 
-    def client(self, service: str):
+    def client(self, service: str) -> Any:  # boto3 clients are untyped
         return session().client(service, endpoint_url=self.url)
 
     def reset(self) -> None:
-        """Empty every account; Batch jobs only move through their states (moto's own runner
-        would start containers on Docker's bridge network)."""
+        """Empty every account."""
         requests.post(f"{self.url}/moto-api/reset", timeout=10)
-        requests.post(
-            f"{self.url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10
-        )
+        moto_gaps.batch_without_docker(self.url)
 
     def deploy(self, cloud_assembly: Path, stack_names: list[str]) -> dict[str, dict[str, str]]:
         return deploy(self.url, cloud_assembly, stack_names)

@@ -1,11 +1,13 @@
-"""ClusterInfo values for pure tests: the outputs' own examples (launcher.outputs), with the
-instance figures from the same catalog the infra uses."""
+"""ClusterInfo values with no stack behind them (pure tests, local runs in the tests and the
+benchmarks): the outputs' own examples (launcher.outputs), with the instance figures from the
+same catalog the infra uses."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from launcher import catalog
+from launcher import buckets, catalog
 from launcher.cluster import ClusterInfo
 from launcher.outputs import Egress, OutputKey
 
@@ -19,11 +21,14 @@ def cluster_info(
     internet_egress: str = "none",
     pull_through_cache: dict[str, str] | None = None,
     registry_secrets: dict[str, str] | None = None,
+    data_buckets: tuple[str, ...] = (),
+    fsx_file_system_id: str | None = None,
+    allow_privileged: bool = False,
 ) -> ClusterInfo:
     example = ClusterInfo.from_outputs("EfaBatch", {k.value: k.example for k in OutputKey})
     it = catalog.CATALOG[instance_type]
     account, region = "123456789012", example.region
-    changes = {
+    changes: dict[str, Any] = {
         "instance_type": instance_type,
         "max_nodes": max_nodes,
         "efa_interfaces": it.efa_interfaces if efa else 0,
@@ -34,6 +39,9 @@ def cluster_info(
             f"arn:aws:batch:{region}:{account}:scheduling-policy/fs" if fair_share else None
         ),
         "internet_egress": Egress(internet_egress),
+        "data_buckets": buckets.parse_all(data_buckets),
+        "fsx_file_system_id": fsx_file_system_id,
+        "allow_privileged": allow_privileged,
     }
     if pull_through_cache is not None:
         changes["pull_through_cache"] = pull_through_cache

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import requests
 
-from tests.support.processes import free_port, stop, wait_until
+from devenv.processes import allowed, free_port, stop, wait_until
 
 _ACCESS = re.compile(r'"(GET|HEAD|POST|PUT|PATCH|DELETE) (/v2/[^ ]*) HTTP/[\d.]+" (\d{3}) (\d+|-)')
 
@@ -24,7 +24,7 @@ class Request:
 
 @dataclass
 class RegistryServer:
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     host: str
     root: Path
     log_path: Path
@@ -32,6 +32,7 @@ class RegistryServer:
 
     @classmethod
     def start(cls, root: Path, user: tuple[str, str] | None = None) -> RegistryServer:
+        allowed("registry")
         binary = shutil.which("docker-registry")
         if binary is None:
             raise FileNotFoundError("docker-registry (Debian package docker-registry)")

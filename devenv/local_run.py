@@ -11,8 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.host_python import host_python_mounts
-from tests.support.traffic import run_counted
+from devenv.host_python import host_python_mounts
+from devenv.traffic import run_counted
+from launcher.cluster import ClusterInfo
 
 DRIVER = """
 import json, sys
@@ -36,7 +37,7 @@ print("JOB " + info.state.value, flush=True)
 
 
 def launcher_run(
-    env_dir: Path, base: str, ws: Path, info, copier: str, stream: bool = False
+    env_dir: Path, base: str, ws: Path, info: ClusterInfo, copier: str, stream: bool = False
 ) -> tuple[list[str], int, float]:
     """One run of ``cat /workspace/hello.txt`` on ``base`` plus ``ws``, to the job's end:
     (stdout lines, TCP bytes of the run's processes, seconds). ``copier``: an image that

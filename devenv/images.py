@@ -1,14 +1,18 @@
-"""Base images made offline: a busybox root file system, imported into Docker and pushed."""
+"""Base images made offline (Docker Hub is out of reach): a busybox root file system imported
+into Docker and pushed, and a large base of random layers written straight into a registry."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
-import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import docker
 
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static
 APPLETS = (
@@ -50,97 +54,9 @@ def busybox_rootfs(extra: Callable[[tarfile.TarFile], None] | None = None) -> by
     return buffer.getvalue()
 
 
-# --- bases with the entrypoints users' images bring ------------------------------------------
-
-# The shape of AWS's PyTorch training images for EC2 (deep-learning-containers,
-# pytorch/training/docker/build_artifacts/dockerd_entrypoint.sh, run as
-# ENTRYPOINT ["bash", "-m", "dockerd_entrypoint.sh"]): some setup, then eval "$@".
-DLC_ENTRYPOINT = """#!/usr/bin/env bash
-export DLC_SETUP=done
-eval "$@"
-"""
-# The shape of NVIDIA's NGC entrypoint (/opt/nvidia/nvidia_entrypoint.sh): it sources
-# entrypoint.d/*.sh (whose exports reach the command), then exec "$@".
-NGC_ENTRYPOINT = """#!/bin/bash
-for part in /opt/nvidia/entrypoint.d/*.sh; do [ -f "$part" ] && source "$part"; done
-if [[ $# -eq 0 ]]; then exec /bin/bash; else exec "$@"; fi
-"""
-NGC_PART = "export NGC_SETUP=done\n"
-TINI = Path("/usr/bin/tini-static")  # Debian's tini
-
-
-def _add_file(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o755) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mode = len(data), mode
-    tar.addfile(info, io.BytesIO(data))
-
-
-def _add_dirs(tar: tarfile.TarFile, *names: str) -> None:
-    for name in names:
-        info = tarfile.TarInfo(name)
-        info.type, info.mode = tarfile.DIRTYPE, 0o755
-        tar.addfile(info)
-
-
-def _add_bash(tar: tarfile.TarFile) -> None:
-    """This machine's bash and the shared libraries it loads (as ldd lists them)."""
-    import subprocess
-
-    listed = subprocess.run(["ldd", "/bin/bash"], capture_output=True, text=True, check=True)
-    libraries = {p for p in re.findall(r"(/\S+\.so[\d.]*)", listed.stdout)}
-    dirs = sorted({str(Path(p).parent).lstrip("/") for p in libraries} | {"usr", "usr/bin"})
-    _add_dirs(tar, *(d for d in dirs if d not in ("bin",)))
-    for path in sorted(libraries):
-        tar.add(os.path.realpath(path), path.lstrip("/"))
-    tar.add("/bin/bash", "bin/bash")
-    info = tarfile.TarInfo("usr/bin/env")
-    info.type, info.linkname, info.mode = tarfile.SYMTYPE, "/bin/busybox", 0o777
-    tar.addfile(info)
-
-
-def _dlc(tar: tarfile.TarFile) -> None:
-    _add_bash(tar)
-    _add_dirs(tar, "usr/local", "usr/local/bin")
-    _add_file(tar, "usr/local/bin/dockerd_entrypoint.sh", DLC_ENTRYPOINT.encode())
-
-
-def _ngc(tar: tarfile.TarFile) -> None:
-    _add_bash(tar)
-    _add_dirs(tar, "opt", "opt/nvidia", "opt/nvidia/entrypoint.d")
-    _add_file(tar, "opt/nvidia/nvidia_entrypoint.sh", NGC_ENTRYPOINT.encode())
-    _add_file(tar, "opt/nvidia/entrypoint.d/10-setup.sh", NGC_PART.encode(), 0o644)
-
-
-def _tini(tar: tarfile.TarFile) -> None:
-    _add_dirs(tar, "usr", "usr/bin")
-    tar.add(TINI, "usr/bin/tini")
-
-
-# kind -> (extra files, ENTRYPOINT), after the images users bring: AWS's DLC (eval "$@"),
-# NVIDIA's NGC (exec "$@"), tini (execvp), and none.
-ENTRYPOINTS: dict[str, tuple[Callable[[tarfile.TarFile], None] | None, list[str] | None]] = {
-    "dlc-eval": (_dlc, ["bash", "-m", "dockerd_entrypoint.sh"]),
-    "ngc-exec": (_ngc, ["/opt/nvidia/nvidia_entrypoint.sh"]),
-    "tini": (_tini, ["/usr/bin/tini", "--"]),
-    "none": (None, None),
-}
-
-
-def push_entrypoint_base(
-    client, repository: str, kind: str, tag: str = "1", entrypoint: list[str] | None = None
-) -> str:
-    """A busybox base with the ``kind`` of entrypoint (or this ``entrypoint``), imported and
-    pushed; ``REPO:TAG``."""
-    extra, kind_entrypoint = ENTRYPOINTS[kind]
-    entrypoint = entrypoint or kind_entrypoint
-    changes = ['CMD ["/bin/sh"]', "ENV PATH=/usr/local/bin:/usr/bin:/bin"]
-    if entrypoint:
-        changes.append(f"ENTRYPOINT {json.dumps(entrypoint)}")
-    _import_and_push(client, busybox_rootfs(extra), repository, tag, changes)
-    return f"{repository}:{tag}"
-
-
-def _import_and_push(client, rootfs: bytes, repository: str, tag: str, changes: list[str]):
+def import_and_push(
+    client: docker.DockerClient, rootfs: bytes, repository: str, tag: str, changes: list[str]
+) -> None:
     """``docker import`` of the rootfs, then ``docker push`` (the registry is on loopback)."""
     client.api.import_image_from_data(rootfs, repository=repository, tag=tag, changes=changes)
     for event in client.api.push(repository, tag=tag, stream=True, decode=True):
@@ -148,10 +64,8 @@ def _import_and_push(client, rootfs: bytes, repository: str, tag: str, changes: 
             raise RuntimeError(event["error"])
 
 
-def push_busybox_base(client, repository: str, tag: str = "1") -> None:
-    _import_and_push(
-        client, busybox_rootfs(), repository, tag, ['CMD ["/bin/sh"]', "ENV PATH=/bin"]
-    )
+def push_busybox_base(client: docker.DockerClient, repository: str, tag: str = "1") -> None:
+    import_and_push(client, busybox_rootfs(), repository, tag, ['CMD ["/bin/sh"]', "ENV PATH=/bin"])
 
 
 def push_random_base(
@@ -171,8 +85,11 @@ def push_random_base(
     base = f"http://{host}/v2/{repository}"
 
     def sha256(path: Path) -> str:
+        digest = hashlib.sha256()
         with open(path, "rb") as f:
-            return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        return f"sha256:{digest.hexdigest()}"
 
     def put_blob(path: Path) -> tuple[str, int]:
         digest = sha256(path)
@@ -189,7 +106,8 @@ def push_random_base(
             ).raise_for_status()
         return digest, path.stat().st_size
 
-    layers, diff_ids = [], []
+    layers: list[dict[str, Any]] = []
+    diff_ids: list[str] = []
     rootfs = workdir / "busybox.tar"
     rootfs.write_bytes(busybox_rootfs())
     sources = [rootfs]
