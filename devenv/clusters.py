@@ -43,6 +43,17 @@ def cluster_info(
         "fsx_file_system_id": fsx_file_system_id,
         "allow_privileged": allow_privileged,
     }
+    # The pool the fields describe, as the Pools output would give it.
+    default = dataclasses.replace(
+        example.current_pool,
+        instance_type=instance_type,
+        max_nodes=max_nodes,
+        efa_interfaces=changes["efa_interfaces"],
+        gpus_per_node=it.gpus,
+        vcpus_per_node=it.vcpus,
+        memory_mib_per_node=it.usable_memory_mib,
+    )
+    changes["pools"] = tuple(default if p.name == example.pool_name else p for p in example.pools)
     if pull_through_cache is not None:
         changes["pull_through_cache"] = pull_through_cache
     if registry_secrets is not None:

@@ -172,11 +172,20 @@ def scheduling_policies(t: Template, batch_client: Any) -> None:
         fairshare = props.get("FairsharePolicy", {})
         arns[logical_id] = batch_client.create_scheduling_policy(
             name=props.get("Name", logical_id),
-            fairsharePolicy={k[0].lower() + k[1:]: v for k, v in fairshare.items()},
+            fairsharePolicy=_api_case(fairshare),
         )["arn"]
         del t["Resources"][logical_id]
 
     _rewrite(t, lambda node: arns.get(node["Ref"]) if len(node) == 1 and "Ref" in node else None)
+
+
+def _api_case(value: Any) -> Any:
+    """CloudFormation's PascalCase keys as the Batch API's camelCase, at every depth."""
+    if isinstance(value, dict):
+        return {k[0].lower() + k[1:]: _api_case(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_api_case(v) for v in value]
+    return value
 
 
 _FSX_FILE_SYSTEM_MODEL: list[type] = []

@@ -1,4 +1,5 @@
-"""Cluster stack: EFA launch template, placement group, Batch compute, roles, logs, outputs.
+"""Cluster stack: per compute pool a launch template, placement group (EFA pools), compute
+environment and queue (``ComputePool``); the roles, logs and outputs they share.
 
 This is the one stack the launcher reads: its outputs (keys from ``launcher.outputs``) hold
 everything a job submission needs, including values re-exported from the other stacks.
@@ -25,7 +26,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra.config import CLUSTER_TAG, ClusterConfig
+from infra.config import CLUSTER_TAG, ClusterConfig, Pool
 from infra.copy_jobs import CopyJobs
 from infra.data_access import attach_managed_policies, grant_buckets, grant_secrets, stack_place
 from infra.log_groups import job_log_group_name, log_group
@@ -131,16 +132,29 @@ def node_user_data(config: ClusterConfig, lustre: LustreFileSystem | None) -> st
     return mime_multipart(parts)
 
 
-def job_queue_name(config: ClusterConfig) -> str:
+def job_queue_name(config: ClusterConfig, pool: Pool | None = None) -> str:
     """Batch cannot add a fair-share policy to a queue or remove one ("After a job queue has a
     fair-share scheduling policy, it can be replaced but can't be removed", CreateJobQueue), so
-    each mode has its own queue: changing fair_share replaces the queue under a new name."""
-    return f"{config.stack_name}-jobs" + ("-fairshare" if config.fair_share else "")
+    each mode has its own queue: changing fair_share replaces the queue under a new name. The
+    default pool's queue keeps the single-pool stacks' name; the others carry their pool's."""
+    base = f"{config.stack_name}-jobs"
+    if pool is not None and not pool.default:
+        base = f"{config.stack_name}-{pool.name}"
+    return base + ("-fairshare" if config.fair_share else "")
 
 
-def node_tags(config: ClusterConfig) -> dict[str, str]:
+def node_tags(config: ClusterConfig, pool: Pool | None = None) -> dict[str, str]:
     """Tags on every node (EC2 instance): the cluster's, a Name for the console, the user's."""
-    return {CLUSTER_TAG: config.stack_name, "Name": f"{config.stack_name} node", **config.tags}
+    name = f"{config.stack_name} node"
+    if pool is not None and not pool.default:
+        name = f"{config.stack_name} {pool.name} node"
+    return {CLUSTER_TAG: config.stack_name, "Name": name, **config.tags}
+
+
+def pool_construct_id(pool: Pool) -> str:
+    """The construct a non-default pool's resources live in (PoolGpu for gpu, PoolCpuSpot for
+    cpu-spot); the default pool's live in the stack itself, under the ids they always had."""
+    return "Pool" + "".join(part.capitalize() for part in pool.name.split("-"))
 
 
 def _only_on_replacement(resource: CfnResource) -> None:
@@ -211,88 +225,37 @@ class ClusterStack(Stack):
         grant_buckets(self.job_role, config.data_locations)
         attach_managed_policies(self.job_role, config.job_role_policies)
 
-        placement_group = self._placement_group(config)
-        launch_template = self._launch_template(
-            config, cluster_security_group, node_user_data(config, lustre)
-        )
-
-        compute_environment = batch.CfnComputeEnvironment(
-            self,
-            "ComputeEnvironment",
-            type="MANAGED",
-            state="ENABLED",
-            # No serviceRole: Batch uses its service-linked role (AWSServiceRoleForBatch).
-            compute_resources=batch.CfnComputeEnvironment.ComputeResourcesProperty(
-                # Multi-node parallel jobs run on On-Demand EC2 only (no Spot, no Fargate).
-                type="EC2",
-                allocation_strategy="BEST_FIT_PROGRESSIVE",
-                # Warm nodes: Batch keeps min_nodes instances running even without jobs.
-                minv_cpus=config.min_vcpus,
-                maxv_cpus=config.max_vcpus,
-                instance_types=[config.instance_type],
-                # The nodes' tags: a change is an infrastructure update, never a replacement
-                # (the compute environment's own Tags are create-only: infra/app.py).
-                tags=node_tags(config),
-                subnets=[subnet.subnet_id],
-                placement_group=placement_group,
-                instance_role=instance_profile.attr_arn,
-                ec2_configuration=[
-                    batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(
-                        image_type=it.image_type
-                    )
-                ],
-                # Infrastructure updates move the nodes to Batch's latest AMI for the type.
-                update_to_latest_image_version=True,
-                launch_template=batch.CfnComputeEnvironment.LaunchTemplateSpecificationProperty(
-                    launch_template_id=launch_template.ref,
-                    # Pinned: with $Latest, Batch would keep launching the old version.
-                    version=launch_template.attr_latest_version_number,
-                ),
-            ),
-            # Changes become infrastructure updates: nodes are replaced as their jobs finish
-            # (up to update_timeout_minutes), never by a new compute environment that kills
-            # every running job. Needs BEST_FIT_PROGRESSIVE and the service-linked role.
-            replace_compute_environment=False,
-            update_policy=batch.CfnComputeEnvironment.UpdatePolicyProperty(
-                job_execution_timeout_minutes=config.update_timeout_minutes,
-                terminate_jobs_on_update=False,
-            ),
-        )
-
         scheduling_policy = None
         if config.fair_share:
             scheduling_policy = batch.CfnSchedulingPolicy(
                 self,
                 "FairSharePolicy",
-                fairshare_policy=batch.CfnSchedulingPolicy.FairsharePolicyProperty(
-                    share_decay_seconds=3600, compute_reservation=0
-                ),
+                fairshare_policy=_fairshare_policy(config),
             )
             # Turning fair_share off leaves the old queue (retained, see below) using this policy,
             # and Batch refuses to delete a policy "that's used in any job queues"
             # (DeleteSchedulingPolicy): keep it unless the environment is disposable.
             scheduling_policy.cfn_options.deletion_policy = _deletion_policy(config)
             scheduling_policy.cfn_options.update_replace_policy = _deletion_policy(config)
-        queue_name = job_queue_name(config)
-        queue = batch.CfnJobQueue(
-            self,
-            "JobQueue",
-            job_queue_name=queue_name,
-            priority=1,
-            state="ENABLED",
-            compute_environment_order=[
-                batch.CfnJobQueue.ComputeEnvironmentOrderProperty(
-                    compute_environment=compute_environment.ref, order=1
-                )
-            ],
-            scheduling_policy_arn=scheduling_policy.ref if scheduling_policy else None,
-            job_state_time_limit_actions=_time_limit_actions(config) or None,
-        )
-        # A queue replaced by a fair_share change keeps running the jobs it holds: CloudFormation
-        # retains it instead of deleting it (DeleteJobQueue would terminate them). Deleting the
-        # stack still deletes it: a retained queue would keep the compute environment in use.
-        queue.cfn_options.update_replace_policy = CfnDeletionPolicy.RETAIN
-        _only_on_replacement(queue)
+
+        user_data = node_user_data(config, lustre)
+        self.pools = {
+            pool.name: ComputePool(
+                self if pool.default else Construct(self, pool_construct_id(pool)),
+                pool,
+                config.for_pool(pool),
+                subnet=subnet,
+                security_group=cluster_security_group,
+                user_data=user_data,
+                instance_profile=instance_profile,
+            )
+            for pool in config.pool_list
+        }
+        for compute_pool in self.pools.values():
+            fallback = compute_pool.pool.fallback
+            compute_pool.add_queue(self.pools[fallback] if fallback else None, scheduling_policy)
+        default = self.pools[config.default_pool]
+        queue, queue_name = default.queue, default.queue_name
 
         self.copy_jobs = CopyJobs(
             self,
@@ -337,71 +300,14 @@ class ClusterStack(Stack):
             OutputKey.JOB_SECRETS: config.secret_grants,
             OutputKey.FSX_FILE_SYSTEM_ID: lustre.file_system.ref if lustre else None,
             OutputKey.ALLOW_PRIVILEGED: config.allow_privileged,
+            OutputKey.DEFAULT_POOL: config.default_pool,
+            OutputKey.POOLS: self.to_json_string([p.describe() for p in self.pools.values()]),
+            OutputKey.SHARE_IDENTIFIERS: tuple(config.share_weights),
         }
         missing = sorted(set(OutputKey) - set(values))
         assert not missing, f"the stack gives no value for outputs {missing}"
         for key, value in values.items():
             CfnOutput(self, key.value, value=key.render(value), description=key.description)
-
-    def _placement_group(self, config: ClusterConfig) -> str | None:
-        """The cluster placement group's name, or None.
-
-        A Capacity Block already places its instances close together: EC2 says there is "no
-        need to use a cluster placement group with a Capacity Block" (capacity-blocks-using.html),
-        and a group of the stack's own would only constrain placement inside the block. An On-
-        Demand Capacity Reservation created in a cluster placement group serves only instances
-        launched into that group (EC2 user guide, cr-cpg.html): the configuration names it.
-        """
-        if config.placement_group == "none" or (
-            config.placement_group == "auto" and config.capacity_block_id
-        ):
-            return None
-        if config.placement_group != "auto":
-            return config.placement_group
-        return ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster").ref
-
-    def _launch_template(
-        self, config: ClusterConfig, security_group: ec2.ISecurityGroup, user_data: str
-    ) -> ec2.CfnLaunchTemplate:
-        LT = ec2.CfnLaunchTemplate
-        data = LT.LaunchTemplateDataProperty(
-            metadata_options=LT.MetadataOptionsProperty(
-                http_tokens="required",  # IMDSv2 only
-                http_endpoint="enabled",
-                # The host (the ECS agent runs in the host's network) needs IMDS; containers in
-                # bridge mode are a hop further and stay out, awsvpc ones are blocked by the
-                # agent (NODE_AGENT_SETTINGS). AWS's p6 Batch sample uses 1 too.
-                http_put_response_hop_limit=1,
-            ),
-            user_data=Fn.base64(user_data),
-            block_device_mappings=[
-                LT.BlockDeviceMappingProperty(
-                    device_name="/dev/xvda",
-                    ebs=LT.EbsProperty(
-                        volume_size=config.root_volume_gib,
-                        volume_type="gp3",
-                        encrypted=True,
-                        delete_on_termination=True,
-                    ),
-                )
-            ],
-            # A Capacity Block is launched into on its own market, by its reservation id (as in
-            # AWS's p5 sample, awsome-distributed-training 0.aws-batch-distributed-training-p5).
-            instance_market_options=LT.InstanceMarketOptionsProperty(market_type="capacity-block")
-            if config.capacity_block_id
-            else None,
-            capacity_reservation_specification=_capacity_reservation(config),
-            # Without EFA, a plain security group on the primary interface does the same job.
-            network_interfaces=efa_network_interfaces(
-                config.efa_interfaces, security_group.security_group_id
-            )
-            if config.efa_interfaces
-            else None,
-            security_group_ids=None
-            if config.efa_interfaces
-            else [security_group.security_group_id],
-        )
-        return LT(self, "LaunchTemplate", launch_template_data=data)
 
     def _instance_profile(self) -> iam.CfnInstanceProfile:
         role = iam.Role(
@@ -472,3 +378,203 @@ class ClusterStack(Stack):
             )
         )
         return role
+
+
+def _fairshare_policy(config: ClusterConfig) -> batch.CfnSchedulingPolicy.FairsharePolicyProperty:
+    """The weights, decay and reservation of the settings (Batch API, FairsharePolicy): a
+    change updates the policy in place (its Name and Tags alone are create-only)."""
+    SP = batch.CfnSchedulingPolicy
+    return SP.FairsharePolicyProperty(
+        share_decay_seconds=config.share_decay_seconds,
+        compute_reservation=config.compute_reservation,
+        share_distribution=[
+            SP.ShareAttributesProperty(share_identifier=team, weight_factor=weight)
+            for team, weight in sorted(config.share_weights.items())
+        ]
+        or None,
+    )
+
+
+class ComputePool:
+    """One pool: its launch template, placement group (EFA pools), compute environment and
+    queue, in ``scope`` (the stack itself for the default pool, so its logical ids stay those
+    of the single-pool stacks)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        pool: Pool,
+        config: ClusterConfig,
+        *,
+        subnet: ec2.ISubnet,
+        security_group: ec2.ISecurityGroup,
+        user_data: str,
+        instance_profile: iam.CfnInstanceProfile,
+    ) -> None:
+        self.scope, self.pool, self.config = scope, pool, config
+        it = pool.instance
+        placement_group = self._placement_group(config)
+        self.launch_template = self._launch_template(config, security_group, user_data)
+        self.compute_environment = batch.CfnComputeEnvironment(
+            scope,
+            "ComputeEnvironment",
+            type="MANAGED",
+            state="ENABLED",
+            # No serviceRole: Batch uses its service-linked role (AWSServiceRoleForBatch).
+            compute_resources=batch.CfnComputeEnvironment.ComputeResourcesProperty(
+                # Multi-node parallel jobs run on On-Demand EC2 only (no Spot, no Fargate); a
+                # Spot pool takes single-node jobs only (config.py refuses the rest). Spot's
+                # price-capacity-optimized strategy keeps infrastructure updates (BEST_FIT
+                # alone does not) and needs no Spot Fleet role (Batch API, ComputeResource).
+                type="SPOT" if pool.spot else "EC2",
+                allocation_strategy="SPOT_PRICE_CAPACITY_OPTIMIZED"
+                if pool.spot
+                else "BEST_FIT_PROGRESSIVE",
+                # Warm nodes: Batch keeps min_nodes instances running even without jobs.
+                minv_cpus=config.min_vcpus,
+                maxv_cpus=config.max_vcpus,
+                instance_types=[config.instance_type],
+                # The nodes' tags: a change is an infrastructure update, never a replacement
+                # (the compute environment's own Tags are create-only: infra/app.py).
+                tags=node_tags(config, pool),
+                subnets=[subnet.subnet_id],
+                placement_group=placement_group,
+                instance_role=instance_profile.attr_arn,
+                ec2_configuration=[
+                    batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(
+                        image_type=it.image_type
+                    )
+                ],
+                # Infrastructure updates move the nodes to Batch's latest AMI for the type.
+                update_to_latest_image_version=True,
+                launch_template=batch.CfnComputeEnvironment.LaunchTemplateSpecificationProperty(
+                    launch_template_id=self.launch_template.ref,
+                    # Pinned: with $Latest, Batch would keep launching the old version.
+                    version=self.launch_template.attr_latest_version_number,
+                ),
+            ),
+            # Changes become infrastructure updates: nodes are replaced as their jobs finish
+            # (up to update_timeout_minutes), never by a new compute environment that kills
+            # every running job. Needs BEST_FIT_PROGRESSIVE and the service-linked role.
+            replace_compute_environment=False,
+            update_policy=batch.CfnComputeEnvironment.UpdatePolicyProperty(
+                job_execution_timeout_minutes=config.update_timeout_minutes,
+                terminate_jobs_on_update=False,
+            ),
+        )
+
+    def add_queue(
+        self, fallback: ComputePool | None, scheduling_policy: batch.CfnSchedulingPolicy | None
+    ) -> None:
+        """The pool's queue: its compute environment, then its fallback's.
+
+        "Compute environments are tried in ascending order": when the first "can't provide a
+        suitable compute resource, the scheduler attempts to run the job on the next compute
+        environment" (Batch API, ComputeEnvironmentOrder.order; Batch user guide,
+        compute_environments.html). A multi-node job is placed whole in one compute
+        environment (each needs maxvCpus for the whole job, and "All node groups in a
+        multi-node parallel job must use the same instance type", ContainerProperties), so a
+        Capacity Block pool's jobs run in the block when it has room and on the fallback's
+        On-Demand nodes when it has not (or before it starts, or after it ends).
+        """
+        config = self.config
+        order = [self.compute_environment] + ([fallback.compute_environment] if fallback else [])
+        self.queue_name = job_queue_name(config, self.pool)
+        self.queue = batch.CfnJobQueue(
+            self.scope,
+            "JobQueue",
+            job_queue_name=self.queue_name,
+            priority=1,
+            state="ENABLED",
+            compute_environment_order=[
+                batch.CfnJobQueue.ComputeEnvironmentOrderProperty(
+                    compute_environment=ce.ref, order=index
+                )
+                for index, ce in enumerate(order, start=1)
+            ],
+            scheduling_policy_arn=scheduling_policy.ref if scheduling_policy else None,
+            job_state_time_limit_actions=_time_limit_actions(config) or None,
+        )
+        # A queue replaced by a fair_share change keeps running the jobs it holds: CloudFormation
+        # retains it instead of deleting it (DeleteJobQueue would terminate them). Deleting the
+        # stack still deletes it: a retained queue would keep the compute environment in use.
+        self.queue.cfn_options.update_replace_policy = CfnDeletionPolicy.RETAIN
+        _only_on_replacement(self.queue)
+
+    def describe(self) -> dict[str, Any]:
+        """The pool as the Pools output gives it to the launcher (launcher.outputs)."""
+        it = self.pool.instance
+        return {
+            "name": self.pool.name,
+            "queue_name": self.queue_name,
+            "queue_arn": self.queue.ref,
+            "instance_type": it.name,
+            "max_nodes": self.config.max_nodes,
+            "gpus_per_node": it.gpus,
+            "vcpus_per_node": it.vcpus,
+            "memory_mib_per_node": it.usable_memory_mib,
+            "efa_interfaces": self.pool.efa_interfaces,
+            "spot": self.pool.spot,
+            "fallback": self.pool.fallback,
+        }
+
+    def _placement_group(self, config: ClusterConfig) -> str | None:
+        """The cluster placement group's name, or None.
+
+        A Capacity Block already places its instances close together: EC2 says there is "no
+        need to use a cluster placement group with a Capacity Block" (capacity-blocks-using.html),
+        and a group of the stack's own would only constrain placement inside the block. An On-
+        Demand Capacity Reservation created in a cluster placement group serves only instances
+        launched into that group (EC2 user guide, cr-cpg.html): the configuration names it.
+        """
+        if config.placement_group == "none" or (
+            config.placement_group == "auto"
+            and (config.capacity_block_id or not self.pool.efa or self.pool.spot)
+        ):
+            return None
+        if config.placement_group != "auto":
+            return config.placement_group
+        return ec2.CfnPlacementGroup(self.scope, "PlacementGroup", strategy="cluster").ref
+
+    def _launch_template(
+        self, config: ClusterConfig, security_group: ec2.ISecurityGroup, user_data: str
+    ) -> ec2.CfnLaunchTemplate:
+        LT = ec2.CfnLaunchTemplate
+        data = LT.LaunchTemplateDataProperty(
+            metadata_options=LT.MetadataOptionsProperty(
+                http_tokens="required",  # IMDSv2 only
+                http_endpoint="enabled",
+                # The host (the ECS agent runs in the host's network) needs IMDS; containers in
+                # bridge mode are a hop further and stay out, awsvpc ones are blocked by the
+                # agent (NODE_AGENT_SETTINGS). AWS's p6 Batch sample uses 1 too.
+                http_put_response_hop_limit=1,
+            ),
+            user_data=Fn.base64(user_data),
+            block_device_mappings=[
+                LT.BlockDeviceMappingProperty(
+                    device_name="/dev/xvda",
+                    ebs=LT.EbsProperty(
+                        volume_size=config.root_volume_gib,
+                        volume_type="gp3",
+                        encrypted=True,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+            # A Capacity Block is launched into on its own market, by its reservation id (as in
+            # AWS's p5 sample, awsome-distributed-training 0.aws-batch-distributed-training-p5).
+            instance_market_options=LT.InstanceMarketOptionsProperty(market_type="capacity-block")
+            if config.capacity_block_id
+            else None,
+            capacity_reservation_specification=_capacity_reservation(config),
+            # Without EFA, a plain security group on the primary interface does the same job.
+            network_interfaces=efa_network_interfaces(
+                config.efa_interfaces, security_group.security_group_id
+            )
+            if config.efa_interfaces
+            else None,
+            security_group_ids=None
+            if config.efa_interfaces
+            else [security_group.security_group_id],
+        )
+        return LT(self.scope, "LaunchTemplate", launch_template_data=data)

@@ -99,6 +99,90 @@ class ConfigError(ValueError):
     """A configuration value is wrong; the message is one line naming the key."""
 
 
+# A pool's name is part of its queue's name ("up to 128 letters (uppercase and lowercase),
+# numbers, hyphens, and underscores", CreateJobQueue.jobQueueName) and of its constructs' ids.
+_POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
+# The settings a pool has and the top-level keys describe for the default pool, same names.
+POOL_SETTINGS = (
+    "instance_type",
+    "max_nodes",
+    "min_nodes",
+    "efa",
+    "capacity_reservation_id",
+    "capacity_block_id",
+    "capacity_reservation_group_arn",
+    "capacity_reservation_fallback",
+    "placement_group",
+    "root_volume_gib",
+)
+# "You can associate up to three compute environments with a job queue" (Batch API,
+# CreateJobQueue.computeEnvironmentOrder): a pool's own and its fallback's stay well inside.
+# Fair share: share identifiers "limited to 255 alphanumeric characters, and can be followed by
+# an asterisk (*)" (Batch API, ShareAttributes.shareIdentifier).
+_SHARE_IDENTIFIER = re.compile(r"^[A-Za-z0-9]{1,255}\*?$")
+MAX_SHARE_IDENTIFIERS = 500  # "no more than 500 share identifiers active in a job queue"
+_WEIGHT_FACTOR = (0.0001, 999.9999)  # ShareAttributes.weightFactor: smallest and largest
+_SHARE_DECAY_SECONDS = (0, 604800)  # FairsharePolicy.shareDecaySeconds (0: the 600 s minimum)
+_COMPUTE_RESERVATION = (0, 99)  # FairsharePolicy.computeReservation
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """One compute pool of ``pools``: its own launch template, compute environment and queue.
+
+    The keys mean what the top-level keys of the same names mean for the default pool; ``efa``
+    unset is on where the type has EFA and the pool is not Spot. ``spot`` pools run single-node
+    work only: "Multi-node parallel jobs aren't supported on Spot Instances" (Batch API,
+    ComputeResource.type; Batch user guide, mnp-ce.html). ``fallback`` names a pool of the same
+    instance type whose compute environment follows this pool's in its queue.
+    """
+
+    instance_type: str = ""
+    max_nodes: int = 4
+    min_nodes: int = 0
+    efa: bool | None = None
+    capacity_reservation_id: str | None = None
+    capacity_block_id: str | None = None
+    capacity_reservation_group_arn: str | None = None
+    capacity_reservation_fallback: bool = False
+    placement_group: str = "auto"
+    root_volume_gib: int = 200
+    spot: bool = False
+    fallback: str | None = None
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A pool as the stack builds it: its name, settings (EFA resolved) and whether it is the
+    default pool, whose resources keep the logical ids of the single-pool stacks."""
+
+    name: str
+    settings: PoolConfig
+    default: bool
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        found = catalog.lookup(self.settings.instance_type)
+        assert found is not None  # checked in validate()
+        return found
+
+    @property
+    def efa(self) -> bool:
+        return bool(self.settings.efa)
+
+    @property
+    def efa_interfaces(self) -> int:
+        return self.instance.efa_interfaces if self.efa else 0
+
+    @property
+    def spot(self) -> bool:
+        return self.settings.spot
+
+    @property
+    def fallback(self) -> str | None:
+        return self.settings.fallback
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     env_name: str
@@ -181,6 +265,19 @@ class ClusterConfig:
     fsx_lustre: FsxLustre | None = None
     # Privileged containers (--privileged): off, and the nodes' ECS agent refuses them.
     allow_privileged: bool = False
+    # The pool the top-level keys (instance_type, max_nodes, efa, capacity_*, ...) describe,
+    # where jobs go when none is named; its resources keep the single-pool stacks' ids.
+    default_pool: str = "default"
+    # A pool of `pools` whose compute environment follows the default pool's in its queue.
+    fallback: str | None = None
+    # More pools: name -> PoolConfig, each its own launch template, compute environment, queue.
+    pools: Mapping[str, PoolConfig] = field(default_factory=dict)
+    # Fair share (with fair_share=true): share identifier (or PREFIX*) -> weight factor (lower
+    # gets more), the decay window of past usage, the vCPUs kept for idle identifiers (Batch
+    # API, FairsharePolicy).
+    share_weights: Mapping[str, float] = field(default_factory=dict)
+    share_decay_seconds: int = 3600
+    compute_reservation: int = 0
 
     @property
     def instance(self) -> catalog.InstanceType:
@@ -227,6 +324,33 @@ class ClusterConfig:
         return secrets.parse_grants(self.job_secrets)
 
     @property
+    def pool_list(self) -> tuple[Pool, ...]:
+        """Every pool, the default one first."""
+        top = PoolConfig(
+            **{k: getattr(self, k) for k in POOL_SETTINGS},
+            fallback=self.fallback,
+        )
+        found = [Pool(self.default_pool, top, True)]
+        for name, settings in sorted(self.pools.items()):
+            if settings.efa is None:
+                it = catalog.lookup(settings.instance_type)
+                efa = bool(it and it.efa_capable) and not settings.spot
+                settings = dataclasses.replace(settings, efa=efa)
+            found.append(Pool(name, settings, False))
+        return tuple(found)
+
+    def pool(self, name: str) -> Pool:
+        (found,) = [p for p in self.pool_list if p.name == name]
+        return found
+
+    def for_pool(self, pool: Pool) -> ClusterConfig:
+        """This configuration with the pool's settings in the top-level keys: what the
+        single-pool code (launch template, capacity, placement group) reads."""
+        values = {k: getattr(pool.settings, k) for k in POOL_SETTINGS}
+        values["efa"] = pool.efa
+        return dataclasses.replace(self, **values, fallback=pool.fallback, pools={})
+
+    @property
     def min_vcpus(self) -> int:
         return self.min_nodes * self.instance.vcpus
 
@@ -243,25 +367,7 @@ class ClusterConfig:
                 f"availability_zone: {self.availability_zone!r} is not in region {self.region!r}"
             )
         _check(_STACK_NAME, "stack_name", self.stack_name, "letters, digits and hyphens")
-        it = catalog.lookup(self.instance_type)
-        if self.instance_type in catalog.UNSUPPORTED:
-            raise ConfigError(
-                f"instance_type: {self.instance_type} is not supported: "
-                f"{catalog.UNSUPPORTED[self.instance_type]}; supported: {catalog.known_names()}"
-            )
-        if it is None:
-            raise ConfigError(
-                f"instance_type: unknown type {self.instance_type!r}; "
-                f"allowed: {catalog.known_names()}"
-            )
-        if self.efa and not it.efa_capable:
-            capable = ", ".join(n for n, t in sorted(catalog.CATALOG.items()) if t.efa_capable)
-            raise ConfigError(
-                f"instance_type: {self.instance_type} has no EFA; set efa=false or use one of: "
-                f"{capable}"
-            )
-        if self.max_nodes < 1:
-            raise ConfigError(f"max_nodes: {self.max_nodes} is below one instance; allowed: >= 1")
+        self._validate_pools()
         imported = (self.vpc_id, self.subnet_id, self.default_security_group_id)
         if any(v is not None for v in imported) and not all(v is not None for v in imported):
             raise ConfigError(
@@ -277,11 +383,6 @@ class ClusterConfig:
                 self.default_security_group_id,
                 "sg- followed by 8 or 17 hex digits (the VPC's group named 'default')",
             )
-        if not 0 <= self.min_nodes <= self.max_nodes:
-            raise ConfigError(
-                f"min_nodes: {self.min_nodes}; allowed: 0-{self.max_nodes} (0 to max_nodes)"
-            )
-        self._validate_capacity(it)
         for key in ("capacity_wait_minutes", "misconfigured_wait_minutes"):
             minutes = getattr(self, key)
             low, high = _TIME_LIMIT_MINUTES
@@ -297,8 +398,6 @@ class ClusterConfig:
                 arn,
                 "ECR repository ARNs (arn:aws:ecr:REGION:ACCOUNT:repository/NAME), comma-separated",
             )
-        if not 30 <= self.root_volume_gib <= 16384:
-            raise ConfigError(f"root_volume_gib: {self.root_volume_gib}; allowed: 30-16384")
         if self.removal_policy not in _REMOVAL_POLICIES:
             raise ConfigError(
                 f"removal_policy: {self.removal_policy!r}; allowed: {', '.join(_REMOVAL_POLICIES)}"
@@ -398,7 +497,164 @@ class ClusterConfig:
     def _place(self) -> secrets.Place:
         return secrets.Place("aws", self.region, self.account)
 
-    def _validate_capacity(self, it: catalog.InstanceType) -> None:
+    def _validate_pools(self) -> None:
+        names = [p.name for p in self.pool_list]
+        for name in names:
+            _check(
+                _POOL_NAME,
+                "default_pool" if name == self.default_pool else "pools",
+                name,
+                "pool names of 1-24 lower-case letters, digits and hyphens, starting with a letter",
+            )
+        if self.default_pool in self.pools:
+            raise ConfigError(
+                f"pools.{self.default_pool}: the top-level keys (instance_type, max_nodes, ...) "
+                "describe the default pool; name the other pools differently"
+            )
+        for pool in self.pool_list:
+            at = "" if pool.default else f"pools.{pool.name}."
+            self.for_pool(pool)._validate_pool(pool, at)
+        by_name = {p.name: p for p in self.pool_list}
+        for pool in self.pool_list:
+            at = "" if pool.default else f"pools.{pool.name}."
+            if pool.fallback is None:
+                continue
+            other = by_name.get(pool.fallback)
+            if other is None or other is pool:
+                raise ConfigError(
+                    f"{at}fallback: {pool.fallback!r} is not another pool; allowed: "
+                    + ", ".join(n for n in names if n != pool.name)
+                )
+            if other.settings.instance_type != pool.settings.instance_type:
+                raise ConfigError(
+                    f"{at}fallback: pool {other.name} has {other.settings.instance_type}, not "
+                    f"{pool.settings.instance_type}; a queue's multi-node jobs are sized for one "
+                    "instance type (Batch: all node groups use the same instance type)"
+                )
+            if other.spot and not pool.spot:
+                raise ConfigError(
+                    f"{at}fallback: pool {other.name} is Spot, and multi-node parallel jobs "
+                    "aren't supported on Spot Instances (Batch API, ComputeResource.type)"
+                )
+            if other.efa != pool.efa:
+                raise ConfigError(
+                    f"{at}fallback: pool {other.name} has EFA {'on' if other.efa else 'off'}, "
+                    f"this pool {'on' if pool.efa else 'off'}; a job's devices must exist on "
+                    "both"
+                )
+            if other.fallback is not None:
+                raise ConfigError(
+                    f"{at}fallback: pool {other.name} has a fallback of its own; one step only "
+                    "(a queue takes at most three compute environments, CreateJobQueue)"
+                )
+        self._validate_fair_share()
+
+    def _validate_pool(self, pool: Pool, at: str) -> None:
+        """The pool's own settings, on this configuration as its view (for_pool)."""
+        it = catalog.lookup(self.instance_type)
+        if self.instance_type in catalog.UNSUPPORTED:
+            raise ConfigError(
+                f"{at}instance_type: {self.instance_type} is not supported: "
+                f"{catalog.UNSUPPORTED[self.instance_type]}; supported: {catalog.known_names()}"
+            )
+        if it is None:
+            raise ConfigError(
+                f"{at}instance_type: unknown type {self.instance_type!r}; "
+                f"allowed: {catalog.known_names()}"
+            )
+        if self.efa and not it.efa_capable:
+            capable = ", ".join(n for n, t in sorted(catalog.CATALOG.items()) if t.efa_capable)
+            raise ConfigError(
+                f"{at}instance_type: {self.instance_type} has no EFA; set {at}efa=false or use "
+                f"one of: {capable}"
+            )
+        if self.max_nodes < 1:
+            raise ConfigError(
+                f"{at}max_nodes: {self.max_nodes} is below one instance; allowed: >= 1"
+            )
+        if not 0 <= self.min_nodes <= self.max_nodes:
+            raise ConfigError(
+                f"{at}min_nodes: {self.min_nodes}; allowed: 0-{self.max_nodes} (0 to max_nodes)"
+            )
+        if not 30 <= self.root_volume_gib <= 16384:
+            raise ConfigError(f"{at}root_volume_gib: {self.root_volume_gib}; allowed: 30-16384")
+        self._validate_capacity(it, at)
+        if pool.spot:
+            why = (
+                "a Spot pool runs single-node jobs only: multi-node parallel jobs aren't "
+                "supported on Spot Instances (Batch API, ComputeResource.type; Batch user guide, "
+                "mnp-ce.html)"
+            )
+            if self.efa:
+                raise ConfigError(f"{at}efa: true with spot; {why}, and EFA serves those")
+            reserved = [
+                k
+                for k in (
+                    "capacity_reservation_id",
+                    "capacity_block_id",
+                    "capacity_reservation_group_arn",
+                )
+                if getattr(self, k) is not None
+            ]
+            if reserved:
+                raise ConfigError(
+                    f"{at}{reserved[0]}: with spot; Spot Instances do not launch into "
+                    "Capacity Reservations or Capacity Blocks"
+                )
+            if self.placement_group not in ("auto", "none"):
+                raise ConfigError(
+                    f"{at}placement_group: {self.placement_group!r} with spot; {why}, and a "
+                    "cluster placement group serves those: use auto or none"
+                )
+
+    def _validate_fair_share(self) -> None:
+        low, high = _SHARE_DECAY_SECONDS
+        if not low <= self.share_decay_seconds <= high:
+            raise ConfigError(
+                f"share_decay_seconds: {self.share_decay_seconds}; allowed: {low}-{high} (AWS "
+                "Batch FairsharePolicy.shareDecaySeconds; 0 is the 600 s minimum)"
+            )
+        low, high = _COMPUTE_RESERVATION
+        if not low <= self.compute_reservation <= high:
+            raise ConfigError(
+                f"compute_reservation: {self.compute_reservation}; allowed: {low}-{high} (AWS "
+                "Batch FairsharePolicy.computeReservation, a percentage)"
+            )
+        if len(self.share_weights) > MAX_SHARE_IDENTIFIERS:
+            raise ConfigError(
+                f"share_weights: {len(self.share_weights)} share identifiers; a queue has at "
+                f"most {MAX_SHARE_IDENTIFIERS} (CreateJobQueue.schedulingPolicyArn)"
+            )
+        for team, weight in self.share_weights.items():
+            _check(
+                _SHARE_IDENTIFIER,
+                "share_weights",
+                team,
+                "share identifiers of 1-255 letters and digits, optionally ending in * (a "
+                "prefix), as keys",
+            )
+            low_w, high_w = _WEIGHT_FACTOR
+            if not low_w <= weight <= high_w:
+                raise ConfigError(
+                    f"share_weights: {team}={weight}; allowed weights: {low_w}-{high_w} (AWS "
+                    "Batch ShareAttributes.weightFactor; lower gets more)"
+                )
+        prefixes = [t[:-1] for t in self.share_weights if t.endswith("*")]
+        for prefix in prefixes:
+            for team in self.share_weights:
+                if team != prefix + "*" and team.startswith(prefix):
+                    raise ConfigError(
+                        f"share_weights: {team} overlaps {prefix}*; the identifiers of a "
+                        "fair-share policy can't overlap (ShareAttributes.shareIdentifier)"
+                    )
+        defaults = {"share_weights": {}, "share_decay_seconds": 3600, "compute_reservation": 0}
+        changed = [k for k, v in defaults.items() if getattr(self, k) != v]
+        if changed and not self.fair_share:
+            raise ConfigError(
+                f"{changed[0]}: a fair-share setting; set fair_share=true (or leave it out)"
+            )
+
+    def _validate_capacity(self, it: catalog.InstanceType, at: str) -> None:
         targets = {
             "capacity_reservation_id": self.capacity_reservation_id,
             "capacity_block_id": self.capacity_block_id,
@@ -407,7 +663,7 @@ class ClusterConfig:
         given = [k for k, v in targets.items() if v is not None]
         if len(given) > 1:
             raise ConfigError(
-                f"{'/'.join(given)}: give at most one; a launch targets one Capacity "
+                f"{at}{'/'.join(given)}: give at most one; a launch targets one Capacity "
                 "Reservation, one Capacity Block or one Capacity Reservation group"
             )
         for key, what in (
@@ -416,7 +672,10 @@ class ClusterConfig:
         ):
             if targets[key] is not None:
                 _check(
-                    _RESERVATION, key, targets[key], f"cr- followed by 8 or 17 hex digits ({what})"
+                    _RESERVATION,
+                    at + key,
+                    targets[key],
+                    f"cr- followed by 8 or 17 hex digits ({what})",
                 )
         if self.capacity_block_id is not None:
             if not it.capacity_blocks:
@@ -424,37 +683,38 @@ class ClusterConfig:
                     n for n, t in sorted(catalog.CATALOG.items()) if t.capacity_blocks
                 )
                 raise ConfigError(
-                    f"capacity_block_id: EC2 offers no Capacity Blocks for {self.instance_type}; "
-                    f"instance_type must be one of: {offered}"
+                    f"{at}capacity_block_id: EC2 offers no Capacity Blocks for "
+                    f"{self.instance_type}; "
+                    f"{at}instance_type must be one of: {offered}"
                 )
             if self.max_nodes > CAPACITY_BLOCK_MAX_INSTANCES:
                 raise ConfigError(
-                    f"max_nodes: {self.max_nodes} is more than a Capacity Block holds; allowed "
+                    f"{at}max_nodes: {self.max_nodes} is more than a Capacity Block holds; allowed "
                     f"with capacity_block_id: 1-{CAPACITY_BLOCK_MAX_INSTANCES}"
                 )
         if self.capacity_reservation_fallback and self.capacity_reservation_group_arn is None:
             raise ConfigError(
-                "capacity_reservation_fallback: only a Capacity Reservation group falls back to "
-                "On-Demand; a targeted reservation's launch fails when it is full (EC2 user "
-                "guide); set capacity_reservation_group_arn, or leave it false"
+                f"{at}capacity_reservation_fallback: only a Capacity Reservation group falls "
+                "back to On-Demand; a targeted reservation's launch fails when it is full (EC2 "
+                "user guide); set capacity_reservation_group_arn, or leave it false"
             )
         if self.placement_group not in ("auto", "none"):
             _check(
                 _PLACEMENT_GROUP,
-                "placement_group",
+                at + "placement_group",
                 self.placement_group,
                 "auto, none, or an existing cluster placement group's name (1-255 characters)",
             )
             if self.capacity_block_id is not None:
                 raise ConfigError(
-                    f"placement_group: {self.placement_group!r} with capacity_block_id; a "
+                    f"{at}placement_group: {self.placement_group!r} with capacity_block_id; a "
                     "Capacity Block places its instances itself: use auto or none"
                 )
         arn = self.capacity_reservation_group_arn
         if arn is not None:
             _check(
                 _GROUP_ARN,
-                "capacity_reservation_group_arn",
+                at + "capacity_reservation_group_arn",
                 arn,
                 "arn:aws[-PARTITION]:resource-groups:REGION:ACCOUNT:group/NAME",
             )
@@ -462,8 +722,8 @@ class ClusterConfig:
             assert found is not None
             if (found["region"], found["account"]) != (self.region, self.account):
                 raise ConfigError(
-                    f"capacity_reservation_group_arn: {arn!r} is in {found['region']} of account "
-                    f"{found['account']}; the group must be in the cluster's region "
+                    f"{at}capacity_reservation_group_arn: {arn!r} is in {found['region']} of "
+                    f"account {found['account']}; the group must be in the cluster's region "
                     f"{self.region} and account {self.account}"
                 )
 
@@ -531,26 +791,33 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _coerce_object(key, value, hint)
     if origin in (Mapping, dict):
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise ConfigError(f"{key}: {value!r} is not a JSON object") from None
+        value = _from_json(key, value)
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected an object of strings, got {value!r}")
+        item = args[1] if len(args) == 2 else str
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
+            return {str(k): _coerce_object(f"{key}.{k}", v, item) for k, v in value.items()}
+        if item is float:
+            return {str(k): _number(f"{key}.{k}", v) for k, v in value.items()}
         return {str(k): str(v) for k, v in value.items()}
     if isinstance(value, (dict, list)):
         raise ConfigError(f"{key}: expected a string, got {value!r}")
     return str(value)
 
 
+def _from_json(key: str, value: Any) -> Any:
+    """``-c key=value`` gives an object as its JSON text; cdk.json gives the object itself."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise ConfigError(f"{key}: {value!r} is not a JSON object") from None
+
+
 def _coerce_object(key: str, value: Any, kind: type) -> Any:
     """A nested setting (a JSON object, or its text on ``-c``), each key by its annotation."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ConfigError(f"{key}: {value!r} is not a JSON object") from None
+    value = _from_json(key, value)
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key}: expected a JSON object, got {value!r}")
     hints = typing.get_type_hints(kind)
@@ -558,7 +825,19 @@ def _coerce_object(key: str, value: Any, kind: type) -> Any:
     unknown = sorted(set(value) - set(allowed))
     if unknown:
         raise ConfigError(f"{key}.{unknown[0]}: unknown key; allowed: {', '.join(allowed)}")
+    missing = [f.name for f in fields(kind) if f.name == "instance_type" and f.name not in value]
+    if missing:
+        raise ConfigError(f"{key}.{missing[0]}: missing")
     return kind(**{k: _coerce(f"{key}.{k}", v, hints[k]) for k, v in value.items()})
+
+
+def _number(key: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: {value!r} is not a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: {value!r} is not a number") from None
 
 
 _FIELDS = {f.name for f in fields(ClusterConfig)} - {"env_name"}

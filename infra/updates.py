@@ -32,6 +32,9 @@ class Update:
     replaces: tuple[str, ...] = ()
     # Settings that, deployed over the default environment, show the effect (tests/test_day2.py).
     example: Mapping[str, object] = field(default_factory=dict)
+    # Settings the cluster had before the example, when the default environment's are not a
+    # start the setting can be changed from (fair-share weights need fair_share on).
+    baseline: Mapping[str, object] = field(default_factory=dict)
 
 
 _CR = "cr-0123456789abcdef0"
@@ -43,6 +46,8 @@ _IMPORTED = {
     "default_security_group_id": "sg-0123456789abcdef0",
 }
 _MOVES_THE_SUBNET = "moves the cluster subnet, which the other stacks import"
+_CPU_POOL = {"cpu": {"instance_type": "c7i.4xlarge", "max_nodes": 8, "spot": True}}
+_ON_DEMAND_POOL = {"ondemand": {"instance_type": "p4d.24xlarge", "max_nodes": 2}}
 
 UPDATES: dict[str, Update] = {
     "account": Update(Effect.NEW_CLUSTER, "another account is another cluster"),
@@ -170,6 +175,44 @@ UPDATES: dict[str, Update] = {
         Effect.NODES_ROLL,
         "the nodes' ECS agent setting ECS_DISABLE_PRIVILEGED",
         example={"allow_privileged": True},
+    ),
+    # Pools: the default pool's resources keep the single-pool stacks' logical ids, so adding
+    # pools to a deployed cluster adds resources and replaces none (tests/test_pools.py).
+    "pools": Update(
+        Effect.IN_PLACE,
+        "a new pool adds its own launch template, compute environment and queue; a pool's keys "
+        "do to it what the same top-level keys do to the default pool; a removed pool's queue "
+        "and compute environment are deleted (drain them first)",
+        example={"pools": _CPU_POOL},
+    ),
+    "default_pool": Update(
+        Effect.IN_PLACE,
+        "the default pool's name in the outputs; its resources and queue name stay",
+        example={"default_pool": "train"},
+    ),
+    "fallback": Update(
+        Effect.IN_PLACE,
+        "the fallback pool's compute environment joins (or leaves) the default pool's queue",
+        example={"pools": _ON_DEMAND_POOL, "fallback": "ondemand"},
+        baseline={"pools": _ON_DEMAND_POOL},
+    ),
+    "share_weights": Update(
+        Effect.IN_PLACE,
+        "the fair-share policy's share distribution (needs fair_share)",
+        example={"fair_share": True, "share_weights": {"vision": 1.0, "nlp*": 0.5}},
+        baseline={"fair_share": True},
+    ),
+    "share_decay_seconds": Update(
+        Effect.IN_PLACE,
+        "the fair-share policy (needs fair_share)",
+        example={"fair_share": True, "share_decay_seconds": 86400},
+        baseline={"fair_share": True},
+    ),
+    "compute_reservation": Update(
+        Effect.IN_PLACE,
+        "the fair-share policy (needs fair_share)",
+        example={"fair_share": True, "compute_reservation": 25},
+        baseline={"fair_share": True},
     ),
 }
 

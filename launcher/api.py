@@ -30,6 +30,7 @@ from launcher.job import JobInfo, LogLine
 from launcher.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
 from launcher.outputs import DEFAULT_STACK_NAME, STACK_ENV
 from launcher.progress import ProgressFn, say
+from launcher.shapes import Dependency, parse_after
 from launcher.target import AwsTarget, LocalTarget, Target
 
 if TYPE_CHECKING:
@@ -116,9 +117,15 @@ def make_spec(command: Sequence[str], **options: Any) -> JobSpec:
     ``shm_mib``, ``timeout_seconds``, ``attempts``, ``share_id``, ``priority``, ``tags``,
     ``torchrun``, ``rendezvous_port``, ``groups``, ``secrets`` (``{"ENV": "team/token"}``),
     ``ulimits`` (``{"nproc": "4096:8192"}``), ``tmpfs`` (``{"/scratch": "8g"}``),
-    ``privileged`` and ``name`` (default: from the command)."""
+    ``privileged``, ``array`` (N one-node children), ``after`` (jobs to wait for: ``Job``s,
+    ids, ``"ID:each"`` or ``job.each()`` for array to array) and ``name`` (default: from the
+    command)."""
     command = tuple(command)
     options.setdefault("name", jobspec.default_name(command))
+    if "array" in options:
+        options["array_size"] = options.pop("array")
+    if "after" in options:
+        options["after"] = tuple(_dependency(d) for d in options["after"] or ())
     for key in ("env", "tags"):
         if isinstance(options.get(key), dict):
             options[key] = tuple(options[key].items())
@@ -135,12 +142,37 @@ def make_spec(command: Sequence[str], **options: Any) -> JobSpec:
     return JobSpec(command=command, **options)
 
 
+def _dependency(item: object) -> Dependency:
+    if isinstance(item, Dependency):
+        return item
+    if isinstance(item, Job):
+        return Dependency(item.job_id)
+    if isinstance(item, str):
+        return parse_after(item)
+    raise UsageError(f"after: {item!r}: expected a Job, a job id or job.each()")
+
+
 @dataclass
 class Job:
     """A job on one backend; every method is one round of calls to it."""
 
     job_id: str
     backend: Backend
+
+    def each(self) -> Dependency:
+        """This array as a dependency child by child (``N_TO_N``): ``after=[job.each()]``."""
+        return Dependency(self.job_id, each=True)
+
+    def child(self, index: int) -> Job:
+        """Child ``index`` of this array (``ID:INDEX``, as Batch names it)."""
+        info = self.status()
+        if info.array_size is None or info.array_index is not None:
+            raise UsageError(f"--index {index}: job {self.job_id} is not an array job")
+        if not 0 <= index < info.array_size:
+            raise UsageError(
+                f"--index {index}: job {self.job_id} has children 0-{info.array_size - 1}"
+            )
+        return Job(f"{info.job_id}:{index}", self.backend)
 
     @classmethod
     def attach(
@@ -178,6 +210,22 @@ class Job:
         return self.backend.log_iter(
             self.job_id, node=node, since=since, follow=follow, attempt=attempt
         )
+
+    def waiting_for(self, info: JobInfo) -> str | None:
+        """What a waiting job waits for: each dependency not yet succeeded, with its state
+        (one describe each); None for a job that waits for nothing."""
+        if info.state.value not in ("SUBMITTED", "PENDING") or not info.depends_on:
+            return None
+        pending = []
+        for text in info.depends_on:
+            dependency = parse_after(text)
+            try:
+                state = self.backend.describe(dependency.job_id).state.value
+            except UsageError:
+                state = "unknown"
+            if state != "SUCCEEDED" or dependency.each:
+                pending.append(f"{dependency} ({state})")
+        return ", ".join(pending) or None
 
     def resubmit(self, progress: ProgressFn | None = None) -> Job:
         """The same job again, continuing from this one's checkpoint directory."""
@@ -486,6 +534,7 @@ class Cluster:
     ) -> Job:
         """Validate, check the account, build the workspace image, then submit."""
         spec = self.spec(command, spec=spec, **options)  # all checks before any side effect
+        self.check_after(spec)
         self.target.preflight(progress)
         spec = self.with_workspace(
             spec,
@@ -499,6 +548,30 @@ class Cluster:
         job = self.submit(self.requests(spec), progress=progress)
         say(progress)(self.target.submitted(spec))
         return job
+
+    def check_after(self, spec: JobSpec) -> None:
+        """The jobs ``spec`` waits for exist where it will run (one describe each, at most
+        20), have not failed already, and ``:each`` names an array of the same size."""
+        backend = self.target.jobs
+        for dependency in spec.after:
+            if not backend.owns(dependency.job_id):
+                raise UsageError(
+                    f"--after {dependency}: not a job id of {backend.name.value} jobs, where "
+                    "this job runs"
+                )
+            info = backend.describe(dependency.job_id)  # UsageError: no such job
+            if info.state.value == "FAILED":
+                # Batch would fail the dependant at once ("If any of the job dependencies
+                # fail, the dependent job automatically transitions from PENDING to FAILED").
+                raise UsageError(
+                    f"--after {dependency}: that job FAILED already, so this one would too"
+                )
+            if dependency.each and (not info.is_array or info.array_size != spec.array_size):
+                what = f"an array of {info.array_size}" if info.is_array else "not an array"
+                raise UsageError(
+                    f"--after {dependency}: that job is {what}; ':each' pairs the children of "
+                    f"two arrays of one size ({spec.array_size})"
+                )
 
     def submit(self, requests: jobdef.Requests, *, progress: ProgressFn | None = None) -> Job:
         """Send requests built earlier (``requests``/``dryrun``) as they are."""

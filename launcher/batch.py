@@ -17,12 +17,20 @@ from launcher.errors import UsageError
 from launcher.follow import PROCESS, Call, Hub, JobFacts, Nodes, Streams
 from launcher.job import CANCEL_REASON, BackendName, JobInfo, JobState, LogLine, NodeStatus
 from launcher.jobdef import Requests, groups_of, node_ranges, resumption
+from launcher.shapes import Dependency, is_single
 
-BATCH_JOB_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(#\d+)?$")
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+# A job, a node of a multi-node job (``#N``) or an array's child (``:N``, "the array index for
+# the child job is appended to the end of the parent ID, such as example_job_ID:0",
+# array_jobs.html), optionally after its queue (``QUEUE:JOB_ID``).
+BATCH_JOB_ID = re.compile(rf"(?:^|:)({_UUID}(?:#\d+|:\d+)?)$")
 
 
 def job_id_of(handle: str) -> str:
     """A handle is a job id, optionally prefixed with its queue (``QUEUE:JOB_ID``)."""
+    match = BATCH_JOB_ID.search(handle.strip())
+    if match:
+        return match.group(1)
     job_id = handle.rsplit(":", 1)[-1].strip()
     if not job_id:
         raise UsageError(f"job {handle!r}: expected a Batch job id (or QUEUE:JOB_ID)")
@@ -57,6 +65,7 @@ def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> 
     attempts = job.get("attempts", [])
     last = attempts[-1].get("container", {}) if attempts else job.get("container", {})
     detail = last.get("reason")
+    array = job.get("arrayProperties") or {}
     return JobInfo(
         job_id=job["jobId"],
         name=job["jobName"],
@@ -72,10 +81,15 @@ def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> 
         started_at=_seconds(job.get("startedAt")),
         stopped_at=_seconds(job.get("stoppedAt")),
         node_status=node_status,
-        groups=groups_of(job) if ranges else (),
+        # A container job's one group carries its TorchX role's name (LAUNCHER_GROUP) too.
+        groups=groups_of(job) if ranges or "container" in job else (),
         backend=BackendName.AWS,
         cancelled=job.get("statusReason") == CANCEL_REASON,
         last_exit_code=last.get("exitCode"),
+        array_size=array.get("size"),
+        array_index=array.get("index"),
+        children={k: int(v) for k, v in (array.get("statusSummary") or {}).items()},
+        depends_on=tuple(str(Dependency.from_batch(d)) for d in job.get("dependsOn") or []),
     )
 
 
@@ -89,7 +103,7 @@ class BatchBackend:
 
     def owns(self, job_id: str) -> bool:
         """A Batch job id (a UUID), optionally after its queue (``QUEUE:JOB_ID``)."""
-        return bool(BATCH_JOB_ID.match(job_id.rsplit(":", 1)[-1].strip()))
+        return bool(BATCH_JOB_ID.search(job_id.strip()))
 
     # --- scheduling ---------------------------------------------------------------------
 
@@ -136,23 +150,29 @@ class BatchBackend:
         job = self._describe_raw(job_id)
         self._require_images(job)
         checkpoint, tags = resumption(job, job["jobId"])
-        overrides = [
-            {
-                "targetNodes": node_range["targetNodes"],
-                "containerOverrides": {
-                    "environment": [{"name": "LAUNCHER_CHECKPOINT_DIR", "value": checkpoint}]
-                },
-            }
-            for node_range in job["nodeProperties"]["nodeRangeProperties"]
-        ]
-        request = {
+        environment = [{"name": "LAUNCHER_CHECKPOINT_DIR", "value": checkpoint}]
+        request: dict[str, Any] = {
             "jobName": job["jobName"],
             "jobQueue": job["jobQueue"],
             "jobDefinition": job["jobDefinition"],
             "propagateTags": True,
             "tags": tags,
-            "nodeOverrides": {"nodePropertyOverrides": overrides},
         }
+        if is_single(job):
+            request["containerOverrides"] = {"environment": environment}
+        else:
+            request["nodeOverrides"] = {
+                "nodePropertyOverrides": [
+                    {
+                        "targetNodes": node_range["targetNodes"],
+                        "containerOverrides": {"environment": environment},
+                    }
+                    for node_range in job["nodeProperties"]["nodeRangeProperties"]
+                ]
+            }
+        size = (job.get("arrayProperties") or {}).get("size")
+        if size:  # the whole array again (its dependencies are behind it: not repeated)
+            request["arrayProperties"] = {"size": size}
         if job.get("shareIdentifier"):
             request["shareIdentifier"] = job["shareIdentifier"]
         if job.get("schedulingPriority") is not None:
@@ -229,6 +249,12 @@ class JobLogs:
 
     def state(self, call: Call) -> JobFacts:
         self.job = call(functools.partial(self.describe, self.job_id))
+        array = self.job.get("arrayProperties") or {}
+        if array.get("size") and array.get("index") is None:
+            raise UsageError(
+                f"job {self.job_id} is an array of {array['size']}: its children have the logs; "
+                f"pass --index 0-{array['size'] - 1}"
+            )
         self.group = _log_group(self.job)
         return JobFacts(
             state=self.job["status"],

@@ -83,6 +83,39 @@ class _Flags(TypedDict):
 # The NVIDIA training types: GPUDirect RDMA over EFA, and offered as Capacity Blocks for ML.
 _TRAINING: _Flags = {"gpudirect_rdma": True, "capacity_blocks": True}
 
+# CPU types for data preparation and evaluation pools: vCPUs and memory per size from the EC2
+# instance type specifications (https://docs.aws.amazon.com/ec2/latest/instancetypes/gp.html,
+# co.html, mo.html; EC2 DescribeInstanceTypes VCpuInfo.DefaultVCpus, MemoryInfo.SizeInMiB).
+# GiB per vCPU: c7i 2, m7i 4, r7i 8. EFA only on the 48xlarge and metal-48xl sizes, one
+# interface of 50 Gbps (DescribeInstanceTypes NetworkInfo.EfaInfo.MaximumEfaInterfaces 1;
+# the EC2 user guide's EFA "supported instance types", efa.html).
+_CPU_SIZES = {
+    "large": 2,
+    "xlarge": 4,
+    "2xlarge": 8,
+    "4xlarge": 16,
+    "8xlarge": 32,
+    "12xlarge": 48,
+    "16xlarge": 64,
+    "24xlarge": 96,
+    "48xlarge": 192,
+    "metal-24xl": 96,
+    "metal-48xl": 192,
+}
+_GIB_PER_VCPU = {"c7i": 2, "m7i": 4, "r7i": 8}
+_CPU_TYPES = tuple(
+    InstanceType(
+        f"{family}.{size}",
+        vcpus,
+        vcpus * gib,
+        0,
+        1 if vcpus == 192 else 0,
+        efa_gbps=50 if vcpus == 192 else 0,
+    )
+    for family, gib in _GIB_PER_VCPU.items()
+    for size, vcpus in _CPU_SIZES.items()
+)
+
 _TYPES = (
     # NVIDIA training instances: one EFA interface per network card.
     InstanceType("p4d.24xlarge", 96, 1152, 8, 4, efa_gbps=400, **_TRAINING),
@@ -102,6 +135,7 @@ _TYPES = (
     InstanceType("g5.xlarge", 4, 16, 1, 0),
     InstanceType("g5.2xlarge", 8, 32, 1, 0),
     InstanceType("g4dn.xlarge", 4, 16, 1, 0),
+    *_CPU_TYPES,
 )
 
 CATALOG: dict[str, InstanceType] = {t.name: t for t in _TYPES}

@@ -175,7 +175,7 @@ def evaluate(
             else:
                 ok = gpus.isdigit() and int(gpus) == want_gpus
                 results.append(Result("gpus", PASS if ok else FAIL, f"{gpus}/{want_gpus}"))
-        results += _credentials(facts, local)
+        results += _credentials(facts, local, single=nodes == 1)
         results += _buckets(facts, cluster, local)
         if cluster.fsx_file_system_id:
             write, shared = facts.get("fsx_write"), facts.get("fsx_shared", "0")
@@ -247,8 +247,21 @@ def _bucket_failure(kind: str, detail: str) -> str:
     return "the node never probed it"
 
 
-def _credentials(facts: dict[str, str], local: bool) -> list[Result]:
-    """The job role through the ECS agent, and the instance's metadata service out of reach."""
+# A single-node job runs in the instance's network namespace ("ECS-EC2 simple job | host",
+# Batch user guide, networking-modes-jobs), where nothing keeps IMDS from it: "It's not
+# possible to prevent access with the host networking mode, because the Amazon ECS agent runs
+# on the host networking namespace and requires access to it" (AWS knowledge center,
+# ecs-container-ec2-metadata). ECS_AWSVPC_BLOCK_IMDS covers awsvpc (multi-node) tasks only, and
+# the launch template's hop limit of 1 keeps out bridge-mode containers, not host-mode ones.
+HOST_MODE_IMDS = (
+    "reachable, as for every single-node job: host network mode, which ECS cannot fence off; "
+    "the instance role (ECS agent and SSM rights) is within reach of the job (README, job shapes)"
+)
+
+
+def _credentials(facts: dict[str, str], local: bool, single: bool = False) -> list[Result]:
+    """The job role through the ECS agent, and the instance's metadata service out of reach
+    (a multi-node job; a single-node job cannot be kept from it)."""
     role, imds = facts.get("job_role"), facts.get("imds")
     if role is None and imds is None:
         if local:
@@ -266,6 +279,8 @@ def _credentials(facts: dict[str, str], local: bool) -> list[Result]:
         imds_result = Result("imds", PASS, "the instance's metadata service is out of reach")
     elif imds == "none":
         imds_result = Result("imds", NA, tools)
+    elif single:
+        imds_result = Result("imds", NA, HOST_MODE_IMDS)
     else:
         imds_result = Result(
             "imds",

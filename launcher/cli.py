@@ -85,11 +85,29 @@ def _print_fields(fields: dict[str, object]) -> None:
 
 class Run(Command):
     name = "run"
-    help = "build the workspace image and submit a multi-node job"
+    help = "build the workspace image and submit a job (nodes, one node, or an array)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--name", help="job name (default: from the command)")
-        parser.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
+        parser.add_argument(
+            "--nodes",
+            type=int,
+            default=1,
+            help="number of nodes (default 1: a single-node job; more: a multi-node gang)",
+        )
+        parser.add_argument(
+            "--array",
+            type=int,
+            metavar="N",
+            help="N copies of a single-node job (2-10000), each with AWS_BATCH_JOB_ARRAY_INDEX",
+        )
+        parser.add_argument(
+            "--after",
+            action="append",
+            default=[],
+            metavar="JOB[:each]",
+            help="wait for JOB to succeed (up to 20); JOB:each pairs two arrays child by child",
+        )
         parser.add_argument("--image", help="base image (default: $LAUNCHER_IMAGE)")
         parser.add_argument("--workspace", default=".", help="directory to patch into the image")
         parser.add_argument(
@@ -199,6 +217,7 @@ class Run(Command):
     def options(args: argparse.Namespace, base: str) -> dict[str, object]:
         """The flags as JobSpec fields, parsed (one line on any bad value) before any I/O."""
         from launcher import jobspec
+        from launcher.shapes import parse_after
 
         return {
             "image": base,
@@ -220,6 +239,8 @@ class Run(Command):
             "torchrun": args.torchrun,
             "rendezvous_port": args.port,
             "restarts": args.restarts,
+            "array_size": args.array,
+            "after": tuple(parse_after(a) for a in args.after),
             **({"name": args.name} if args.name else {}),
         }
 
@@ -227,6 +248,11 @@ class Run(Command):
         from launcher.api import make_spec
 
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if args.follow and args.array is not None:
+            raise UsageError(
+                "--follow with --array: each child has its own logs; follow one with "
+                "launcher logs JOB --index K --follow"
+            )
         spec = make_spec(command, **self.options(args, base_image(args.image)))  # before calls
         cluster = _cluster(args, args.local)
         workspace = None if args.no_workspace else args.workspace
@@ -354,6 +380,11 @@ class Status(Command):
         job = _job(args, args.job)
         info = job.status()
         print(info.status_line())
+        if info.is_array:
+            print(f"  children: {info.children_line() or 'none yet'} (of {info.array_size})")
+        waiting = job.waiting_for(info)
+        if waiting:
+            print(f"  waiting for: {waiting}")
         nodes = job.lost_nodes(info)
         if nodes:
             print(f"  nodes: {nodes}")
@@ -385,6 +416,12 @@ class Describe(Command):
             "image": info.image or "-",
             "attempts": info.attempts,
         }
+        if info.is_array:
+            rows["array"] = f"{info.array_size} children: {info.children_line() or 'none yet'}"
+        elif info.array_index is not None:
+            rows["array"] = f"child {info.array_index} of {info.array_size}"
+        if info.depends_on:
+            rows["after"] = ", ".join(info.depends_on)
         from launcher.explain import explain
 
         if info.detail:
@@ -406,6 +443,7 @@ class Logs(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job")
         parser.add_argument("--node", type=int, help="only this node (default: all)")
+        parser.add_argument("--index", type=int, help="an array job's child K")
         parser.add_argument("--follow", "-f", action="store_true")
         parser.add_argument("--since", help="only the last DURATION, e.g. 10m")
         parser.add_argument(
@@ -420,9 +458,10 @@ class Logs(Command):
         since = time.time() - jobspec.parse_since(args.since) if args.since else None
         if args.attempt is not None and args.attempt < 1:
             raise UsageError(f"--attempt {args.attempt}: attempts count from 1")
-        lines = _job(args, args.job).logs(
-            node=args.node, since=since, follow=args.follow, attempt=args.attempt
-        )
+        job = _job(args, args.job)
+        if args.index is not None:
+            job = job.child(args.index)
+        lines = job.logs(node=args.node, since=since, follow=args.follow, attempt=args.attempt)
         for line in lines:
             text = line.message if args.node is not None else f"[node {line.node}] {line.message}"
             print(text, flush=True)
@@ -444,7 +483,7 @@ class Resubmit(Command):
 
 class Cancel(Command):
     name = "cancel"
-    help = "terminate a job in any state"
+    help = "terminate a job in any state (an array with all its children)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job")

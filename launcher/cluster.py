@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from launcher import catalog
 from launcher.buckets import DataBucket
 from launcher.errors import UsageError
-from launcher.outputs import SCHEMA_VERSION, Egress, OutputKey
+from launcher.outputs import SCHEMA_VERSION, Egress, OutputKey, PoolInfo
 from launcher.secrets import Place, SecretGrant
 
 # CloudFormation states in which the stack's outputs describe a working cluster.
@@ -51,13 +51,57 @@ class ClusterInfo:
     job_secrets: tuple[SecretGrant, ...]
     fsx_file_system_id: str | None
     allow_privileged: bool
+    # The pool the queue and per-node fields above describe (the default pool unless pool()
+    # chose another), and every pool of the stack.
+    pool_name: str
+    pools: tuple[PoolInfo, ...]
+    share_identifiers: tuple[str, ...]  # the fair-share policy's teams (PREFIX* a prefix)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "internet_egress", Egress(self.internet_egress))
+        # From dataclasses.asdict (a ClusterInfo handed to another process as JSON).
+        pools = tuple(PoolInfo(**p) if isinstance(p, dict) else p for p in self.pools)
+        object.__setattr__(self, "pools", pools)
+        object.__setattr__(self, "share_identifiers", tuple(self.share_identifiers))
 
     @property
     def instance(self) -> catalog.InstanceType | None:
         return catalog.lookup(self.instance_type)
+
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.pools)
+
+    @property
+    def current_pool(self) -> PoolInfo:
+        """The pool this view submits to."""
+        (found,) = [p for p in self.pools if p.name == self.pool_name]
+        return found
+
+    def pool(self, name: str | None) -> ClusterInfo:
+        """The cluster as seen from one pool: its queue and per-node sizes in the fields the
+        launcher reads (None: the default pool, this view unchanged)."""
+        if name is None or name == self.pool_name:
+            return self
+        found = [p for p in self.pools if p.name == name]
+        if not found:
+            raise UsageError(
+                f"stack {self.stack_name} has no pool {name!r}; its pools: "
+                + ", ".join(self.pool_names)
+            )
+        (p,) = found
+        return replace(
+            self,
+            pool_name=p.name,
+            job_queue_name=p.queue_name,
+            job_queue_arn=p.queue_arn,
+            instance_type=p.instance_type,
+            max_nodes=p.max_nodes,
+            efa_interfaces=p.efa_interfaces,
+            gpus_per_node=p.gpus_per_node,
+            vcpus_per_node=p.vcpus_per_node,
+            memory_mib_per_node=p.memory_mib_per_node,
+        )
 
     @property
     def place(self) -> Place:
@@ -82,6 +126,8 @@ class ClusterInfo:
         data["internet_egress"] = self.internet_egress.value
         data["data_buckets"] = [str(b) for b in self.data_buckets]
         data["job_secrets"] = [str(g) for g in self.job_secrets]
+        data["pools"] = [asdict(p) for p in self.pools]
+        data["share_identifiers"] = list(self.share_identifiers)
         return data
 
     @classmethod
@@ -117,9 +163,16 @@ def from_stack(stack: Mapping[str, Any]) -> ClusterInfo:
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
     version = outputs.get(OutputKey.SCHEMA_VERSION.value)
     if version is not None and version != SCHEMA_VERSION:
+        newer = version.isdigit() and int(version) > int(SCHEMA_VERSION)
+        what = (
+            "upgrade the launcher to the infra's version"
+            if newer
+            else "redeploy the infra of this launcher's version (cdk deploy --all; README, "
+            "updating a deployed cluster)"
+        )
         raise UsageError(
             f"stack {name} has output schema version {version}; this launcher reads "
-            f"version {SCHEMA_VERSION} (deploy the matching infra or upgrade the launcher)"
+            f"version {SCHEMA_VERSION}: {what}"
         )
     missing = [k.value for k in OutputKey if k.value not in outputs]
     if missing:

@@ -85,10 +85,29 @@ NODE_LOST_ADVICE = (
 )
 
 
+# AWS documents that a dependant fails with its dependency ("If any of the job dependencies
+# fail, the dependent job automatically transitions from PENDING to FAILED",
+# job_dependencies.html) but not the words of its reason: it is told by its shape, a failed job
+# that waited for others and never ran.
+DEPENDENCY_ADVICE = (
+    "a job it waited for (--after) did not succeed, so this one never ran: see that job's "
+    "status, fix it, and submit both again"
+)
+ARRAY_ADVICE = (
+    "at least one child failed: the counts above say how many; `launcher logs JOB --index K` "
+    "shows a child's lines"
+)
+
+
 def explain(info: JobInfo) -> str | None:
     """Advice for a job that waits or failed; None when there is nothing to add."""
     if info.state not in (JobState.RUNNABLE, JobState.FAILED, JobState.STARTING):
         return None
+    if info.state is JobState.FAILED and not info.cancelled:
+        if info.depends_on and info.attempts == 0:
+            return DEPENDENCY_ADVICE
+        if info.is_array and info.children.get("FAILED"):
+            return ARRAY_ADVICE
     if info.last_exit_code == NODE_LOST_EXIT:
         return NODE_LOST_ADVICE.format(code=NODE_LOST_EXIT)
     text = " | ".join(t for t in (info.reason, info.detail) if t)

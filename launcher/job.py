@@ -80,6 +80,23 @@ class JobInfo:
     cancelled: bool = False  # ended by a cancel on request (launcher cancel, TorchX's cancel)
     # The main node's exit code in the latest attempt that ended (a job being retried has one).
     last_exit_code: int | None = None
+    # Shapes: an array's size (its parent and its children), a child's index, the parent's
+    # children by state (Batch's statusSummary), and the jobs it waits for (``ID``/``ID:each``).
+    array_size: int | None = None
+    array_index: int | None = None
+    children: dict[str, int] = field(default_factory=dict)
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def is_array(self) -> bool:
+        """An array's parent: its state summarises children, it runs nothing itself."""
+        return self.array_size is not None and self.array_index is None
+
+    def children_line(self) -> str:
+        """``3 SUCCEEDED, 1 RUNNING, 4 PENDING`` in Batch's order of states."""
+        order = [s.value for s in JobState]
+        counts = sorted(self.children.items(), key=lambda kv: order.index(kv[0]))
+        return ", ".join(f"{n} {state}" for state, n in counts if n)
 
     @property
     def exit_code(self) -> int | None:

@@ -23,6 +23,7 @@ from launcher.jobspec import (
     NodeGroup,
 )
 from launcher.secrets import allowed
+from launcher.shapes import is_single, single_container
 
 if TYPE_CHECKING:
     from launcher.job import GroupInfo
@@ -243,6 +244,11 @@ def environment(
     spec: JobSpec, cluster: ClusterInfo, gpus: int, group: NodeGroup | None = None
 ) -> dict[str, str]:
     env = efa_environment(spec, cluster)
+    if spec.single_node:
+        # A container job runs in the instance's network namespace (Batch user guide,
+        # networking-modes-jobs: "ECS-EC2 simple job | host"): its rendezvous, if torchrun
+        # wants one, is this host; no other node will ask for it.
+        env["LAUNCHER_MAIN_ADDR"] = "127.0.0.1"
     env.update(
         {
             "LAUNCHER_NNODES": str(spec.nodes),
@@ -342,9 +348,8 @@ def definition_name(body: dict[str, Any]) -> str:
     return f"{JOB_DEFINITION_PREFIX}-{digest[:32]}"
 
 
-def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
-    validate(spec, cluster)
-    body = {
+def _multinode(spec: JobSpec, cluster: ClusterInfo) -> dict[str, Any]:
+    return {
         "type": "multinode",
         "nodeProperties": {
             "numNodes": spec.nodes,
@@ -361,6 +366,25 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
                 for g in sorted(spec.groups, key=lambda g: g.first)
             ],
         },
+    }
+
+
+def _container_job(spec: JobSpec, cluster: ClusterInfo) -> dict[str, Any]:
+    """One node: ``type: container`` (botocore RegisterJobDefinitionRequest.type: "If the value
+    is container, then one of the following is required: containerProperties, ..."), with the
+    same image, devices, mounts, secrets, limits and environment as a node of a gang."""
+    container = container_properties(spec, cluster, spec.groups[0] if spec.groups else None)
+    # ContainerProperties.instanceType: "This parameter isn't applicable to single-node
+    # container jobs ... and shouldn't be provided." The queue's compute environment runs the
+    # cluster's type only, so the job lands on it all the same.
+    del container["instanceType"]
+    return {"type": "container", "containerProperties": container}
+
+
+def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
+    validate(spec, cluster)
+    body = _container_job(spec, cluster) if spec.single_node else _multinode(spec, cluster)
+    body |= {
         "retryStrategy": {
             "attempts": spec.attempts,
             "evaluateOnExit": [dict(rule) for rule in RETRY_ON_HOST_LOSS],
@@ -369,16 +393,22 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
         "platformCapabilities": ["EC2"],
     }
     if spec.timeout_seconds is not None:
+        # Per attempt, and for an array per child: "The timeout specified in the
+        # attemptDurationSeconds parameter applies to each child job" (array_jobs.html).
         body["timeout"] = {"attemptDurationSeconds": spec.timeout_seconds}
     name = definition_name(body)
     register = {"jobDefinitionName": name, **body}
-    submit = {
+    submit: dict[str, Any] = {
         "jobName": spec.name,
         "jobQueue": cluster.job_queue_arn,
         "jobDefinition": name,
         "propagateTags": True,
         "tags": {"efa-batch:stack": cluster.stack_name, **dict(spec.tags)},
     }
+    if spec.array_size is not None:
+        submit["arrayProperties"] = {"size": spec.array_size}
+    if spec.after:
+        submit["dependsOn"] = [d.as_batch() for d in spec.after]
     if cluster.scheduling_policy_arn:
         submit["shareIdentifier"] = spec.share_id or "default"
         if spec.priority is not None:
@@ -387,7 +417,10 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
 
 
 def node_ranges(definition: dict[str, Any]) -> list[tuple[tuple[int, int], dict[str, Any]]]:
-    """((first, last), container) for each node range of a job definition (or a job)."""
+    """((first, last), container) for each node range of a job definition (or a job); a
+    container job is its own one node."""
+    if is_single(definition):
+        return [((0, 0), single_container(definition))]
     props = definition["nodeProperties"]
     last_node = props["numNodes"] - 1
     ranges = []
@@ -463,9 +496,7 @@ def groups_of(definition: dict[str, Any]) -> tuple[GroupInfo, ...]:
     for (first, last), container in node_ranges(definition):
         env = {e["name"]: e["value"] for e in container.get("environment", [])}
         name = env.get("LAUNCHER_GROUP") or (
-            "main"
-            if len(definition["nodeProperties"]["nodeRangeProperties"]) == 1
-            else f"{first}-{last}"
+            "main" if len(node_ranges(definition)) == 1 else f"{first}-{last}"
         )
         groups.append(GroupInfo(name, first, last, container.get("image")))
     return tuple(groups)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from launcher.errors import UsageError
 from launcher.secrets import SecretError, SecretRef
+from launcher.shapes import Dependency, check_array, check_dependencies
 
 DEFAULT_EFS_PATH = "/mnt/efs"
 # Where nodes mount the stack's FSx for Lustre file system (infra/lustre.py), and where jobs
@@ -181,10 +182,18 @@ class JobSpec:
     ulimits: tuple[Ulimit, ...] = ()  # over the defaults the launcher needs (launcher.jobdef)
     tmpfs: tuple[Tmpfs, ...] = ()
     privileged: bool = False
+    # Shapes (launcher.shapes): N one-node children, and the jobs this one waits for.
+    array_size: int | None = None
+    after: tuple[Dependency, ...] = ()
 
     @property
     def restarts_on(self) -> bool:
         return self.torchrun if self.restarts is None else self.restarts
+
+    @property
+    def single_node(self) -> bool:
+        """One node: a container job, not a one-node multi-node job."""
+        return self.nodes == 1
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -223,6 +232,8 @@ class JobSpec:
             parse_env(f"{key}=")
         self._check_container_settings()
         self._check_groups()
+        check_array(self.array_size, self.nodes)
+        check_dependencies(self.after, self.array_size)
 
     def _check_container_settings(self) -> None:
         names = [s.env for s in self.secrets]

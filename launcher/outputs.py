@@ -11,15 +11,19 @@ a new stack (and vice versa).
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from launcher.buckets import BucketError, DataBucket
 from launcher.secrets import SecretError, SecretGrant
 
 # 2: the copy queue, image and roles; egress; pull-through cache. 3: the task security group.
-# 4: data buckets, job secrets, FSx for Lustre, privileged containers.
-SCHEMA_VERSION = "4"
+# 4: data buckets, job secrets, FSx for Lustre, privileged containers. 5: compute pools (the
+# queue and sizes outputs describe the default pool; Pools describes every pool), fair-share
+# identifiers.
+SCHEMA_VERSION = "5"
 DEFAULT_STACK_NAME = "EfaBatch"
 STACK_ENV = "LAUNCHER_STACK"  # the stack a launcher reads unless told another
 NONE = "none"  # an output's spelling of an empty list or an absent value
@@ -97,6 +101,95 @@ def _egress(value: str) -> Egress:
     except ValueError:
         known = ", ".join(e.value for e in Egress)
         raise ValueError(f"is {value!r}; this launcher knows {known}") from None
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    """One compute pool of the stack: its queue and what one of its nodes offers."""
+
+    name: str
+    queue_name: str
+    queue_arn: str
+    instance_type: str
+    max_nodes: int
+    gpus_per_node: int
+    vcpus_per_node: int
+    memory_mib_per_node: int
+    efa_interfaces: int
+    spot: bool  # single-node jobs only: Batch runs no multi-node parallel job on Spot
+    fallback: str | None  # the pool whose compute environment follows this one's in the queue
+
+
+_POOL_TYPES = {"max_nodes", "gpus_per_node", "vcpus_per_node", "memory_mib_per_node"}
+
+
+def _pools(value: str) -> tuple[PoolInfo, ...]:
+    try:
+        items = json.loads(value)
+    except ValueError:
+        raise ValueError("is not JSON") from None
+    names = [f.name for f in fields(PoolInfo)]
+    if isinstance(items, list):
+        # CDK's JSON of the stack leaves null values out (Stack.to_json_string).
+        items = [{"fallback": None, **i} if isinstance(i, dict) else i for i in items]
+    if not isinstance(items, list) or not all(
+        isinstance(i, dict) and sorted(i) == sorted(names) for i in items
+    ):
+        raise ValueError(f"is malformed: expected a list of objects with keys {', '.join(names)}")
+    found = []
+    for item in items:
+        ints = [item[k] for k in (*_POOL_TYPES, "efa_interfaces")]
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in ints):
+            raise ValueError(f"is malformed: pool {item.get('name')!r} has a non-integer size")
+        found.append(PoolInfo(**item))
+    if not found:
+        raise ValueError("names no pool")
+    return tuple(found)
+
+
+def _render_pools(value: Any) -> str:
+    """The stack renders its own JSON (with the queues' ARNs as references); the launcher's
+    fixtures render PoolInfo values."""
+    if isinstance(value, str):
+        return value
+    return json.dumps([asdict(p) for p in value], separators=(",", ":"))
+
+
+def _identifiers(value: str) -> tuple[str, ...]:
+    return () if value == NONE else tuple(value.split())
+
+
+EXAMPLE_POOLS = json.dumps(
+    [
+        {
+            "name": "default",
+            "queue_name": "EfaBatch-jobs",
+            "queue_arn": "arn:aws:batch:us-east-1:123456789012:job-queue/EfaBatch-jobs",
+            "instance_type": "p4d.24xlarge",
+            "max_nodes": 4,
+            "gpus_per_node": 8,
+            "vcpus_per_node": 96,
+            "memory_mib_per_node": 1120665,
+            "efa_interfaces": 4,
+            "spot": False,
+            "fallback": None,
+        },
+        {
+            "name": "cpu",
+            "queue_name": "EfaBatch-cpu",
+            "queue_arn": "arn:aws:batch:us-east-1:123456789012:job-queue/EfaBatch-cpu",
+            "instance_type": "c7i.4xlarge",
+            "max_nodes": 8,
+            "gpus_per_node": 0,
+            "vcpus_per_node": 16,
+            "memory_mib_per_node": 30720,
+            "efa_interfaces": 0,
+            "spot": True,
+            "fallback": None,
+        },
+    ],
+    separators=(",", ":"),
+)
 
 
 class OutputKey(str, enum.Enum):
@@ -299,4 +392,27 @@ class OutputKey(str, enum.Enum):
         "false",
         _boolean,
         _render_boolean,
+    )
+    DEFAULT_POOL = (
+        "DefaultPool",
+        "pool_name",
+        "The pool jobs go to when none is named; the queue and per-node outputs describe it",
+        "default",
+    )
+    POOLS = (
+        "Pools",
+        "pools",
+        "Every compute pool: name, queue, instance type, max nodes, GPUs, vCPUs, memory, EFA "
+        "interfaces, Spot, fallback (JSON)",
+        EXAMPLE_POOLS,
+        _pools,
+        _render_pools,
+    )
+    SHARE_IDENTIFIERS = (
+        "ShareIdentifiers",
+        "share_identifiers",
+        "Share identifiers (or PREFIX*) the fair-share policy weighs, space-separated, or none",
+        NONE,
+        _identifiers,
+        _words,
     )

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict  # noqa: UP035 (TorchX compares with typing.Dict)
+from typing import TYPE_CHECKING, Any, Dict, List  # noqa: UP035 (TorchX compares with typing's)
 
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import (
@@ -64,6 +64,7 @@ from launcher.jobspec import (
     parse_tmpfs,
     parse_ulimit,
 )
+from launcher.shapes import Dependency, parse_after
 
 if TYPE_CHECKING:
     from launcher.aws import Aws
@@ -101,6 +102,13 @@ def _pairs(cfg: Mapping[str, CfgVal], key: str) -> list[tuple[str, str]]:
     """A mapping option (TorchX's ``KEY:VALUE;KEY:VALUE``: ``=`` cannot appear in a value)."""
     value = cfg.get(key)
     return [(str(k), str(v)) for k, v in value.items()] if isinstance(value, dict) else []
+
+
+def _after(cfg: Mapping[str, CfgVal]) -> tuple[Dependency, ...]:
+    """``after``: the job ids (TorchX app ids' last part) this app waits for."""
+    value = cfg.get("after")
+    items = value if isinstance(value, list) else ([value] if value else [])
+    return tuple(parse_after(str(item).rsplit("/", 1)[-1]) for item in items)
 
 
 def _str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
@@ -233,6 +241,8 @@ def app_to_spec(app: AppDef, cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) ->
         ulimits=tuple(parse_ulimit(f"{k}={v}") for k, v in _pairs(cfg, "ulimits")),
         tmpfs=tuple(parse_tmpfs(f"{k}:{v}") for k, v in _pairs(cfg, "tmpfs")),
         privileged=bool(cfg.get("privileged")),
+        # One role of one replica is one node: a container job (launcher.shapes).
+        after=_after(cfg),
     )
 
 
@@ -290,6 +300,13 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             type_=bool,
             default=False,
             help="root on the node (only where the stack sets allow_privileged)",
+        )
+        opts.add(
+            "after",
+            type_=List[str],  # noqa: UP006
+            default=None,
+            help="job ids (or efa_batch:// app handles) this app waits for (AWS Batch dependsOn, "
+            "at most 20)",
         )
         opts.add(
             "stream_base",

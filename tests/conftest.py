@@ -95,6 +95,34 @@ def synth_capacity_block(tmp_path_factory):
     )
 
 
+# prod with three more pools besides the default ("train": p5 in a Capacity Block): on-demand
+# p5 behind the block (the default pool's fallback), a small GPU pool for debugging, and a CPU
+# Spot pool for data preparation; fair share with per-team weights.
+POOLS = {
+    "capacity_block_id": "cr-0123456789abcdef0",
+    "max_nodes": "16",
+    "default_pool": "train",
+    "fallback": "ondemand",
+    "pools": json.dumps(
+        {
+            "ondemand": {"instance_type": "p5.48xlarge", "max_nodes": 4},
+            "debug": {"instance_type": "g5.xlarge", "max_nodes": 2, "root_volume_gib": 100},
+            "cpu": {"instance_type": "c7i.4xlarge", "max_nodes": 32, "spot": True},
+        }
+    ),
+    "share_weights": json.dumps({"vision": 1, "nlp": 0.5, "eval*": 2}),
+    "share_decay_seconds": "86400",
+    "compute_reservation": "10",
+}
+
+
+@pytest.fixture(scope="session")
+def synth_pools(tmp_path_factory):
+    from devenv.synth import synthesize
+
+    return synthesize(cdk_context(env="prod", **POOLS), tmp_path_factory.mktemp("cdk-pools"))
+
+
 IMPORTED_VPC = {
     "vpc_id": "vpc-0123456789abcdef0",
     "subnet_id": "subnet-0123456789abcdef0",

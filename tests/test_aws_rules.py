@@ -40,6 +40,9 @@ VARIANTS = {
     "registries-nat": "synth_registries",
     # a KMS workspace repository and the Deep Learning Containers' cache rule
     "kms-dlc": "synth_kms",
+    # four pools (tests/conftest.py POOLS), each held to every rule: p5 in a Capacity Block
+    # (the default pool), its on-demand fallback, a small GPU pool, a CPU Spot pool
+    **{f"pools-{pool}": "synth_pools" for pool in ("train", "ondemand", "debug", "cpu")},
 }
 STACK_RULES = [r for r in RULES if r.kind == "stack"]
 JOB_RULES = [r for r in RULES if r.kind == "job"]
@@ -50,7 +53,8 @@ EFA_TYPES = sorted(n for n, t in catalog.CATALOG.items() if t.efa_capable)
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
 def deployment(request) -> Deployment:
     synth = request.getfixturevalue(VARIANTS[request.param])
-    return Deployment(synth.templates(), synth.config)
+    pool = request.param.removeprefix("pools-") if request.param.startswith("pools-") else None
+    return Deployment(synth.templates(), synth.config, pool)
 
 
 @pytest.mark.cdk

@@ -310,6 +310,29 @@ def test_check_local_runs_rendezvous_and_efs_for_real(
     assert table.returncode == 0 and "PASS: the cluster is ready" in table.stdout
 
 
+def test_check_on_one_node_runs_a_single_node_job(
+    stack, moto_server, docker_engine, busybox_base, tmp_path
+):
+    env = {
+        **os.environ,
+        **moto_server.env,
+        "DOCKER_HOST": docker_engine.host,
+        "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
+    }
+    args = ["check", "--local", "--local-efs", str(tmp_path / "efs"), "--image", busybox_base]
+    result = launcher(env, *args, "--nodes", "1", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["verdict"] == "pass"
+    rows = {f"{n}:{r['check']}": r for n, rs in report["nodes"].items() for r in rs}
+    assert rows["0:efs"]["detail"] == "write ok, sees 1/1 nodes"
+    assert "0:rendezvous port" not in rows
+    from launcher.local import Store
+
+    (record,) = Store(tmp_path / "state").records()
+    assert record.single_node  # a container job, not a one-node gang
+
+
 def test_check_refuses_bad_input_before_submitting(stack, moto_server, busybox_base, tmp_path):
     env = {**os.environ, **moto_server.env, "LAUNCHER_LOCAL_STATE": str(tmp_path / "state")}
     too_many = launcher(env, "check", "--nodes", "3", "--image", busybox_base)

@@ -57,6 +57,7 @@ VARIANTS = [
     "synth_capacity_block",
     "synth_registries",
     "synth_kms",
+    "synth_pools",
 ]
 
 
@@ -140,9 +141,10 @@ def test_real_cdk_cli_synthesizes_each_environment(env_name, tmp_path):
         (
             ["instance_type=g5.xlarge"],
             "instance_type: g5.xlarge has no EFA; set efa=false or use one of: c5n.18xlarge, "
-            "g4dn.12xlarge, g5.12xlarge, g5.48xlarge, g6e.48xlarge, hpc7g.16xlarge, "
-            "p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, "
-            "p6-b200.48xlarge",
+            "c7i.48xlarge, c7i.metal-48xl, g4dn.12xlarge, g5.12xlarge, g5.48xlarge, "
+            "g6e.48xlarge, hpc7g.16xlarge, m7i.48xlarge, m7i.metal-48xl, p4d.24xlarge, "
+            "p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge, "
+            "r7i.48xlarge, r7i.metal-48xl",
         ),
         (
             ["instance_type=g5.48xlarge", "capacity_block_id=cr-0123456789abcdef0"],

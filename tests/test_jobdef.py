@@ -240,7 +240,8 @@ def test_the_retry_rules_as_batch_reads_them(outcome, again):
 def _container(spec: JobSpec, cluster=None) -> dict:
     requests = jobdef.build(spec, cluster or cluster_info())
     assert_valid("batch", "RegisterJobDefinition", requests.register)
-    return requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]
+    ((_, container),) = jobdef.node_ranges(requests.register)
+    return container
 
 
 def test_ulimits_replace_the_launchers_of_the_same_name_and_add_others():

@@ -215,9 +215,19 @@ def test_cancel_during_the_run(env, busybox_base, docker_engine):
     assert no_job_containers(docker_engine)
 
 
-def run_true_locally(env, image: str, port: str) -> subprocess.CompletedProcess:
+def run_true_locally(env, image: str, port: str, *extra: str) -> subprocess.CompletedProcess:
     return launcher(
-        env, "run", "--local", "--no-workspace", "--image", image, "--port", port, "--", "true"
+        env,
+        "run",
+        "--local",
+        "--no-workspace",
+        "--image",
+        image,
+        "--port",
+        port,
+        *extra,
+        "--",
+        "true",
     )
 
 
@@ -226,7 +236,8 @@ def test_port_in_use_is_a_clear_error(stack, env, busybox_base, docker_engine):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
-        result = run_true_locally(env, busybox_base, port)
+        # A gang's main node needs the port; a one-node job has no rendezvous to offer.
+        result = run_true_locally(env, busybox_base, port, "--nodes", "2")
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert f"127.0.0.1:{port} is in use" in line

@@ -380,3 +380,32 @@ def test_roles_become_node_ranges_with_their_own_command_gpus_and_env(
     assert {"name": "STAGE", "value": "train"} in trainer["environment"]
     assert {"name": "LAUNCHER_GROUP", "value": "coordinator"} in coordinator["environment"]
     assert register["retryStrategy"]["attempts"] == 3
+
+
+ONE_REPLICA = """
+import json
+from torchx import specs
+from torchx.runner import get_runner
+app = specs.AppDef("prep", roles=[
+    specs.Role("prep", image="%(image)s", entrypoint="sh", args=["-c", "echo p"], num_replicas=1,
+               resource=specs.Resource(cpu=4, gpu=0, memMB=8000))
+])
+with get_runner() as runner:
+    info = runner.dryrun(app, "efa_batch", cfg={"after": ["%(after)s"]}, workspace=None)
+    print(str(info.request))
+"""
+
+
+def test_one_replica_is_a_single_node_job_and_after_is_a_run_option(
+    venv, stack, moto_server, registry, busybox_base
+):
+    after = "0b5e4c1e-5f7a-4a57-9d2b-1c2d3e4f5a6b"
+    code = ONE_REPLICA % {"image": busybox_base, "after": f"efa_batch://torchx/{after}"}
+    out = python(venv, code, _env(moto_server, registry))
+    requests = json.loads(out[out.index("{") :])
+    register, submit = requests["registerJobDefinition"], requests["submitJob"]
+    assert register["type"] == "container" and "nodeProperties" not in register
+    assert register["containerProperties"]["command"][4:] == ["sh", "-c", "echo p"]
+    assert submit["dependsOn"] == [{"jobId": after}]
+    assert_valid("batch", "RegisterJobDefinition", register)
+    assert_valid("batch", "SubmitJob", submit)

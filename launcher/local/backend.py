@@ -32,12 +32,26 @@ from launcher.jobdef import (
 from launcher.local import engine, secret_values, supervisor
 from launcher.local.containers import PREFIX, is_local, parse_log_line
 from launcher.local.state import Owner, OwnershipError, Process, Record, Store, now_ms
+from launcher.shapes import Dependency, is_single
 
 LOST_REASON = "the local supervisor is gone; cancelled with launcher cancel"
 HANDOVER_SECONDS = 60  # how long a cancel waits for a writer to hand over or stop
 
 
-def job_info(record: Record) -> JobInfo:
+def _children_counts(store: Store, parent: Record) -> dict[str, int]:
+    """Each state's count among an array's children (as Batch's statusSummary); children the
+    supervisor has yet to write are PENDING."""
+    assert parent.array_size is not None
+    counts: dict[str, int] = {}
+    for index in range(parent.array_size):
+        child = store.child(parent, index)
+        state = child.status if child is not None else JobState.PENDING
+        counts[state.value] = counts.get(state.value, 0) + 1
+    return counts
+
+
+def job_info(record: Record, store: Store | None = None) -> JobInfo:
+    """The record as ``JobInfo``; an array's children's counts need the ``store``."""
     state = record.status
     codes = record.exit_codes
     return JobInfo(
@@ -49,7 +63,11 @@ def job_info(record: Record) -> JobInfo:
         queue="local",
         definition=record.definition,
         image=record.node_properties["nodeRangeProperties"][0]["container"]["image"],
-        attempts=record.attempt if state != JobState.STARTING else 0,
+        # Attempts that ran: none for a job that never started (a failed dependency, a cancel
+        # while it waited), as Batch lists none.
+        attempts=len(record.history)
+        if state.terminal
+        else (record.attempt if state is JobState.RUNNING and not record.is_array else 0),
         created_at=record.created_at / 1000,
         started_at=record.started_at / 1000 if record.started_at else None,
         stopped_at=record.stopped_at / 1000 if record.stopped_at else None,
@@ -61,11 +79,16 @@ def job_info(record: Record) -> JobInfo:
                 exit_code=codes[n] if n < len(codes) else None,
             )
             for n in range(record.nodes)
+            if not record.is_array
         ),
         groups=groups_of(record.register),
         backend=BackendName.LOCAL,
         cancelled=record.status_reason in (CANCEL_REASON, LOST_REASON),
         last_exit_code=next(iter(record.history[-1].exit_codes), None) if record.history else None,
+        array_size=record.array_size,
+        array_index=record.array_index,
+        children=_children_counts(store, record) if store is not None and record.is_array else {},
+        depends_on=tuple(str(Dependency.from_batch(d)) for d in record.depends_on),
     )
 
 
@@ -83,10 +106,16 @@ def _check_port(port: int) -> None:
             ) from None
 
 
-def _validate(containers: list[dict[str, Any]], efs_dir: str | None, secrets_file: Path) -> None:
+def _validate(
+    containers: list[dict[str, Any]],
+    efs_dir: str | None,
+    secrets_file: Path,
+    *,
+    starts_now: bool,
+) -> None:
     """Everything a local run refuses, before the first container starts."""
     env = {e["name"]: e["value"] for e in containers[0].get("environment", [])}
-    if "LAUNCHER_MAIN_PORT" in env:
+    if "LAUNCHER_MAIN_PORT" in env and starts_now:
         _check_port(int(env["LAUNCHER_MAIN_PORT"]))
     for container in containers:
         secret_values.values(container, secrets_file)  # every secret is there (values unkept)
@@ -124,7 +153,14 @@ class LocalBackend:
         submit = requests.submit
         register = as_one_node(requests.register, submit.get("parameters", {}))
         containers = [c for _, c in node_ranges(register)]
-        _validate(containers, self.efs_dir, self.secrets_file)
+        depends_on: list[dict[str, str]] = list(submit.get("dependsOn", []))
+        array_size = submit.get("arrayProperties", {}).get("size")
+        # A job that waits, or an array, starts under its supervisor; a multi-node job that
+        # starts now needs its rendezvous port (a one-node job's torchrun finds its own).
+        waits = bool(depends_on) or array_size is not None
+        single = is_single(requests.register)
+        _validate(containers, self.efs_dir, self.secrets_file, starts_now=not (waits or single))
+        self._check_dependencies(depends_on, array_size)
         client = docker_client()
         infiniband = Path("/dev/infiniband").is_dir()
         if not infiniband and any(
@@ -146,7 +182,7 @@ class LocalBackend:
             name=submit["jobName"],
             definition=register["jobDefinitionName"],
             queue=self.queue,
-            status=JobState.STARTING,
+            status=JobState.PENDING if waits else JobState.STARTING,
             created_at=now_ms(),
             register=register,
             submit=submit,
@@ -159,20 +195,42 @@ class LocalBackend:
             gpus=gpus,
             timeout=register.get("timeout", {}).get("attemptDurationSeconds"),
             writer=Process.of(os.getpid()),
+            single_node=single,
+            array_size=array_size,
+            depends_on=depends_on,
         )
         self.store.create(record)
         try:
             for image in sorted({c["image"] for c in containers}):
                 engine.pull(client, image)
-            record.containers, record.ulimit_caps = engine.start_nodes(client, record, say)
+            if not waits:
+                record.containers, record.ulimit_caps = engine.start_nodes(client, record, say)
         except RemoteError:
             record.status, record.status_reason = JobState.FAILED, "could not start"
             record.stopped_at = now_ms()
             self.store.save(record, Owner.SCHEDULER)
             raise
-        record.status, record.started_at = JobState.RUNNING, now_ms()
+        if not waits:
+            record.status, record.started_at = JobState.RUNNING, now_ms()
         self._hand_to_supervisor(record)
         return record.job_id
+
+    def _check_dependencies(self, depends_on: list[dict[str, str]], size: int | None) -> None:
+        """Every job waited for is a local job; ``N_TO_N`` pairs arrays of one size."""
+        for entry in depends_on:
+            dependency = Dependency.from_batch(entry)
+            if not is_local(dependency.job_id):
+                raise UsageError(
+                    f"--after {dependency}: not a local job id; a local job waits for local "
+                    "jobs only"
+                )
+            other = self.store.load(dependency.job_id)  # UsageError: no such local job
+            if dependency.each and other.array_size != size:
+                raise UsageError(
+                    f"--after {dependency}: that job is "
+                    + (f"an array of {other.array_size}" if other.array_size else "no array")
+                    + f"; ':each' pairs children of two arrays of one size ({size})"
+                )
 
     def _hand_to_supervisor(self, record: Record) -> None:
         """Start the supervisor, make it the record's writer, then let it go."""
@@ -197,7 +255,7 @@ class LocalBackend:
             process.stdin.close()  # at EOF without the word, the supervisor leaves the job
 
     def describe(self, job_id: str, nodes: bool = False) -> JobInfo:
-        return job_info(self.store.load(job_id))
+        return job_info(self.store.load(job_id), self.store)
 
     def cancel(self, job_id: str) -> JobInfo:
         record = self.store.load(job_id)
@@ -205,7 +263,9 @@ class LocalBackend:
             raise UsageError(
                 f"job {record.job_id} already {record.status.value}; nothing to cancel"
             )
-        info = job_info(record)
+        info = job_info(record, self.store)
+        if record.array_index is not None:
+            return self._cancel_child(record, info)
         deadline = time.monotonic() + HANDOVER_SECONDS
         asked: Process | None = None
         while not record.status.terminal:
@@ -229,6 +289,22 @@ class LocalBackend:
             record = self.store.load(job_id)
         return info
 
+    def _cancel_child(self, record: Record, info: JobInfo) -> JobInfo:
+        """One child of an array: its writer (the parent's supervisor) is asked through the
+        store and ends it; the parent fails once its children are done, as on Batch."""
+        self.store.request_cancel(record.job_id)
+        deadline = time.monotonic() + HANDOVER_SECONDS
+        while not record.status.terminal:
+            writer = record.writer
+            if writer is None or not writer.alive():
+                self._end_abandoned(record)
+                break
+            if time.monotonic() > deadline:
+                raise RemoteError(f"local job {record.job_id}: its supervisor did not stop it")
+            time.sleep(0.1)
+            record = self.store.load(record.job_id)
+        return info
+
     def _end_abandoned(self, record: Record) -> None:
         """The job's writer is gone: take the record over, stop the nodes, record the end."""
         from launcher.docker_client import docker_client
@@ -236,13 +312,22 @@ class LocalBackend:
         record = self.store.hand_over(
             record, record.owner, Owner.CANCELLER, writer=Process.of(os.getpid())
         )
-        if record.containers:
-            client = docker_client()
-            for cid in record.containers:
+        ended = [record]
+        if record.is_array:
+            assert record.array_size is not None
+            children = (self.store.child(record, i) for i in range(record.array_size))
+            ended += [
+                self.store.hand_over(c, c.owner, Owner.CANCELLER, writer=record.writer)
+                for c in children
+                if c is not None and not c.status.terminal
+            ]
+        client = docker_client() if any(r.containers for r in ended) else None
+        for each in ended:
+            for cid in each.containers:
                 engine.remove(client, cid)
-        record.status, record.status_reason = JobState.FAILED, LOST_REASON
-        record.stopped_at = now_ms()
-        self.store.save(record, Owner.CANCELLER)
+            each.status, each.status_reason = JobState.FAILED, LOST_REASON
+            each.stopped_at = now_ms()
+            self.store.save(each, Owner.CANCELLER)
 
     def resubmit(self, job_id: str, say: Say = lambda _: None) -> tuple[str, str]:
         """The same job again, with the first one's checkpoint directory; (new id, dir)."""
@@ -250,12 +335,20 @@ class LocalBackend:
         register, submit = record.register, record.submit
         checkpoint, tags = resumption({**register, "tags": submit.get("tags")}, record.job_id)
         register = with_environment(register, {"LAUNCHER_CHECKPOINT_DIR": checkpoint})
+        if record.single_node:  # the record keeps it as one node; schedule wants its shape
+            ((_, container),) = node_ranges(register)
+            rest = {k: v for k, v in register.items() if k not in ("nodeProperties", "type")}
+            register = {**rest, "type": "container", "containerProperties": container}
         self.efs_dir = self.efs_dir or record.efs_dir
         self.fsx_dir = self.fsx_dir or record.fsx_dir
-        return self.schedule(Requests(register, {**submit, "tags": tags}), say), checkpoint
+        # Its dependencies are behind it: the resubmission does not wait again (as on AWS).
+        again = {k: v for k, v in submit.items() if k != "dependsOn"}
+        return self.schedule(Requests(register, {**again, "tags": tags}), say), checkpoint
 
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
-        jobs = (job_info(r) for r in self.store.records())
+        # Jobs, not array children (Batch lists those only by their parent's id).
+        records = (r for r in self.store.records() if r.array_index is None)
+        jobs = (job_info(r, self.store) for r in records)
         return newest_first((j for j in jobs if name in (None, j.name)), include_finished)
 
     def log_iter(
@@ -268,6 +361,11 @@ class LocalBackend:
         poll: float = 0.2,
     ) -> Iterator[LogLine]:
         record = self.store.load(job_id)
+        if record.is_array:
+            raise UsageError(
+                f"job {record.job_id} is an array of {record.array_size}: its children have the "
+                f"logs; pass --index 0-{(record.array_size or 1) - 1}"
+            )
         if node is not None and not 0 <= node < record.nodes:
             raise UsageError(f"--node {node}: job {record.job_id} has nodes 0-{record.nodes - 1}")
         latest = record.attempt

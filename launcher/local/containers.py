@@ -8,12 +8,14 @@ devices, ulimits and shared memory as Batch would give them.
 
 from __future__ import annotations
 
+import re
 import resource
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from launcher.jobdef import FSX_VOLUME
 from launcher.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
+from launcher.shapes import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV
 
 if TYPE_CHECKING:
     import docker.types
@@ -23,8 +25,26 @@ LABEL = "efa-batch.job"  # the label naming a container's job
 _LETTERS = {word: letter for letter, word in DEVICE_PERMISSIONS.items()}
 
 
+# ``[QUEUE:]local-UUID[:INDEX]``: an array child is its parent's id and its index, as on Batch
+# ("the array index for the child job is appended to the end of the parent ID, such as
+# example_job_ID:0", array_jobs.html).
+_HANDLE = re.compile(rf"(?:^|:)({PREFIX}[0-9a-f-]+(?::\d+)?)$")
+
+
+def local_id(handle: str) -> str | None:
+    """The local job id in a handle, or None when it names no local job."""
+    match = _HANDLE.search(handle.strip())
+    return match.group(1) if match else None
+
+
 def is_local(handle: str) -> bool:
-    return handle.rsplit(":", 1)[-1].startswith(PREFIX)
+    return local_id(handle) is not None
+
+
+def container_name(job_id: str, attempt: int, node: int) -> str:
+    """Docker's name for a node's container (no ':' allowed: a child's index joins with '-')."""
+    uuid, _, index = job_id.removeprefix(PREFIX).partition(":")
+    return f"efa-batch-{uuid[:12]}{f'-i{index}' if index else ''}-{attempt}-{node}"
 
 
 def node_container(
@@ -42,24 +62,35 @@ def node_container(
     ulimit_caps: dict[str, int] | None = None,
     fsx_dir: str | None = None,
     secret_values: dict[str, str] | None = None,
+    single: bool = False,
+    array: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``docker.containers.run`` for one node of the job; ``secret_values``
-    are the container's ``secrets``, read as the ECS agent would read them at start."""
+    are the container's ``secrets``, read as the ECS agent would read them at start.
+    ``single``: a container job (Batch's single-job variables, no node ones); ``array``: an
+    array child's (index, size)."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
     env.update(secret_values or {})
     env.update(
         {
-            "AWS_BATCH_JOB_ID": f"{job_id}#{node}",
+            "AWS_BATCH_JOB_ID": job_id if single else f"{job_id}#{node}",
             "AWS_BATCH_JOB_ATTEMPT": str(attempt),
-            "AWS_BATCH_JOB_NUM_NODES": str(nodes),
-            "AWS_BATCH_JOB_NODE_INDEX": str(node),
-            "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
             "AWS_BATCH_JQ_NAME": queue,
             "AWS_BATCH_CE_NAME": "local",
             # Every node is on this machine: keep the main node off its non-loopback addresses.
             "LAUNCHER_MAIN_ADDR": "127.0.0.1",
         }
     )
+    if not single:  # a multi-node job's nodes (job_env_vars.html: "multi-node parallel jobs")
+        env.update(
+            {
+                "AWS_BATCH_JOB_NUM_NODES": str(nodes),
+                "AWS_BATCH_JOB_NODE_INDEX": str(node),
+                "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
+            }
+        )
+    if array is not None:
+        env[ARRAY_INDEX_ENV], env[ARRAY_SIZE_ENV] = str(array[0]), str(array[1])
     if node != 0:  # as on Batch: only the workers are told where the main node is
         env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = "127.0.0.1"
     if not infiniband and "LAUNCHER_EFA_DEVICES" in env:
@@ -92,7 +123,7 @@ def node_container(
         "command": container["command"],
         "environment": env,
         "network_mode": "host",
-        "name": f"efa-batch-{job_id.removeprefix(PREFIX)[:12]}-{attempt}-{node}",
+        "name": container_name(job_id, attempt, node),
         "labels": {LABEL: job_id, f"{LABEL}.node": str(node), f"{LABEL}.name": job_name},
         "ulimits": [
             _ulimit(u, (ulimit_caps or {}).get(u["name"])) for u in container.get("ulimits", [])

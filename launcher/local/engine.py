@@ -90,6 +90,10 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                     ulimit_caps=caps,
                     fsx_dir=record.fsx_dir,
                     secret_values=secrets,
+                    single=record.single_node,
+                    array=None
+                    if record.array_index is None or record.array_size is None
+                    else (record.array_index, record.array_size),
                 )
                 try:
                     started.append(client.containers.run(**run).id)

@@ -8,6 +8,11 @@ cancel only once the writer is gone. ``Store.save`` refuses a write by anyone el
 writes under one lock, so the protocol is held by the code rather than by care. A writer is
 recorded as a ``Process``, its pid with its start time, so that no signal ever reaches another
 process that got the pid later.
+
+An array's children (``ID:0`` .. ``ID:N-1``, records of their own) are created by the parent's
+supervisor, which is their one writer from the start; a cancel of one child leaves a request
+beside its record (``request_cancel``) that the supervisor acts on; a cancel that finds the
+supervisor gone takes the parent and every unfinished child over, as it does a single job.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.errors import UsageError
 from launcher.job import JobState
-from launcher.local.containers import PREFIX
+from launcher.local.containers import PREFIX, local_id
 
 if TYPE_CHECKING:
     import psutil
@@ -128,11 +133,21 @@ class Record:
     writer: Process | None = None  # the owner's process
     fsx_dir: str | None = None  # the directory standing in for the nodes' FSx mount
     secrets_file: str | None = None  # where the job's secrets are read at each start
+    single_node: bool = False  # a container job: Batch's single-job variables, not a node's
+    array_size: int | None = None  # an array's (parent and children): children ID:0 .. ID:N-1
+    array_index: int | None = None  # an array child's index (None: not a child)
+    # Batch's dependsOn entries ({"jobId", "type"?}); a child's name its counterparts (N_TO_N).
+    depends_on: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def node_properties(self) -> dict[str, Any]:
         properties: dict[str, Any] = self.register["nodeProperties"]
         return properties
+
+    @property
+    def is_array(self) -> bool:
+        """An array's parent, which runs no container of its own."""
+        return self.array_size is not None and self.array_index is None
 
     @property
     def nodes(self) -> int:
@@ -185,7 +200,7 @@ class Store:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def load(self, handle: str) -> Record:
-        job_id = handle.rsplit(":", 1)[-1]
+        job_id = local_id(handle) or handle
         try:
             return Record.from_json(self._path(job_id).read_text())
         except FileNotFoundError:
@@ -222,6 +237,21 @@ class Store:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(record.to_json())
         tmp.replace(path)
+
+    def request_cancel(self, job_id: str) -> None:
+        """Ask an array child's writer (its parent's supervisor) to cancel it: a file beside the
+        record, which only the writer acts on, so the record keeps its one writer."""
+        (self.root / f"{job_id}.cancel").touch()
+
+    def cancel_requested(self, job_id: str) -> bool:
+        return (self.root / f"{job_id}.cancel").exists()
+
+    def child(self, parent: Record, index: int) -> Record | None:
+        """An array's child ``index``; None until the parent's supervisor has made it."""
+        try:
+            return self.load(f"{parent.job_id}:{index}")
+        except UsageError:
+            return None
 
     def records(self) -> Iterator[Record]:
         if not self.root.is_dir():

@@ -1,22 +1,26 @@
 """A local job's supervisor: ``python -m launcher.local.supervisor STATE_DIR JOB_ID``.
 
-Detached from the launcher that started it, it follows the job as AWS Batch would: the job
-ends with the main node (its exit code decides, the other nodes are stopped), an attempt ends
-at the timeout, a failed attempt is retried as the retry strategy says, and every node's log is
-saved with Docker's timestamps. It is the record's only writer from the moment the launcher
+Detached from the launcher that started it, it follows the job as AWS Batch would: a job with
+dependencies waits in PENDING until they succeed (and fails when one fails), the job ends with
+the main node (its exit code decides, the other nodes are stopped), an attempt ends at the
+timeout, a failed attempt is retried as the retry strategy says, and every node's log is saved
+with Docker's timestamps. An array's supervisor runs its children, a few at a time, each as
+such a job. It is the record's only writer (and its children's) from the moment the launcher
 hands the job over (it waits on its stdin for that) to the job's end; SIGTERM is a cancel.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
+from launcher.errors import UsageError
 from launcher.job import CANCEL_REASON, JobState
 from launcher.local import engine
 from launcher.local.state import Attempt, Owner, Record, Store, now_ms
@@ -24,6 +28,30 @@ from launcher.local.state import Attempt, Owner, Record, Store, now_ms
 GO = b"go\n"  # the launcher's word that the record is this supervisor's
 TIMEOUT_REASON = "Job attempt duration exceeded timeout"
 EXIT_REASON = "Essential container in task exited"
+# AWS documents that a dependant fails, not the words of its statusReason: these are ours.
+DEPENDENCY_REASON = "Dependency {job_id} {state}: a job this one waits for did not succeed"
+ARRAY_REASON = "{failed} of {size} array children failed"
+CONCURRENCY_ENV = "LAUNCHER_LOCAL_ARRAY_CONCURRENCY"
+DEFAULT_CONCURRENCY = 4  # children at once: enough to show the overlap, few enough for a laptop
+
+
+class Stop(Protocol):
+    """What ends a job early: the supervisor's SIGTERM, or for one child its own request."""
+
+    def is_set(self) -> bool: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildStop:
+    """An array child stops when the whole array is cancelled or it alone is
+    (``Store.request_cancel``; Batch lets a child be cancelled on its own, which fails it)."""
+
+    whole: threading.Event
+    store: Store
+    job_id: str
+
+    def is_set(self) -> bool:
+        return self.whole.is_set() or self.store.cancel_requested(self.job_id)
 
 
 def before_exec() -> None:
@@ -32,15 +60,80 @@ def before_exec() -> None:
 
 
 def supervise(store: Store, job_id: str, poll: float = 0.2) -> None:
-    """Follow a started job to its end, attempt after attempt as its retry rules say."""
+    """Follow a job to its end: wait for what it depends on, then run it (or its children),
+    attempt after attempt as its retry rules say."""
     from launcher.docker_client import docker_client
-    from launcher.retry import retries
 
     cancelled = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: cancelled.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     client = docker_client()
     record = store.load(job_id)
+    if record.is_array:
+        _make_children(store, record)
+    if record.status is JobState.PENDING:
+        # A child of an array waits for its counterparts (N_TO_N) on its own, not here.
+        whole = [d["jobId"] for d in record.depends_on if d.get("type") != "N_TO_N"]
+        reason = _wait_for(store, whole, cancelled, poll)
+        if reason is not None:
+            if record.is_array:
+                _end_children(store, record, reason)
+            _end(store, record, reason)
+            return
+    if record.is_array:
+        _run_array(client, store, record, cancelled, poll)
+    else:
+        _run_job(client, store, record, cancelled, poll)
+
+
+def _end(store: Store, record: Record, reason: str) -> None:
+    """A job that never ran (or a child never started) ends FAILED with ``reason``."""
+    record.status, record.status_reason = JobState.FAILED, reason
+    record.exit_codes, record.stopped_at = [], now_ms()
+    store.save(record, Owner.SUPERVISOR)
+
+
+def _wait_for(store: Store, job_ids: list[str], cancelled: Stop, poll: float) -> str | None:
+    """Until every job in ``job_ids`` succeeded (None), one failed, or a cancel (the reason).
+    "If any of the job dependencies fail, the dependent job automatically transitions from
+    PENDING to FAILED" (Batch user guide, job_dependencies.html)."""
+    waiting = list(job_ids)
+    while waiting:
+        if cancelled.is_set():
+            return CANCEL_REASON
+        for job_id in list(waiting):
+            try:
+                state = store.load(job_id).status
+            except UsageError:
+                return DEPENDENCY_REASON.format(job_id=job_id, state="gone")
+            if state is JobState.FAILED:
+                return DEPENDENCY_REASON.format(job_id=job_id, state="FAILED")
+            if state is JobState.SUCCEEDED:
+                waiting.remove(job_id)
+        if waiting:
+            time.sleep(poll)
+    return None
+
+
+def _run_job(client: Any, store: Store, record: Record, cancelled: Stop, poll: float) -> None:
+    """One job (or one array child) from its first attempt to its end."""
+    from launcher.retry import retries
+
+    if not record.containers:  # it waited (or is a child): its nodes start now
+        if cancelled.is_set():
+            _end(store, record, CANCEL_REASON)
+            return
+        record.status = JobState.STARTING
+        store.save(record, Owner.SUPERVISOR)
+        try:
+            record.containers, record.ulimit_caps = engine.start_nodes(
+                client, record, lambda _: None
+            )
+        except Exception as exc:
+            _end(store, record, f"could not start: {exc}")
+            return
+        record.status, record.started_at = JobState.RUNNING, now_ms()
+        store.save(record, Owner.SUPERVISOR)
     while True:
         reason, main_exit, codes = _run_attempt(client, store, record, cancelled, poll)
         success = reason is None and main_exit == 0
@@ -60,7 +153,7 @@ def supervise(store: Store, job_id: str, poll: float = 0.2) -> None:
         if not again:
             break
         record.attempt += 1
-        store.log_path(job_id, 0, record.attempt).parent.mkdir(parents=True, exist_ok=True)
+        store.log_path(record.job_id, 0, record.attempt).parent.mkdir(parents=True, exist_ok=True)
         try:
             record.containers, record.ulimit_caps = engine.start_nodes(
                 client, record, lambda _: None
@@ -75,8 +168,86 @@ def supervise(store: Store, job_id: str, poll: float = 0.2) -> None:
     store.save(record, Owner.SUPERVISOR)
 
 
+# --- arrays -----------------------------------------------------------------------------------
+
+
+def concurrency() -> int:
+    """How many of an array's children run at once on this machine."""
+    text = os.environ.get(CONCURRENCY_ENV, "")
+    return max(1, int(text)) if text.isdigit() else DEFAULT_CONCURRENCY
+
+
+def _make_children(store: Store, parent: Record) -> None:
+    """The children's records, written by this supervisor (their one writer) before any runs."""
+    assert parent.array_size is not None
+    each = [d["jobId"] for d in parent.depends_on if d.get("type") == "N_TO_N"]
+    for index in range(parent.array_size):
+        if store.child(parent, index) is not None:
+            continue
+        store.create(
+            dataclasses.replace(
+                parent,
+                job_id=f"{parent.job_id}:{index}",
+                status=JobState.PENDING,
+                array_index=index,
+                depends_on=[{"jobId": f"{job_id}:{index}"} for job_id in each],
+                containers=[],
+                history=[],
+                started_at=None,
+            )
+        )
+
+
+def _run_array(
+    client: Any, store: Store, parent: Record, cancelled: threading.Event, poll: float
+) -> None:
+    """Every child, in index order, ``concurrency()`` at a time; the parent stays PENDING while
+    they run ("Array job parents are updated to PENDING when any child job is updated to
+    RUNNABLE and remain in PENDING status while child jobs are running", botocore ListJobs)
+    and fails when any child fails ("if a child array job fails ..., the parent job also
+    fails", Batch user guide, array jobs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert parent.array_size is not None
+    parent.started_at = now_ms()
+    store.save(parent, Owner.SUPERVISOR)
+
+    def run_child(index: int) -> None:
+        child = store.load(f"{parent.job_id}:{index}")
+        if child.status.terminal:
+            return
+        stop = ChildStop(cancelled, store, child.job_id)
+        reason = _wait_for(store, [d["jobId"] for d in child.depends_on], stop, poll)
+        if reason is not None:
+            _end(store, child, reason)
+            return
+        _run_job(client, store, child, stop, poll)
+
+    with ThreadPoolExecutor(max_workers=concurrency()) as pool:
+        list(pool.map(run_child, range(parent.array_size)))
+    states = [store.load(f"{parent.job_id}:{i}").status for i in range(parent.array_size)]
+    failed = states.count(JobState.FAILED)
+    parent.stopped_at = now_ms()
+    if cancelled.is_set():
+        parent.status, parent.status_reason = JobState.FAILED, CANCEL_REASON
+    elif failed:
+        parent.status = JobState.FAILED
+        parent.status_reason = ARRAY_REASON.format(failed=failed, size=parent.array_size)
+    else:
+        parent.status = JobState.SUCCEEDED
+    store.save(parent, Owner.SUPERVISOR)
+
+
+def _end_children(store: Store, parent: Record, reason: str) -> None:
+    assert parent.array_size is not None
+    for index in range(parent.array_size):
+        child = store.child(parent, index)
+        if child is not None and not child.status.terminal:
+            _end(store, child, reason)
+
+
 def _run_attempt(
-    client: Any, store: Store, record: Record, cancelled: threading.Event, poll: float
+    client: Any, store: Store, record: Record, cancelled: Stop, poll: float
 ) -> tuple[str | None, int | None, list[int | None]]:
     """One attempt: copy the logs, wait for the main node (or the timeout, or a cancel), stop
     every node, remove the containers; (reason or None, main exit code, every exit code)."""

@@ -512,22 +512,34 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
     ce = d.compute_environment
     props, resources = ce.props, ce.props["ComputeResources"]
     problems = []
+    market = "SPOT" if d.pool.spot else "EC2"
     if (props.get("Type"), resources.get("Type"), props.get("State")) != (
         "MANAGED",
-        "EC2",
+        market,
         "ENABLED",
     ):
-        problems.append("not a MANAGED, ENABLED, On-Demand EC2 compute environment")
+        problems.append(f"not a MANAGED, ENABLED {market} compute environment")
     group = d.ref_target(ce.stack, resources.get("PlacementGroup"))
     chosen = d.config.placement_group
-    if chosen == "none" or (chosen == "auto" and d.config.capacity_block_id):
-        if "PlacementGroup" in resources or d.of_type("AWS::EC2::PlacementGroup"):
-            problems.append("a placement group where none is wanted (a Capacity Block, or none)")
+    # A pool without EFA, or on Spot (single-node jobs only), has no multi-node job to place.
+    unplaced = d.config.capacity_block_id or not d.pool.efa or d.pool.spot
+    if chosen == "none" or (chosen == "auto" and unplaced):
+        if "PlacementGroup" in resources:
+            problems.append(
+                "a placement group where none is wanted (a Capacity Block, no EFA, Spot, none)"
+            )
     elif chosen != "auto":
-        if resources.get("PlacementGroup") != chosen or d.of_type("AWS::EC2::PlacementGroup"):
+        if resources.get("PlacementGroup") != chosen or group is not None:
             problems.append(f"not the named placement group {chosen} (an ODCR's own)")
     elif group is None or group.props.get("Strategy") != "cluster":
         problems.append("no cluster placement group")
+    elif any(
+        other.compute_environment.props["ComputeResources"].get("PlacementGroup")
+        == resources.get("PlacementGroup")
+        for other in map(d.pool_deployment, d.cluster_config.pool_list)
+        if other.pool.name != d.pool.name
+    ):
+        problems.append("a placement group shared with another pool")
     if len(resources.get("Subnets", [])) != 1:
         problems.append("more than one subnet: a placement group and EFA live in one zone")
     vcpus = d.config.instance.vcpus
@@ -660,13 +672,18 @@ def job_queue_feeds_the_compute_environment(d: Deployment) -> list[str]:
     queue state is ENABLED, it can accept jobs." Priority only orders queues that share a
     compute environment: "Job queues with a higher priority (or a higher integer value for the
     priority parameter) are evaluated first when associated with the same compute environment"
-    (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateJobQueue.html); the
-    cluster's has this one queue. A fair-share policy "can be replaced but
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateJobQueue.html). A pool's
+    queue feeds its own compute environment, then its fallback's: "Compute environments are
+    tried in ascending order" (https://docs.aws.amazon.com/batch/latest/APIReference/
+    API_ComputeEnvironmentOrder.html), "up to three" per queue (CreateJobQueue). A fair-share
+    policy "can be replaced but
     can't be removed" (https://docs.aws.amazon.com/batch/latest/APIReference/
     API_CreateJobQueue.html), so it is there only when asked for; its decay "maximum
     supported value is 604800 (1 week)" and its compute reservation "The minimum value is 0 and
     the maximum value is 99" (https://docs.aws.amazon.com/batch/latest/APIReference/
-    API_FairsharePolicy.html).
+    API_FairsharePolicy.html); weight factors run from "0.0001" to "999.9999" and "The list of
+    share identifiers in a fair-share policy can't overlap" (https://docs.aws.amazon.com/batch/
+    latest/APIReference/API_ShareAttributes.html).
     """
     queue = d.job_queue
     props = queue.props
@@ -675,10 +692,22 @@ def job_queue_feeds_the_compute_environment(d: Deployment) -> list[str]:
         problems.append("queue not ENABLED")
     if not isinstance(props.get("Priority"), int) or props["Priority"] < 0:
         problems.append(f"Priority {props.get('Priority')!r} is not a non-negative integer")
-    order = props.get("ComputeEnvironmentOrder", [])
+    order = sorted(props.get("ComputeEnvironmentOrder", []), key=lambda o: o["Order"])
+    if len({o["Order"] for o in order}) != len(order) or len(order) > 3:
+        problems.append("compute environment orders repeat, or more than three (CreateJobQueue)")
     targets = [d.ref_target(queue.stack, o["ComputeEnvironment"]) for o in order]
-    if [t.logical_id if t else None for t in targets] != [d.compute_environment.logical_id]:
-        problems.append("the queue does not feed exactly the cluster's compute environment")
+    expected = [d.compute_environment.logical_id]
+    if d.pool.fallback:
+        fallback = d.pool_deployment(d.pool.fallback)
+        expected.append(fallback.compute_environment.logical_id)
+        if fallback.config.instance_type != d.config.instance_type:
+            problems.append("the fallback's instance type differs: a job fits one of them only")
+        if fallback.pool.spot and not d.pool.spot:
+            problems.append("a Spot fallback behind a pool that runs multi-node jobs")
+    if [t.logical_id if t else None for t in targets] != expected:
+        problems.append(
+            "the queue does not feed exactly the pool's compute environment, then its fallback's"
+        )
     policies = d.of_type("AWS::Batch::SchedulingPolicy")
     if (
         bool(policies) != d.config.fair_share
@@ -691,6 +720,17 @@ def job_queue_feeds_the_compute_environment(d: Deployment) -> list[str]:
             problems.append("ShareDecaySeconds outside 0-604800")
         if not 0 <= fair.get("ComputeReservation", 0) <= 99:
             problems.append("ComputeReservation outside 0-99")
+        shares = {
+            a["ShareIdentifier"]: a.get("WeightFactor", 1.0)
+            for a in fair.get("ShareDistribution", [])
+        }
+        if shares != dict(d.config.share_weights):
+            problems.append(f"share distribution {shares}; configured {d.config.share_weights}")
+        if not all(0.0001 <= w <= 999.9999 for w in shares.values()):
+            problems.append("a WeightFactor outside 0.0001-999.9999")
+        prefixes = [s[:-1] for s in shares if s.endswith("*")]
+        if any(s != p + "*" and s.startswith(p) for p in prefixes for s in shares):
+            problems.append("share identifiers overlap (a prefix covers another identifier)")
     return problems
 
 

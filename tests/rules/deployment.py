@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
-from infra.config import ClusterConfig
+from infra.config import ClusterConfig, Pool
 from tests.rules.flows import Network
 
 FARGATE = ("FARGATE", "FARGATE_SPOT")
@@ -31,9 +31,16 @@ class Resource:
 class Deployment:
     """Every resource of the three stacks, and the security groups of each network party."""
 
-    def __init__(self, templates: dict[str, dict], config: ClusterConfig) -> None:
+    def __init__(
+        self, templates: dict[str, dict], config: ClusterConfig, pool: str | None = None
+    ) -> None:
+        """``pool``: the pool whose launch template, compute environment and queue the rules
+        look at (None: the default pool); ``config`` then reads as that pool's view
+        (``ClusterConfig.for_pool``), ``cluster_config`` as the whole cluster's."""
         self.templates = templates
-        self.config = config
+        self.cluster_config = config
+        self.pool = config.pool(pool or config.default_pool)
+        self.config = config.for_pool(self.pool)
         self.resources = [
             Resource(stack, logical_id, res["Type"], res)
             for stack, t in templates.items()
@@ -131,13 +138,17 @@ class Deployment:
 
     @cached_property
     def compute_environment(self) -> Resource:
-        """The multi-node cluster's (EC2) compute environment."""
-        (found,) = [
-            ce
-            for ce in self.of_type("AWS::Batch::ComputeEnvironment")
-            if ce.props.get("ComputeResources", {}).get("Type") not in FARGATE
-        ]
+        """The pool's (EC2 or Spot) compute environment: the first its queue feeds."""
+        queue = self.job_queue
+        order = sorted(queue.props.get("ComputeEnvironmentOrder", []), key=lambda o: o["Order"])
+        found = self.ref_target(queue.stack, order[0]["ComputeEnvironment"]) if order else None
+        assert found is not None, f"queue {queue.path} feeds no compute environment of the stacks"
         return found
+
+    def pool_deployment(self, pool: Pool | str) -> Deployment:
+        return Deployment(
+            self.templates, self.cluster_config, pool if isinstance(pool, str) else pool.name
+        )
 
     @cached_property
     def copy_compute_environment(self) -> Resource:
@@ -159,7 +170,7 @@ class Deployment:
     def job_queue(self) -> Resource:
         from infra.cluster import job_queue_name
 
-        return self._queue(job_queue_name(self.config))
+        return self._queue(job_queue_name(self.cluster_config, self.pool))
 
     @cached_property
     def copy_job_queue(self) -> Resource:

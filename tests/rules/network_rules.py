@@ -34,6 +34,13 @@ CE_GROUPS = Model(
     "If security groups are specified using both securityGroupIds and launchTemplate, the "
     "values in securityGroupIds are used.",
 )
+LT_GROUPS = Model(
+    "ec2",
+    "RequestLaunchTemplateData",
+    "SecurityGroupIds",
+    "If you specify a network interface, you must specify any security groups as part of the "
+    "network interface instead of using this parameter.",
+)
 
 
 @rule(
@@ -130,18 +137,33 @@ def hosts_and_tasks_reach_the_interface_endpoints(d: Deployment) -> list[str]:
     return missing
 
 
-@rule(CE_GROUPS, covers=("AWS::Batch::ComputeEnvironment.ComputeResources.SecurityGroupIds",))
+@rule(
+    CE_GROUPS,
+    LT_GROUPS,
+    covers=(
+        "AWS::Batch::ComputeEnvironment.ComputeResources.SecurityGroupIds",
+        "AWS::EC2::LaunchTemplate.LaunchTemplateData.SecurityGroupIds",
+    ),
+)
 def compute_environment_names_no_groups_beside_interfaces(d: Deployment) -> list[str]:
-    """Security groups live on the launch template's interfaces when it has any.
+    """Security groups live on the launch template's interfaces when it has any, on the
+    template itself when it has none (a pool without EFA).
 
     https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeResource.html
     (securityGroupIds): "If security groups are specified using both securityGroupIds and
     launchTemplate, the values in securityGroupIds are used." Batch then passes them at the
-    instance level, which EC2 refuses beside network interfaces that carry their own groups.
+    instance level, which EC2 refuses beside network interfaces that carry their own groups;
+    EC2 says the same of the template's own list: "If you specify a network interface, you
+    must specify any security groups as part of the network interface instead of using this
+    parameter" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_RequestLaunchTemplateData.html).
     """
     resources = d.compute_environment.props["ComputeResources"]
+    data = d.launch_template.props["LaunchTemplateData"]
     if d.interfaces and resources.get("SecurityGroupIds"):
         return ["the compute environment names SecurityGroupIds beside EFA interfaces"]
+    if d.interfaces and data.get("SecurityGroupIds"):
+        return ["the launch template names SecurityGroupIds beside its network interfaces"]
     if not d.interfaces and not (
         resources.get("SecurityGroupIds")
         or d.launch_template.props["LaunchTemplateData"].get("SecurityGroupIds")

@@ -107,11 +107,14 @@ def tag_changes_never_replace_the_compute_environment(d: Deployment) -> list[str
                 problems.append(f"{resource.path}: Tags {tags}; a change replaces it: {fixed}")
     for ce in d.of_type("AWS::Batch::ComputeEnvironment"):
         resources = ce.props.get("ComputeResources", {})
-        if resources.get("Type") in FARGATE:
-            if "Tags" in resources:
-                problems.append(f"{ce.path}: ComputeResources.Tags on Fargate")
-        elif resources.get("Tags") != node_tags(config):
-            problems.append(f"{ce.path}: node tags {resources.get('Tags')} != {node_tags(config)}")
+        if resources.get("Type") in FARGATE and "Tags" in resources:
+            problems.append(f"{ce.path}: ComputeResources.Tags on Fargate")
+    ce = d.compute_environment
+    want = node_tags(d.cluster_config, d.pool)
+    if ce.props["ComputeResources"].get("Tags") != want:
+        problems.append(
+            f"{ce.path}: node tags {ce.props['ComputeResources'].get('Tags')} != {want}"
+        )
     return problems
 
 
@@ -145,7 +148,7 @@ def a_fair_share_change_gets_a_new_queue_and_keeps_the_old_ones_jobs(d: Deployme
     """
     queue = d.job_queue
     problems = []
-    if queue.props.get("JobQueueName") != job_queue_name(d.config):
+    if queue.props.get("JobQueueName") != job_queue_name(d.cluster_config, d.pool):
         problems.append(f"queue name {queue.props.get('JobQueueName')}: not its mode's own")
     if queue.body.get("UpdateReplacePolicy") != "Retain":
         problems.append("a replaced queue would be deleted, terminating its jobs")
