@@ -8,7 +8,8 @@ fails (a dropped connection, a 5xx, a 429) is sent again, after asking the regis
 of the upload it holds (``GET`` on the upload's location: ``Range: 0-<last byte>``, which the
 spec says a registry MUST answer), from that byte when it lies inside the chunk. Only the
 chunk in flight is kept in memory, so a 5 GB layer cut near its end resumes near its end,
-and memory stays two chunks.
+and memory stays three chunks: the next one is made while a chunk is on the wire
+(``read_ahead``), so the source never waits for the registry's answer.
 
 A registry that cannot say (distribution 2.8, Debian's ``docker-registry``, invalidates and
 cancels an upload whose PATCH was cut after its first byte: every later request on it answers
@@ -29,7 +30,8 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlencode
 
 from launcher.image.registry import RegistryError
@@ -41,6 +43,7 @@ CHUNK = 8 << 20
 ATTEMPTS = 5  # per chunk
 SESSIONS = 3  # upload sessions per blob
 _LOST = (400, 404)  # the upload session is gone (BLOB_UPLOAD_INVALID / _UNKNOWN)
+T = TypeVar("T")
 
 
 class SessionLost(RegistryError):
@@ -82,6 +85,20 @@ def blocks(pieces: Iterable[bytes], size: int = CHUNK) -> Iterator[bytes]:
     yield bytes(buffer)
 
 
+_END = object()
+
+
+def read_ahead(items: Iterable[T]) -> Iterator[T]:
+    """``items``, the next one made on another thread while the caller handles this one: the
+    layer goes on being built while a chunk is on the wire (one more block of memory)."""
+    it = iter(items)
+    with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as ahead:
+        coming = ahead.submit(next, it, _END)
+        while (item := coming.result()) is not _END:
+            coming = ahead.submit(next, it, _END)
+            yield item  # type: ignore[misc]
+
+
 def upload(
     registry: Registry,
     repo: str,
@@ -121,7 +138,7 @@ def _send(
     on_bytes: Callable[[int], None],
 ) -> None:
     offset, pending, location = 0, None, ""
-    chunks = iter(blocks(pieces))
+    chunks = read_ahead(blocks(pieces))
     for block in chunks:
         if not block and pending is not None:
             break  # the blob ended on a block boundary: that block closes the upload
