@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import io
+import marshal
 import os
 import tarfile
 
@@ -74,11 +75,33 @@ def test_a_file_replaced_by_a_rename_is_caught(tmp_path):
     assert "b.txt" not in indexed.known(workspace.scan(root))
 
 
-def test_a_damaged_index_costs_a_read_not_a_wrong_answer(tmp_path):
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",  # damaged
+        b'{"version": 5, "scanned_ns": 0, "files": {}}',  # the JSON index of version 5
+        marshal.dumps({"version": index.VERSION, "scanned_ns": 0, "files": [1, 2]}),
+        marshal.dumps({"version": index.VERSION})[:-3],  # cut short
+        marshal.dumps([1, 2]),
+    ],
+)
+def test_a_damaged_index_costs_a_read_not_a_wrong_answer(tmp_path, content):
     root = _tree(tmp_path / "ws")
     index.path_for(str(root)).parent.mkdir(parents=True)
-    index.path_for(str(root)).write_text("{not json")
+    index.path_for(str(root)).write_bytes(content)
     assert index.Index.load(str(root)).known(workspace.scan(root)) == {}
+
+
+def test_the_index_reads_back_what_it_wrote(tmp_path):
+    root = _tree(tmp_path / "ws")
+    (root / "caf\xe9.txt").write_text("menu\n")  # a non-ASCII name round-trips too
+    scanned, indexed = _indexed(root, os.lstat(root / "b.txt").st_ctime_ns + 3 * index.RACY_NS)
+    files = [e for e in scanned.entries if e.kind == workspace.FILE]
+    assert indexed.known(scanned) == layer.file_digests(scanned.root, files)
+    tree = {"b.txt": "0 420 4 abc ", "caf\xe9.txt": "0 420 5 def "}
+    uploaded = index.Uploaded("sha256:k", "zstd", "r/w", (index.Layer("d", "g", 1),))
+    indexed.save(scanned, indexed.known(scanned), uploaded, tree)
+    assert index.Index.load(str(root)).tree("sha256:k") == tree
 
 
 def _layer_files(registry, repo: str, ref: str) -> dict[str, bytes]:

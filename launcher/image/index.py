@@ -19,7 +19,11 @@ The index also remembers the layers this workspace was uploaded as (content key 
 digests, per repository), so the same content on another base is a HEAD, not a rebuild, and
 the state each full layer shipped, so a small change ships as a delta over it
 (``launcher.image.delta``). It lives in the user's cache (``launcher.cache``), a file per
-workspace and one per full layer's state; losing them costs one full read.
+workspace and one per full layer's state; losing them costs one full read. The file list and
+the states are ``marshal`` data (read back as the dicts and tuples they were, in a few ms for
+50,000 files, where JSON took 0.2 s to parse and convert; marshal builds values only, never
+runs code); anything unreadable, from another Python version's marshal or damaged, counts as
+no index.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import marshal
 import operator
 import os
 from collections.abc import Iterable
@@ -37,7 +42,7 @@ from typing import Any
 from launcher import cache
 from launcher.image.workspace import FILE, Entry, Workspace, shipped, stamp
 
-VERSION = 5
+VERSION = 6
 RACY_NS = 2_000_000_000
 KEEP_UPLOADS = 8  # uploads remembered per workspace
 # Up to this many files read again (changed, or racy) leave the file list as it is: they are
@@ -47,7 +52,7 @@ REREAD_LIMIT = 256
 
 def path_for(root: str) -> Path:
     key = hashlib.sha256(os.path.realpath(root).encode(errors="surrogateescape")).hexdigest()
-    return cache.directory() / "workspaces" / f"{key[:32]}.json"
+    return cache.directory() / "workspaces" / f"{key[:32]}.index"
 
 
 def newest_change(workspace: Workspace) -> int:
@@ -133,12 +138,11 @@ class Index:
     @classmethod
     def load_path(cls, path: Path) -> Index:
         try:
-            data = json.loads(path.read_bytes())
-            if data.get("version") != VERSION:
+            data = marshal.loads(path.read_bytes())
+            if data.get("version") != VERSION or not isinstance(data["files"], dict):
                 raise ValueError("another version")
-            files = {p: (tuple(v[:5]), str(v[5])) for p, v in data["files"].items()}
-            found = cls(path, int(data["scanned_ns"]), files)
-        except (OSError, ValueError, KeyError, TypeError):
+            found = cls(path, int(data["scanned_ns"]), data["files"])
+        except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError):
             return cls(path)  # no index (or a damaged one): everything is read
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             found.uploads = [
@@ -212,8 +216,8 @@ class Index:
     def tree(self, key: str) -> dict[str, str] | None:
         """The state a full layer shipped (``launcher.image.delta.Tree``), if kept."""
         try:
-            found = json.loads(self._tree_path(key).read_bytes())
-        except (OSError, ValueError):
+            found = marshal.loads(self._tree_path(key).read_bytes())
+        except (OSError, ValueError, EOFError, TypeError):
             return None
         return found if isinstance(found, dict) else None
 
@@ -245,7 +249,7 @@ class Index:
             rest = [u for u in self.uploads if (u.key, u.compression, u.repository) != same]
             self.uploads = [uploaded, *rest][:KEEP_UPLOADS]
             if tree is not None:
-                cache.write_atomically(self._tree_path(uploaded.key), json.dumps(tree).encode())
+                cache.write_atomically(self._tree_path(uploaded.key), marshal.dumps(tree))
             uploads = json.dumps([u.as_dict() for u in self.uploads]).encode()
             cache.write_atomically(self._uploads_path, uploads)
             self._forget_trees()
@@ -257,12 +261,8 @@ class Index:
             for e in workspace.entries
             if e.kind == FILE and e.path in digests
         }
-        data = {
-            "version": VERSION,
-            "scanned_ns": self.scanned_ns,
-            "files": {p: [*stamp, digest] for p, (stamp, digest) in self.files.items()},
-        }
-        cache.write_atomically(self.path, json.dumps(data, separators=(",", ":")).encode())
+        data = {"version": VERSION, "scanned_ns": self.scanned_ns, "files": self.files}
+        cache.write_atomically(self.path, marshal.dumps(data))
 
     def _forget_trees(self) -> None:
         """Trees of full layers no longer remembered go (best effort)."""
