@@ -3,7 +3,8 @@
 A ~5 MB workspace, for the registry path (patch in place) and the Docker SDK path, in one run:
 (a) first build, (b) one file changed, (c) unchanged. Wall time (median of RUNS), bytes that
 reached the registry's storage, and registry requests from its access log. Then the peak
-memory of `launcher build` for a 1 GiB workspace, against `launcher --help`.
+memory of `launcher build` for a 1 GiB workspace, against `launcher --help`. Then the four
+workspaces of ``bench/workspaces.py`` against the tar | gzip, pigz and zstd pipelines.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import workspaces
 from bench.stats import table
 from devenv.docker_engine import DockerEngine
 from devenv.images import push_random_base
 from devenv.registry_server import RegistryServer
-from launcher.image import layer
+from launcher.image import layer, workspace
+from launcher.image.compress import Compression
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 BASE_LAYERS_MIB = [256, 256, 256, 256]  # 1 GiB of incompressible layers + busybox
@@ -46,7 +49,7 @@ def _workspace(root: Path) -> Path:
 
 def _gzip_size(ws: Path) -> int:
     out = layer.LayerDigests()
-    for _ in layer.gzip_layer(ws, layer.workspace_entries(ws), out):
+    for _ in layer.stream(workspace.scan(ws), Compression.GZIP, out):
         pass
     return out.size
 
@@ -216,7 +219,9 @@ def run() -> str:
             f"Base: {sum(BASE_LAYERS_MIB)} MiB of random layers + busybox, pushed in "
             f"{base_seconds:.0f} s; workspace gzip'd: {gz / 1e6:.2f} MB."
         )
-        return f"{images}\n\n{memory}\n\n{notes}"
+        push_random_base(registry.host, "small", "1", [], tmp)  # busybox alone
+        lines = workspaces.measure(registry.host, f"{registry.host}/small:1", tmp)
+        return f"{images}\n\n{memory}\n\n{notes}\n\n{lines}"
     finally:
         engine.stop()
         registry.stop()

@@ -52,6 +52,7 @@ class ImageOptions(TypedDict, total=False):
     dryrun: bool
     progress: ProgressFn | None
     stream_base: bool
+    compression: str | None
 
 
 class BuildOptions(ImageOptions, total=False):
@@ -395,13 +396,20 @@ class Cluster:
         dryrun: bool = False,
         progress: ProgressFn | None = None,
         stream_base: bool = False,
+        compression: str | None = None,
     ) -> Patched:
         """Patch ``workspace`` into ``image`` in the cluster's registry; ``.reference`` is
         ``REPO@sha256:...``. With ``dryrun`` the digest is computed and nothing is pushed.
 
         Base layers missing from the registry are copied by a copy job on the cluster's
-        target, never through this machine unless ``stream_base``."""
-        from launcher.image.build import workspace_image
+        target, never through this machine unless ``stream_base``. The workspace layer is
+        compressed as ``compression`` (gzip or zstd), by default as the target's nodes read
+        best (``launcher.image.pullers``)."""
+        from launcher.image.build import Builder, choose_builder, workspace_image
+
+        registry_build = choose_builder(builder, workspace)[0] is Builder.REGISTRY
+        # The Docker builder's push picks its own compression: no need to ask the target.
+        puller = self.target.puller() if registry_build else None
 
         return workspace_image(
             image,
@@ -414,6 +422,8 @@ class Cluster:
             progress=progress,
             copy_jobs=None if stream_base else self.copy_jobs(progress),
             stream_base=stream_base,
+            compression=compression,
+            puller=puller,
         )
 
     def mirror(
@@ -486,6 +496,7 @@ class Cluster:
         platform: str | None = None,
         progress: ProgressFn | None = None,
         stream_base: bool = False,
+        compression: str | None = None,
         **options: object,
     ) -> dict[str, object]:
         """The exact RegisterJobDefinition and SubmitJob requests (what ``--dryrun`` prints);
@@ -503,6 +514,7 @@ class Cluster:
             dryrun=True,
             progress=progress,
             stream_base=stream_base,
+            compression=compression,
         )
         document: dict[str, object] = dict(cluster.requests(spec).as_dict())
         copies = [b.plan for b in built if b.plan and b.plan.how is BaseHandling.COPY_JOB]
@@ -527,6 +539,7 @@ class Cluster:
         platform: str | None = None,
         progress: ProgressFn | None = None,
         stream_base: bool = False,
+        compression: str | None = None,
         **options: object,
     ) -> Job:
         """Validate, check the account, build the workspace image, then submit."""
@@ -541,6 +554,7 @@ class Cluster:
             platform=platform,
             progress=progress,
             stream_base=stream_base,
+            compression=compression,
         )
         job = cluster.submit(cluster.requests(spec), progress=progress)
         say(progress)(cluster.target.submitted(spec))

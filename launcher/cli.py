@@ -309,6 +309,7 @@ class Run(Command):
             "platform": args.platform,
             "progress": _console(),
             "stream_base": args.stream_base,
+            "compression": args.compression,
         }
         if args.dryrun:
             requests = cluster.dryrun(spec=spec, workspace=workspace, **image_options)
@@ -335,6 +336,12 @@ def _image_arguments(parser: argparse.ArgumentParser) -> None:
         "(auto: docker when the workspace has Dockerfile.launcher)",
     )
     parser.add_argument("--platform", help="image platform (default: the cluster's, linux/amd64)")
+    parser.add_argument(
+        "--compression",
+        choices=["gzip", "zstd"],  # launcher.image.compress.Compression (kept light)
+        help="the workspace layer's compression (default: zstd where whoever pulls reads it: "
+        "the cluster's nodes, a local Docker 23+; else gzip)",
+    )
     parser.add_argument(
         "--stream-base",
         action="store_true",
@@ -381,6 +388,7 @@ class Build(Command):
             "dryrun": args.dryrun,
             "progress": _console(),
             "stream_base": args.stream_base,
+            "compression": args.compression,
         }
         if args.repo is None:  # the stack's repository, and the platform of its instances
             built = _cluster(args).build(base, args.workspace, platform=args.platform, **options)

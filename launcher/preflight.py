@@ -4,16 +4,16 @@ fine, for an hour, so a run costs no extra call (the cache is per user, in the X
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
+
+from launcher import cache
 
 FINE_FOR_SECONDS = 3600
 
 
 def _path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "efa-batch" / "default-groups.json"
+    return cache.directory() / "default-groups.json"
 
 
 def _load() -> dict[str, float]:
@@ -34,11 +34,4 @@ def remember_fine(group_id: str, now: float | None = None) -> None:
     """Best effort: a cache that cannot be written only costs the next run one call."""
     found = _load()
     found[group_id] = time.time() if now is None else now
-    path = _path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(found))
-        tmp.replace(path)
-    except OSError:
-        pass
+    cache.write_atomically(_path(), json.dumps(found).encode())

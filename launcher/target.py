@@ -23,6 +23,7 @@ from launcher.progress import ProgressFn, say
 
 if TYPE_CHECKING:
     from launcher.aws import Aws
+    from launcher.image.pullers import Puller
     from launcher.image.reference import Reference
     from launcher.security import Findings
 
@@ -76,6 +77,10 @@ class Target(Protocol):
 
     def copy_where(self) -> str:
         """Where a copy job here moves the bytes, for the plan's line."""
+        ...
+
+    def puller(self) -> Puller:
+        """Who pulls images here: the layer compressions it reads (``launcher.image.pullers``)."""
         ...
 
 
@@ -152,6 +157,11 @@ class AwsTarget:
         queue = self.info.copy_queue_arn.rsplit("/", 1)[-1]
         return f"in AWS (copy job on {queue})"
 
+    def puller(self) -> Puller:
+        from launcher.image.pullers import CLUSTER_NODES
+
+        return CLUSTER_NODES
+
 
 class LocalTarget:
     """The local Docker engine: one container per node, host networking, a directory for EFS."""
@@ -221,3 +231,10 @@ class LocalTarget:
 
     def copy_where(self) -> str:
         return "in a local copy job (Docker engine)"
+
+    def puller(self) -> Puller:
+        """The local engine, by its version (one call to it)."""
+        from launcher.docker_client import docker_client
+        from launcher.image.pullers import docker_engine
+
+        return docker_engine(str(docker_client().version().get("Version", "")))

@@ -96,13 +96,15 @@ def test_an_interrupted_copy_resumes_without_sending_finished_layers(
     first = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     target = repo.split("/", 1)[1]
     deadline = time.monotonic() + 60
-    while not has_blob(registry, target, blobs[2]["digest"]):  # config, busybox, first big one
+    # Three blobs move at once (config, busybox, a big layer first): once busybox is in, the
+    # big layers are still on their way.
+    while not has_blob(registry, target, blobs[1]["digest"]):
         assert first.poll() is None and time.monotonic() < deadline, "copy ended too early"
         time.sleep(0.01)
     first.send_signal(signal.SIGKILL)  # the job's host is gone mid-copy
     first.wait()
     finished = [b["digest"] for b in blobs if has_blob(registry, target, b["digest"])]
-    assert 3 <= len(finished) < len(blobs)
+    assert 2 <= len(finished) < len(blobs)
     registry.requests()
 
     second = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)

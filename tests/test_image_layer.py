@@ -7,12 +7,14 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tarfile
 
 import pytest
 
 from launcher.errors import UsageError
-from launcher.image import layer, manifest
+from launcher.image import compress, layer, manifest, tarheader, workspace
+from launcher.image.compress import Compression
 
 
 def make_workspace(root):
@@ -33,9 +35,9 @@ def make_workspace(root):
     return root
 
 
-def build(root) -> tuple[bytes, layer.LayerDigests]:
+def build(root, compression=Compression.GZIP) -> tuple[bytes, layer.LayerDigests]:
     out = layer.LayerDigests()
-    data = b"".join(layer.gzip_layer(root, layer.workspace_entries(root), out))
+    data = b"".join(layer.stream(workspace.scan(root), compression, out))
     return data, out
 
 
@@ -55,7 +57,6 @@ def test_layer_is_reproducible_across_copies_and_mtimes(tmp_path):
     assert (out_a.digest, out_a.diff_id) == (out_b.digest, out_b.diff_id)
     assert out_a.digest == manifest.digest_of(data_a)
     assert out_a.diff_id == manifest.digest_of(gzip.decompress(data_a))
-    assert out_a.diff_id == layer.diff_id(a, layer.workspace_entries(a))
 
 
 def test_layer_keeps_modes_and_links_and_drops_owners_and_times(tmp_path):
@@ -65,7 +66,7 @@ def test_layer_keeps_modes_and_links_and_drops_owners_and_times(tmp_path):
     assert found["workspace/pkg/model.py"].mode == 0o644
     assert found["workspace/link"].issym() and found["workspace/link"].linkname == "train.sh"
     assert {(m.uid, m.gid, m.uname, m.gname, m.mtime) for m in found.values()} == {
-        (0, 0, "", "", layer.MTIME)
+        (0, 0, "", "", tarheader.MTIME)
     }
     assert list(found) == sorted(found, key=lambda n: n.split("/"))
 
@@ -96,7 +97,7 @@ def test_changed_file_changes_the_digest(tmp_path):
 
 def test_missing_workspace_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="not a directory"):
-        layer.workspace_entries(tmp_path / "nope")
+        workspace.scan(tmp_path / "nope")
 
 
 BASE_CONFIG = {
@@ -115,8 +116,8 @@ BASE_CONFIG = {
 def test_patched_config_appends_one_layer_and_sets_the_working_directory():
     new = manifest.patched_config(
         BASE_CONFIG,
-        "sha256:" + "2" * 64,
-        "COPY ws",
+        ["sha256:" + "2" * 64],
+        ["COPY ws"],
         "/workspace",
         {"LAUNCHER_WORKSPACE": "/workspace"},
     )
@@ -146,7 +147,8 @@ def test_patched_manifest_never_mixes_media_types(kind, layer_type):
         "layers": [{"mediaType": layer_type, "digest": "sha256:" + "4" * 64, "size": 9}],
     }
     config = b'{"a":1}'
-    new = manifest.patched_manifest(base, kind, config, "sha256:" + "5" * 64, 42)
+    new, new_kind = manifest.patched_manifest(base, kind, config, [("sha256:" + "5" * 64, 42)])
+    assert new_kind == kind
     assert new["config"]["digest"] == manifest.digest_of(config)
     assert new["layers"][0] == base["layers"][0]
     assert new["layers"][-1] == {
@@ -192,3 +194,82 @@ def test_content_tag_depends_on_base_platform_and_workspace():
         "sha256:a", manifest.parse_platform("linux/arm64"), "sha256:b"
     )
     assert tag.startswith("ws-") and len(tag) <= 128
+
+
+# --- the tar as tarfile writes it, compressed on every core ----------------------------------
+
+
+def _tarfile_header(name, kind, mode, size, link):
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.size, info.linkname = kind, mode, size, link
+    info.mtime, info.uid, info.gid, info.uname, info.gname = tarheader.MTIME, 0, 0, "", ""
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "mode", "size", "link"),
+    [
+        ("workspace", b"5", 0o755, 0, ""),
+        ("workspace/train.py", b"0", 0o644, 12345, ""),
+        ("workspace/" + "long/" * 30 + "name.py", b"0", 0o600, 7, ""),  # a PAX path
+        ("workspace/naïve.txt", b"0", 0o644, 1, ""),  # non-ASCII: a PAX path
+        ("workspace/link", b"2", 0o777, 0, "t" * 120),  # a PAX link target
+        ("workspace/huge.bin", b"0", 0o644, 8**11 + 1, ""),  # a PAX size
+        ("workspace/bad\udcff", b"0", 0o644, 1, ""),  # an undecodable file name
+    ],
+)
+def test_headers_are_byte_for_byte_what_tarfile_writes(name, kind, mode, size, link):
+    assert tarheader.header(name, kind, mode, size, link) == _tarfile_header(
+        name, kind, mode, size, link
+    )
+
+
+def _big_workspace(root):
+    """Text and random data over several chunks, and many small files."""
+    root.mkdir()
+    text = "".join(f"def f{i}(x):\n    return x * {i} - {i % 7}\n" for i in range(60_000))
+    (root / "code.py").write_text(text)
+    (root / "weights.bin").write_bytes(os.urandom(3 << 20))
+    for i in range(300):
+        (root / f"m{i}.py").write_text(f"X = {i}\n" * (i + 1))
+    return root
+
+
+def test_gzip_members_are_read_by_every_reader_and_random_chunks_are_stored(tmp_path):
+    root = _big_workspace(tmp_path / "w")
+    data, out = build(root)
+    raw = gzip.decompress(data)  # Python reads the members in sequence
+    assert manifest.digest_of(raw) == out.diff_id
+    unzipped = subprocess.run(["gzip", "-dc"], input=data, capture_output=True, check=True)
+    assert unzipped.stdout == raw  # and so does gzip(1)
+    assert data.count(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff") >= 4  # one member a chunk
+    # The random megabytes went as stored blocks: no bigger than they are, give or take
+    # 5 bytes per 64 KiB, and the text shrank.
+    assert len(data) < 3.1 * (1 << 20) + len(raw) - (3 << 20)
+
+
+def test_zstd_frames_are_read_by_the_zstd_tool(tmp_path):
+    root = _big_workspace(tmp_path / "w")
+    data, out = build(root, Compression.ZSTD)
+    assert data[:4] == b"\x28\xb5\x2f\xfd"  # a zstd frame's magic number
+    unpacked = subprocess.run(["zstd", "-dc"], input=data, capture_output=True, check=True)
+    assert manifest.digest_of(unpacked.stdout) == out.diff_id
+    assert out.digest == manifest.digest_of(data)
+
+
+@pytest.mark.parametrize("compression", list(Compression))
+def test_the_layer_does_not_depend_on_the_number_of_cores(tmp_path, monkeypatch, compression):
+    root = _big_workspace(tmp_path / "w")
+    monkeypatch.setattr(compress, "workers", lambda: 1)
+    one, _ = build(root, compression)
+    monkeypatch.setattr(compress, "workers", lambda: 5)
+    five, _ = build(root, compression)
+    assert one == five
+
+
+def test_a_file_changed_while_the_layer_is_built_fails_the_build(tmp_path):
+    root = make_workspace(tmp_path / "w")
+    scanned = workspace.scan(root)
+    (root / "pkg" / "model.py").write_text("WIDTH = 16\n")  # after the scan, before the read
+    with pytest.raises(UsageError, match="model.py changed while the layer was built"):
+        b"".join(layer.stream(scanned, Compression.GZIP, layer.LayerDigests()))

@@ -293,6 +293,47 @@ def test_logs_since_applies_to_local_jobs(env, busybox_base):
     assert "early" in everything and "late" in everything
 
 
+@pytest.mark.parametrize("compression", [None, "gzip", "zstd"])
+def test_a_workspace_image_either_way_runs_here_or_is_refused_before_any_upload(
+    stack, env, busybox_base, docker_engine, registry, tmp_path, compression
+):
+    """The local engine pulls the image: by default the layer is what it reads (gzip before
+    Docker 23.0), and a compression it cannot read is refused in one line, nothing pushed."""
+    from launcher.image import pullers
+    from launcher.image.compress import Compression
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "hello.txt").write_text(f"compressed with {compression}\n")
+    flags = ("--compression", compression) if compression else ()
+    registry.requests()
+    result = launcher(
+        env,
+        "run",
+        "--local",
+        "--follow",
+        "--nodes",
+        "1",
+        "--image",
+        busybox_base,
+        "--workspace",
+        str(ws),
+        *flags,
+        "--",
+        "cat",
+        "/workspace/hello.txt",
+    )
+    engine = pullers.docker_engine(docker_engine.client().version()["Version"])
+    if compression is None or Compression(compression) in engine.reads:
+        assert result.returncode == 0, result.stderr
+        assert f"[node 0] compressed with {compression}" in result.stderr
+        return
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"--compression zstd: {engine.name} cannot read zstd layers" in line
+    assert not [r for r in registry.requests() if r.method in ("POST", "PATCH", "PUT")]
+
+
 def test_a_secret_a_tmpfs_and_a_ulimit_on_the_local_engine(env, busybox_base, tmp_path):
     """The local backend reads a job's secrets from the file $LAUNCHER_LOCAL_SECRETS names (keyed
     by the reference, a JSON value's key picked by NAME#KEY), hands them to the containers'

@@ -13,6 +13,7 @@ import pytest
 from launcher.errors import RemoteError
 from launcher.image import auth, manifest, reference
 from launcher.image.registry import Registry
+from launcher.image.upload import read_ahead
 
 MANIFEST = json.dumps(
     {"schemaVersion": 2, "mediaType": manifest.OCI_MANIFEST, "config": {}, "layers": []}
@@ -162,3 +163,27 @@ def test_the_ecr_token_call_goes_through_the_aws_module(moto_server, monkeypatch
     aws = Aws()
     auth.credentials("123456789012.dkr.ecr-fips.us-east-1.amazonaws.com", aws)
     assert aws.calls == 1
+
+
+def test_read_ahead_makes_one_item_ahead_in_order_and_passes_on_a_failure():
+    made: list[int] = []
+
+    def source():
+        for i in range(5):
+            made.append(i)
+            if i == 3:
+                raise ValueError("source failed at 3")
+            yield i
+
+    got = []
+    items = read_ahead(source())
+    with pytest.raises(ValueError, match="source failed at 3"):
+        for item in items:
+            got.append(item)
+            time.sleep(0.01)  # gives the reading thread time to run ahead, if it would
+            assert len(made) <= len(got) + 1  # never more than one item ahead
+    assert got == [0, 1, 2]
+
+
+def test_read_ahead_of_nothing_is_nothing():
+    assert list(read_ahead(iter(()))) == []

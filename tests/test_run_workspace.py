@@ -13,6 +13,7 @@ import subprocess
 import pytest
 import requests
 
+from launcher.image import manifest
 from tests.support import cli
 from tests.test_image_build import workspace
 
@@ -58,7 +59,11 @@ def test_dryrun_computes_the_exact_image_and_pushes_nothing_then_run_pushes_it(
     (job,) = moto_server.client("batch").describe_jobs(jobs=[job_id])["jobs"]
     assert job["nodeProperties"]["nodeRangeProperties"][0]["container"]["image"] == image
     digest = image.split("@")[1]
-    head = requests.head(f"http://{registry.host}/v2/{repo}/manifests/{digest}", timeout=10)
+    head = requests.head(
+        f"http://{registry.host}/v2/{repo}/manifests/{digest}",
+        headers={"Accept": manifest.ACCEPT},  # an OCI manifest (zstd) is served to who asks
+        timeout=10,
+    )
     assert head.status_code == 200
 
 

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 from launcher.errors import UsageError
 from launcher.image import auth, manifest, reference
+from launcher.image.compress import Compression
 from launcher.image.patch import CopyJobs, Patched, RegistryFor, base_image, patch, resolve_base
+from launcher.image.pullers import ANYONE, Puller, choose
 from launcher.image.registry import Registry
 from launcher.image.transfer import copied_tag
 from launcher.progress import ProgressFn, size_text
@@ -69,7 +71,12 @@ def workspace_image(
     progress: ProgressFn | None = None,
     copy_jobs: CopyJobs | None = None,
     stream_base: bool = False,
+    compression: Compression | str | None = None,
+    puller: Puller | None = None,
 ) -> Patched:
+    """``base`` plus ``workspace`` in ``repo``. ``compression`` of the workspace layer: what
+    ``puller`` (whoever pulls the image) reads, its default when None."""
+    chosen = choose(compression, puller or ANYONE)  # bad input before anything moves
     if not Path(workspace).is_dir():
         raise UsageError(f"--workspace {os.fspath(workspace)!r}: no such directory")
     base_ref = reference.parse(base, "--image")
@@ -101,6 +108,7 @@ def workspace_image(
         progress=progress,
         copy_jobs=copy_jobs,
         stream_base=stream_base,
+        compression=chosen,
     )
 
 

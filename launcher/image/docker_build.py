@@ -15,9 +15,10 @@ from typing import Any
 
 from launcher.docker_client import docker_client
 from launcher.errors import RemoteError, UsageError
-from launcher.image import layer, manifest
+from launcher.image import layer, manifest, tarheader
 from launcher.image.patch import Patched, RegistryFor, lookup
 from launcher.image.reference import Reference
+from launcher.image.workspace import Workspace
 from launcher.progress import ProgressFn, Transfer
 
 BUILD_ARG = "BASE_IMAGE"
@@ -28,15 +29,14 @@ GENERATED_DOCKERFILE = (
 )
 
 
-def _generated_context(workspace: str | os.PathLike[str], entries: list[Path]) -> io.BytesIO:
+def _generated_context(workspace: Workspace) -> io.BytesIO:
     """A build context of the workspace (under workspace/) plus the generated Dockerfile."""
     buffer = io.BytesIO()
-    stream = layer.tar_stream(workspace, entries)
-    body = b"".join(stream)[: -2 * tarfile.BLOCKSIZE]  # drop the end-of-archive blocks
+    body = b"".join(layer.uncompressed(workspace))[: -2 * tarfile.BLOCKSIZE]  # no end blocks
     buffer.write(body)
     dockerfile = GENERATED_DOCKERFILE.encode()
     info = tarfile.TarInfo("Dockerfile")
-    info.size, info.mtime, info.mode = len(dockerfile), layer.MTIME, 0o644
+    info.size, info.mtime, info.mode = len(dockerfile), tarheader.MTIME, 0o644
     buffer.write(info.tobuf(tarfile.PAX_FORMAT))
     buffer.write(dockerfile + tarfile.NUL * (-len(dockerfile) % tarfile.BLOCKSIZE))
     buffer.write(tarfile.NUL * 2 * tarfile.BLOCKSIZE)
@@ -57,10 +57,13 @@ def docker_build(
     progress: ProgressFn | None = None,
 ) -> Patched:
     recipe = (Path(workspace) / dockerfile).read_text() if dockerfile else GENERATED_DOCKERFILE
-    found = lookup(base, repo, workspace, platform, registry_for, "docker\n" + recipe)
+    found = lookup(
+        base, repo, workspace, platform, registry_for, "docker\n" + recipe, hash_first=True
+    )
+    found.index.save(found.workspace, found.digests, None, key=found.key)
     if found.existing:
         return found.existing
-    tag, base_digest = found.tag, found.base_digest
+    tag, base_digest = found.tag or "", found.base_digest or ""
     if dryrun:
         return Patched(f"{repo.name}@<digest of the docker build, known after push>", tag, False)
 
@@ -76,7 +79,7 @@ def docker_build(
     if dockerfile:
         kwargs.update(path=os.fspath(workspace), dockerfile=dockerfile)
     else:
-        kwargs.update(fileobj=_generated_context(workspace, found.entries), custom_context=True)
+        kwargs.update(fileobj=_generated_context(found.workspace), custom_context=True)
     auth = {"username": credentials[0], "password": credentials[1]} if credentials else None
     if auth:
         kwargs["auth_config"] = auth  # to pull the base from a private registry

@@ -1,43 +1,37 @@
-"""A reproducible, streamed workspace layer.
+"""A reproducible, streamed workspace layer, read once.
 
 The tar is written by hand from sorted entries (uid/gid 0, empty owner names, a fixed mtime,
-modes kept) and deflated into a gzip member with no name and mtime 0, so the same workspace
-gives the same digests on any machine. Nothing is held in memory beyond one chunk: the layer
-is a generator that hashes (diff_id of the tar, digest of the gzip) as it goes.
+modes kept; headers as ``tarfile`` writes them, ``launcher.image.tarheader``) straight into
+fixed 1 MiB chunks (files are read into the chunk buffers, no copies), compressed on every
+core (``launcher.image.compress``), and hashed as it goes: the tar (diff_id) and each file
+(the local index's content digests) on one thread, the compressed bytes (digest) as they
+are yielded. So a first build reads every file once and hashes it twice (file, tar), plus
+the compressed output; the same workspace gives the same bytes on any machine.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
-import stat
-import struct
-import tarfile
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 from launcher.errors import UsageError
+from launcher.image import tarheader
+from launcher.image.compress import CHUNK, Compression, compressed
+from launcher.image.workspace import DIRECTORY, FILE, Entry, Workspace
 
 WORKSPACE_DIR = "workspace"  # inside the image: /workspace
-MTIME = 1  # fixed; 0 makes some tools print 1970 as "unknown"
-CHUNK = 1 << 20
-# Skipped even without a .dockerignore: VCS data, caches and virtual environments.
-DEFAULT_IGNORES = (
-    ".git",
-    "**/.git",
-    "**/__pycache__",
-    "**/*.pyc",
-    ".venv",
-    "**/.venv",
-    "venv",
-    "**/node_modules",
-    ".mypy_cache",
-    ".pytest_cache",
-    ".ruff_cache",
-)
-_GZIP_HEADER = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x00\xff"  # no name, mtime 0
+WHITEOUT = ".wh."  # OCI image-spec layer.md: a whiteout hides a lower layer's path
+# Files up to this size are read in one call and hashed on the spot; larger ones are read
+# into the chunk buffers and hashed on the hashing thread.
+SMALL_FILE = 256 << 10
+BATCH = 64 << 10  # bytes of small files gathered before they are written into the chunks
+HASH_BEHIND = 8  # chunks the hashing thread may lag behind the reading
 
 
 @dataclass
@@ -49,110 +43,198 @@ class LayerDigests:
     size: int = 0
     tar_size: int = 0
     files: int = 0
+    file_digests: dict[str, str] = field(default_factory=dict)  # path -> sha256 hex
 
 
-def workspace_entries(
-    root: str | os.PathLike[str], extra_ignores: tuple[str, ...] = ()
-) -> list[Path]:
-    """Files, directories and symlinks to ship, sorted; honours ``.dockerignore``."""
-    from docker.utils.build import exclude_paths  # Docker's own .dockerignore matcher
+class _Chunks:
+    """The tar stream, cut into CHUNK-sized buffers that are never written after handing."""
 
-    base = Path(root)
-    if not base.is_dir():
-        raise UsageError(f"--workspace {str(root)!r}: not a directory")
-    patterns = list(DEFAULT_IGNORES) + list(extra_ignores)
-    ignore_file = base / ".dockerignore"
-    if ignore_file.is_file():
-        patterns += [
-            line.strip()
-            for line in ignore_file.read_text().splitlines()
-            if line.strip() and not line.lstrip().startswith("#")
-        ]
-    # exclude_paths yields kept paths relative to root, directories included.
-    kept = {p for p in exclude_paths(str(base), patterns) if p and p != "."}
-    venvs = {p for p in kept if (base / p / "pyvenv.cfg").is_file()}
-    kept = {p for p in kept if not any(p == v or p.startswith(v + "/") for v in venvs)}
-    return [Path(p) for p in sorted(kept, key=lambda p: p.split("/"))]
+    def __init__(self) -> None:
+        self.buf = bytearray(CHUNK)
+        self.pos = 0
+        self.full: list[bytearray] = []
+        self.total = 0
 
+    def _roll(self) -> None:
+        self.full.append(self.buf)
+        self.buf, self.pos = bytearray(CHUNK), 0
 
-def _tarinfo(root: Path, rel: Path) -> tarfile.TarInfo:
-    path = root / rel
-    st = path.lstat()
-    info = tarfile.TarInfo(f"{WORKSPACE_DIR}/{rel.as_posix()}")
-    info.mtime = MTIME
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.mode = stat.S_IMODE(st.st_mode)
-    if stat.S_ISLNK(st.st_mode):
-        info.type = tarfile.SYMTYPE
-        info.linkname = os.readlink(path)
-    elif stat.S_ISDIR(st.st_mode):
-        info.type = tarfile.DIRTYPE
-    elif stat.S_ISREG(st.st_mode):
-        info.size = st.st_size
-    else:
-        raise UsageError(f"--workspace: {path} is not a file, directory or symlink")
-    return info
+    def write(self, data: bytes) -> None:
+        n, pos = len(data), self.pos
+        if pos + n < CHUNK:
+            self.buf[pos : pos + n] = data
+            self.pos = pos + n
+        else:
+            view, taken = memoryview(data), 0
+            while taken < n:
+                k = min(CHUNK - self.pos, n - taken)
+                self.buf[self.pos : self.pos + k] = view[taken : taken + k]
+                self.pos += k
+                taken += k
+                if self.pos == CHUNK:
+                    self._roll()
+        self.total += n
 
+    def read_some(self, f: io.RawIOBase, most: int, path: str) -> memoryview:
+        """Up to ``most`` bytes of ``f`` into the current buffer (no further than its end);
+        the slice that holds them."""
+        k = min(CHUNK - self.pos, most)
+        view = memoryview(self.buf)[self.pos : self.pos + k]
+        got = f.readinto(view)
+        if not got:
+            raise UsageError(f"--workspace: {path} changed while the layer was built")
+        self.pos += got
+        self.total += got
+        if self.pos == CHUNK:
+            self._roll()
+        return view[:got]
 
-def _header(info: tarfile.TarInfo) -> bytes:
-    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
-
-
-def tar_stream(root: str | os.PathLike[str], entries: list[Path]) -> Iterator[bytes]:
-    base = Path(root)
-    top = tarfile.TarInfo(WORKSPACE_DIR)
-    top.type, top.mode, top.mtime = tarfile.DIRTYPE, 0o755, MTIME
-    top.uname = top.gname = ""
-    yield _header(top)
-    for rel in entries:
-        info = _tarinfo(base, rel)
-        yield _header(info)
-        if info.isreg():
-            remaining = info.size
-            with open(base / rel, "rb") as f:
-                while remaining:
-                    chunk = f.read(min(CHUNK, remaining))
-                    if not chunk:
-                        raise UsageError(f"--workspace: {base / rel} changed while reading")
-                    remaining -= len(chunk)
-                    yield chunk
-            if info.size % tarfile.BLOCKSIZE:
-                yield tarfile.NUL * (tarfile.BLOCKSIZE - info.size % tarfile.BLOCKSIZE)
-    yield tarfile.NUL * (2 * tarfile.BLOCKSIZE)
+    def rest(self) -> bytearray:
+        return self.buf[: self.pos]
 
 
-def diff_id(root: str | os.PathLike[str], entries: list[Path]) -> str:
-    """sha256 of the uncompressed layer: the workspace's content key (no compression cost)."""
-    h = hashlib.sha256()
-    for chunk in tar_stream(root, entries):
-        h.update(chunk)
-    return f"sha256:{h.hexdigest()}"
+def _finish_file(digests: dict[str, str], path: str, h: Any) -> None:
+    digests[path] = h.hexdigest()
 
 
-def gzip_layer(
-    root: str | os.PathLike[str], entries: list[Path], out: LayerDigests, level: int = 6
+def tar_chunks(
+    root: str,
+    entries: Iterable[Entry],
+    hasher: ThreadPoolExecutor,
+    file_digests: dict[str, str],
+    whiteouts: Iterable[str] = (),
+) -> Iterator[bytearray]:
+    """The layer's tar in CHUNK-sized pieces (the last one shorter); each file's sha256 into
+    ``file_digests`` (larger files' on ``hasher``, which must run tasks in order)."""
+    out = _Chunks()
+    # Small entries are gathered and written in batches: most of a many-file workspace's cost
+    # is per call, not per byte.
+    batch: list[bytes] = [tarheader.header(WORKSPACE_DIR, DIRECTORY, 0o755)]
+    batched = 0
+    for name in whiteouts:  # before the entries: a path hidden below may be written again
+        parent, _, base = name.rpartition("/")
+        hidden = f"{WORKSPACE_DIR}/{parent + '/' if parent else ''}{WHITEOUT}{base}"
+        batch.append(tarheader.header(hidden, FILE, 0o644))
+    prefix = f"{WORKSPACE_DIR}/"
+    for e in entries:
+        head = tarheader.header(prefix + e.path, e.kind, e.mode, e.size, e.link)
+        if e.kind != FILE:
+            batch.append(head)
+            continue
+        path = f"{root}/{e.path}"
+        if e.size <= SMALL_FILE:
+            data = _read_small(path, e)
+            file_digests[e.path] = hashlib.sha256(data).hexdigest()
+            batch += (head, data, tarheader.padding(e.size))
+            batched += e.size
+            if batched < BATCH:
+                continue
+        else:
+            batch.append(head)
+            out.write(b"".join(batch))
+            h, remaining = hashlib.sha256(), e.size
+            with open(path, "rb", buffering=0) as f:
+                while remaining:  # a chunk at a time, handed on as it fills: memory stays flat
+                    piece = out.read_some(f, remaining, path)
+                    hasher.submit(h.update, piece)
+                    remaining -= len(piece)
+                    if out.full:
+                        yield from out.full
+                        out.full.clear()
+                _check_unchanged(os.fstat(f.fileno()), e, path)
+            hasher.submit(_finish_file, file_digests, e.path, h)
+            batch = [tarheader.padding(e.size)]
+        out.write(b"".join(batch))
+        batch, batched = [], 0
+        if out.full:
+            yield from out.full
+            out.full.clear()
+    batch.append(tarheader.END)
+    out.write(b"".join(batch))
+    yield from out.full
+    yield out.rest()
+
+
+def _check_unchanged(st: os.stat_result, e: Entry, path: str) -> None:
+    """The file as read is the file as scanned: its digest may be indexed under that stat."""
+    if (st.st_size, st.st_mtime_ns, st.st_ctime_ns) != (e.size, e.mtime_ns, e.ctime_ns):
+        raise UsageError(f"--workspace: {path} changed while the layer was built; build again")
+
+
+def _read_small(path: str, e: Entry) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        data = os.read(fd, e.size) if e.size else b""
+        while len(data) < e.size:
+            more = os.read(fd, e.size - len(data))
+            if not more:
+                break
+            data += more
+        _check_unchanged(os.fstat(fd), e, path)
+    finally:
+        os.close(fd)
+    return data
+
+
+def stream(
+    workspace: Workspace,
+    compression: Compression,
+    out: LayerDigests,
+    entries: Iterable[Entry] | None = None,
+    whiteouts: Iterable[str] = (),
 ) -> Iterator[bytes]:
-    """The compressed layer, chunk by chunk; ``out`` holds the digests once it is exhausted."""
+    """The compressed layer of ``entries`` (default: the whole workspace), piece by piece;
+    ``out`` holds the digests once it is exhausted."""
+    chosen = workspace.entries if entries is None else tuple(entries)
     tar_hash, gz_hash = hashlib.sha256(), hashlib.sha256()
-    deflate = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
-    crc, tar_size, size = 0, 0, 0
-    pending = bytearray(_GZIP_HEADER)
-    for chunk in tar_stream(root, entries):
-        tar_hash.update(chunk)
-        crc = zlib.crc32(chunk, crc)
-        tar_size += len(chunk)
-        pending += deflate.compress(chunk)
-        if len(pending) >= CHUNK:
-            gz_hash.update(pending)
-            size += len(pending)
-            yield bytes(pending)
-            pending.clear()
-    pending += deflate.flush()
-    pending += struct.pack("<II", crc & 0xFFFFFFFF, tar_size & 0xFFFFFFFF)
-    gz_hash.update(pending)
-    size += len(pending)
-    yield bytes(pending)
+    digests: dict[str, str] = {}
+    tar_size = size = 0
+    with ThreadPoolExecutor(1, thread_name_prefix="hash") as hasher:
+
+        def hashed(chunks: Iterator[bytearray]) -> Iterator[bytearray]:
+            nonlocal tar_size
+            behind: deque[Future[None]] = deque()
+            for chunk in chunks:
+                behind.append(hasher.submit(tar_hash.update, chunk))
+                if len(behind) > HASH_BEHIND:  # the chunks it holds are memory
+                    behind.popleft().result()
+                tar_size += len(chunk)
+                yield chunk
+
+        tar = tar_chunks(workspace.root, chosen, hasher, digests, whiteouts)
+        for piece in compressed(hashed(tar), compression):
+            gz_hash.update(piece)
+            size += len(piece)
+            yield piece
+    out.file_digests = digests
     out.diff_id = f"sha256:{tar_hash.hexdigest()}"
     out.digest = f"sha256:{gz_hash.hexdigest()}"
-    out.size, out.tar_size, out.files = size, tar_size, len(entries)
+    out.size, out.tar_size = size, tar_size
+    out.files = sum(1 for e in chosen if e.kind == FILE)
+
+
+def uncompressed(workspace: Workspace, entries: Iterable[Entry] | None = None) -> Iterator[bytes]:
+    """The layer's tar, uncompressed (a Docker build context starts from it)."""
+    chosen = workspace.entries if entries is None else tuple(entries)
+    with ThreadPoolExecutor(1) as hasher:
+        for chunk in tar_chunks(workspace.root, chosen, hasher, {}):
+            yield bytes(chunk)
+
+
+def file_digests(root: str, entries: Iterable[Entry]) -> dict[str, str]:
+    """sha256 of each file's content, read as the layer reads it (for a lookup that must know
+    the content before it builds)."""
+    found = {}
+    buffer = bytearray(CHUNK)
+    for e in entries:
+        path = os.path.join(root, e.path)
+        if e.size <= SMALL_FILE:
+            found[e.path] = hashlib.sha256(_read_small(path, e)).hexdigest()
+            continue
+        h, view = hashlib.sha256(), memoryview(buffer)
+        with open(path, "rb", buffering=0) as f:
+            while got := f.readinto(view):
+                h.update(view[:got])
+            _check_unchanged(os.fstat(f.fileno()), e, path)
+        found[e.path] = h.hexdigest()
+    return found

@@ -1,8 +1,14 @@
 """Pure manifest and config transformations (no network), after go-containerregistry's mutate.
 
-A new image is the base's manifest plus one layer descriptor, and the base's config plus one
-diff_id and one history entry. Media types follow the base: Docker v2 schema 2 stays Docker,
-OCI stays OCI; the two are never mixed in one manifest.
+A new image is the base's manifest plus the workspace's layer descriptors, and the base's
+config plus their diff_ids and history entries. Media types follow the base: Docker v2 schema
+2 stays Docker, OCI stays OCI; the two are never mixed in one manifest. A zstd layer is the
+exception that decides: Docker's schema 2 has no zstd layer type (its spec lists tar.gzip and
+foreign layers only; ``application/vnd.docker.image.rootfs.diff.tar.zstd`` exists nowhere), so
+a Docker base becomes an OCI manifest, every descriptor by its OCI counterpart. The OCI image
+spec's compatibility matrix (media-types.md) names them: its manifest is the Docker
+manifest's "similar/related schema", its config the Docker config's, and its tar+gzip layer
+"interchangeable and fully compatible" with Docker's; the blobs stay byte for byte.
 """
 
 from __future__ import annotations
@@ -18,13 +24,30 @@ from launcher.image.tags import WORKSPACE_PREFIX
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+DOCKER_FOREIGN = "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"
+DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
+OCI_NONDISTRIBUTABLE = "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 MANIFESTS = (DOCKER_MANIFEST, OCI_MANIFEST)
 INDEXES = (DOCKER_LIST, OCI_INDEX)
 ACCEPT = ", ".join((*MANIFESTS, *INDEXES))
-LAYER_FOR = {DOCKER_MANIFEST: DOCKER_LAYER, OCI_MANIFEST: OCI_LAYER}
+# (manifest type, compression) -> the workspace layer's media type
+LAYER_FOR = {
+    (DOCKER_MANIFEST, "gzip"): DOCKER_LAYER,
+    (OCI_MANIFEST, "gzip"): OCI_LAYER,
+    (OCI_MANIFEST, "zstd"): OCI_LAYER_ZSTD,
+}
+# A Docker descriptor's OCI counterpart (OCI image spec, media-types.md, compatibility matrix).
+OCI_FOR = {
+    DOCKER_MANIFEST: OCI_MANIFEST,
+    DOCKER_CONFIG: OCI_CONFIG,
+    DOCKER_LAYER: OCI_LAYER,
+    DOCKER_FOREIGN: OCI_NONDISTRIBUTABLE,
+}
 HISTORY_TIME = "1970-01-01T00:00:01Z"  # fixed, like the layer's mtimes
 
 
@@ -105,13 +128,19 @@ def check_platform(config: dict[str, Any], platform: Platform) -> None:
 
 
 def patched_config(
-    base: dict[str, Any], diff_id: str, description: str, workdir: str, env: dict[str, str]
+    base: dict[str, Any],
+    diff_ids: list[str],
+    descriptions: list[str],
+    workdir: str,
+    env: dict[str, str],
 ) -> dict[str, Any]:
+    """The base's config with one diff_id and one history entry per workspace layer."""
     config: dict[str, Any] = json.loads(json.dumps(base))  # deep copy, key order kept
     config.setdefault("rootfs", {"type": "layers", "diff_ids": []})
-    config["rootfs"].setdefault("diff_ids", []).append(diff_id)
-    config.setdefault("history", []).append(
-        {"created": HISTORY_TIME, "created_by": description, "comment": "efa-batch launcher"}
+    config["rootfs"].setdefault("diff_ids", []).extend(diff_ids)
+    config.setdefault("history", []).extend(
+        {"created": HISTORY_TIME, "created_by": text, "comment": "efa-batch launcher"}
+        for text in descriptions
     )
     inner = config.setdefault("config", {})
     inner["WorkingDir"] = workdir
@@ -120,22 +149,44 @@ def patched_config(
     return config
 
 
+def manifest_type(base_type: str, compression: str) -> str:
+    """The patched image's manifest type: the base's, unless its layers cannot say zstd."""
+    return OCI_MANIFEST if compression == "zstd" else base_type
+
+
+def as_oci(document: dict[str, Any]) -> dict[str, Any]:
+    """A Docker schema 2 manifest as an OCI manifest: the same blobs, OCI media types."""
+    converted: dict[str, Any] = json.loads(json.dumps(document))
+    converted["mediaType"] = OCI_MANIFEST
+    for desc in [converted["config"], *converted["layers"]]:
+        desc["mediaType"] = OCI_FOR.get(desc.get("mediaType", ""), desc.get("mediaType"))
+    return converted
+
+
 def patched_manifest(
-    base: dict[str, Any], base_type: str, config_bytes: bytes, layer_digest: str, layer_size: int
-) -> dict[str, Any]:
-    manifest: dict[str, Any] = json.loads(json.dumps(base))
-    manifest["mediaType"] = base_type
+    base: dict[str, Any],
+    base_type: str,
+    config_bytes: bytes,
+    layers: list[tuple[str, int]],
+    compression: str = "gzip",
+) -> tuple[dict[str, Any], str]:
+    """The base's manifest plus the workspace ``layers`` ((digest, size), in order), and its
+    media type."""
+    kind = manifest_type(base_type, compression)
+    manifest: dict[str, Any] = as_oci(base) if kind != base_type else json.loads(json.dumps(base))
+    manifest["mediaType"] = kind
     manifest["config"] = {
         **manifest["config"],
         "digest": digest_of(config_bytes),
         "size": len(config_bytes),
     }
+    layer_type = LAYER_FOR[(kind, compression)]
     manifest["layers"] = [
         *manifest["layers"],
-        {"mediaType": LAYER_FOR[base_type], "digest": layer_digest, "size": layer_size},
+        *({"mediaType": layer_type, "digest": d, "size": n} for d, n in layers),
     ]
     manifest.pop("annotations", None)  # base annotations describe the base, not this image
-    return manifest
+    return manifest, kind
 
 
 def content_tag(base_digest: str, platform: Platform, diff_id: str, extra: str = "") -> str:

@@ -17,16 +17,19 @@ from __future__ import annotations
 import enum
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from launcher.errors import UsageError
-from launcher.image import layer, manifest
+from launcher.image import delta, layer, manifest
+from launcher.image.compress import Compression
+from launcher.image.index import Index, Layer, Uploaded, content_key
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
-from launcher.image.transfer import copied_tag, transfer_blobs
+from launcher.image.transfer import PARALLEL, copied_tag, transfer_blobs
+from launcher.image.workspace import FILE, Workspace, scan
 from launcher.progress import ProgressFn, Transfer, say, size_text
 
 # The workspace image keeps the base's ENTRYPOINT and Cmd: entrypoints set up what the image's
@@ -95,20 +98,31 @@ class Patched:
     reused: bool  # the same workspace on the same base was already there
     layer_size: int = 0
     plan: BasePlan | None = None  # how the base got (or would get) there; None when reused
+    compression: Compression | None = None  # of the workspace layer; None when reused
 
 
 RegistryFor = Callable[[Reference], Registry]
+# A lookup hashes the files its index cannot vouch for before it builds (so an image built
+# elsewhere is found by one HEAD) only while that is cheap: up to this many bytes, or a
+# quarter of the workspace. Otherwise the build reads each file once and hashes it then.
+PREHASH_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
 class Lookup:
     """What a build is made of, and the image already pushed for it, if any."""
 
-    entries: list[Path]
-    diff_id: str
-    base_digest: str
-    tag: str
+    workspace: Workspace
+    index: Index
+    digests: dict[str, str]  # file contents known before building (indexed or hashed)
+    base_digest: str | None  # resolved when the tag was looked for
+    key: str | None  # the workspace's content key, when every file's content is known
+    tag: str | None
     existing: Patched | None
+
+
+def worth_hashing_first(unknown_bytes: int, total_bytes: int) -> bool:
+    return unknown_bytes <= max(PREHASH_BYTES, total_bytes // 4)
 
 
 def lookup(
@@ -118,16 +132,36 @@ def lookup(
     platform: manifest.Platform,
     registry_for: RegistryFor,
     recipe: str,
+    *,
+    hash_first: bool = False,
 ) -> Lookup:
     """Content key of a build (base digest, platform, workspace, recipe) and one HEAD for it:
-    an unchanged workspace is found without building or uploading anything."""
-    entries = layer.workspace_entries(workspace)
-    diff_id = layer.diff_id(workspace, entries)
+    an unchanged workspace is found with a stat walk, without reading a file. With
+    ``hash_first`` every file is hashed before (a builder that needs the tag first)."""
+    scanned = scan(workspace)
+    index = Index.lazy(scanned.root)
+    same = None if hash_first else index.unchanged_key(scanned)
+    if same is not None:  # nothing moved since the key was recorded: no file list to read
+        base_digest = resolve_base(registry_for(base), base)
+        tag = manifest.content_tag(base_digest, platform, same, recipe)
+        existing = find_image(registry_for(repo), repo, tag)
+        if existing is not None:
+            return Lookup(scanned, index, {}, base_digest, same, tag, existing)
+    digests = index.known(scanned)
+    unknown = [e for e in scanned.entries if e.kind == FILE and e.path not in digests]
+    if not hash_first and not worth_hashing_first(sum(e.size for e in unknown), scanned.bytes):
+        return Lookup(scanned, index, digests, None, None, None, None)
     base_digest = resolve_base(registry_for(base), base)
-    tag = manifest.content_tag(base_digest, platform, diff_id, recipe)
-    digest = registry_for(repo).head_manifest(repo.repository, tag, manifest.ACCEPT)
-    existing = Patched(str(repo.with_digest(digest)), tag, reused=True) if digest else None
-    return Lookup(entries, diff_id, base_digest, tag, existing)
+    digests.update(layer.file_digests(scanned.root, unknown))
+    key = content_key(scanned.entries, digests)
+    tag = manifest.content_tag(base_digest, platform, key, recipe)
+    existing = find_image(registry_for(repo), repo, tag)
+    return Lookup(scanned, index, digests, base_digest, key, tag, existing)
+
+
+def find_image(client: Registry, repo: Reference, tag: str) -> Patched | None:
+    digest = client.head_manifest(repo.repository, tag, manifest.ACCEPT)
+    return Patched(str(repo.with_digest(digest)), tag, reused=True) if digest else None
 
 
 def resolve_base(client: Registry, base: Reference) -> str:
@@ -186,13 +220,13 @@ def plan_base(
     if source.host == target.host and dryrun:
         return BasePlan(BaseHandling.MOUNT, count, 0, 0, base)
     if source.host == target.host:
-        missing = [d for d in layers if not _mounted(target, repo, base, d["digest"])]
-        if not missing:
-            return BasePlan(BaseHandling.MOUNTED, count, 0, 0, base)
+        there = _each(lambda d: _mounted(target, repo, base, d["digest"]), layers)
     else:
-        missing = [d for d in layers if not target.has_blob(repo.repository, d["digest"])]
-        if not missing:
-            return BasePlan(BaseHandling.PRESENT, count, 0, 0, base)
+        there = _each(lambda d: target.has_blob(repo.repository, d["digest"]), layers)
+    missing = [d for d, found in zip(layers, there, strict=True) if not found]
+    if not missing:
+        how = BaseHandling.MOUNTED if source.host == target.host else BaseHandling.PRESENT
+        return BasePlan(how, count, 0, 0, base)
     size = sum(int(d.get("size", 0)) for d in missing)
     if stream_base:
         return BasePlan(BaseHandling.STREAM, count, len(missing), size, base)
@@ -206,12 +240,51 @@ def plan_base(
     return BasePlan(BaseHandling.COPY_JOB, count, len(missing), size, base, copy_jobs.where)
 
 
+def _each(ask: Callable[[dict[str, Any]], bool], layers: list[dict[str, Any]]) -> list[bool]:
+    """``ask`` of every layer, a few at a time: a base has tens of layers, each a round trip."""
+    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="layers") as pool:
+        return list(pool.map(ask, layers))
+
+
 def _mounted(target: Registry, repo: Reference, base: Reference, digest: str) -> bool:
     location = target.mount_blob(repo.repository, digest, base.repository)
     if location is None:
         return True
     target.cancel_upload(location)  # refused (202): the opened upload is not wanted
     return False
+
+
+@dataclass
+class _PreparedBase:
+    digest: str  # what the base reference resolved to (the tag's input)
+    manifest: dict[str, Any]  # the platform's manifest, its media type, its config
+    kind: str
+    config: dict[str, Any]
+    plan: BasePlan
+    copying: str | None = None  # a copy job started for it
+
+
+def _prepare_base(
+    source: Registry,
+    target: Registry,
+    base: Reference,
+    repo: Reference,
+    digest: str | None,
+    platform: manifest.Platform,
+    **plan_options: Any,
+) -> _PreparedBase:
+    """Everything about the base a patch needs: two to four reads, then ``plan_base``."""
+    resolved = digest or resolve_base(source, base)
+    document, kind, config, pinned = base_image(source, base, resolved, platform)
+    plan = plan_base(
+        source, target, base.with_digest(pinned), repo, document["layers"], **plan_options
+    )
+    return _PreparedBase(resolved, document, kind, config, plan)
+
+
+def recipe(compression: Compression) -> str:
+    """What a registry-patched image is made of besides its base and workspace."""
+    return json.dumps(ENV) + WORKDIR + f" compression={compression}"
 
 
 def patch(
@@ -221,62 +294,82 @@ def patch(
     platform: manifest.Platform,
     registry_for: RegistryFor,
     *,
+    compression: Compression = Compression.GZIP,
     dryrun: bool = False,
     progress: ProgressFn | None = None,
     copy_jobs: CopyJobs | None = None,
     stream_base: bool = False,
 ) -> Patched:
-    found = lookup(base, repo, workspace, platform, registry_for, json.dumps(ENV) + WORKDIR)
+    found = lookup(base, repo, workspace, platform, registry_for, recipe(compression))
     if found.existing:
+        found.index.save(found.workspace, found.digests, None, key=found.key)
         return found.existing
-    entries, diff_id, tag = found.entries, found.diff_id, found.tag
     source, target = registry_for(base), registry_for(repo)
-    base_manifest, kind, base_config, digest = base_image(source, base, found.base_digest, platform)
-    plan = plan_base(
-        source,
-        target,
-        base.with_digest(digest),
-        repo,
-        base_manifest["layers"],
-        copy_jobs=copy_jobs,
-        stream_base=stream_base,
-        dryrun=dryrun,
-    )
-    say(progress)(plan.line())
-    copying = None
-    if plan.how is BaseHandling.COPY_JOB and not dryrun and copy_jobs is not None:
-        copying = copy_jobs.start(plan.source, repo)  # runs while the workspace goes up
-    digests = layer.LayerDigests()
-    transfer = Transfer("uploading workspace" if not dryrun else "workspace layer", progress)
-    if dryrun:
-        for chunk in layer.gzip_layer(workspace, entries, digests):
-            transfer.update(len(chunk))
-    else:
-        target.upload(
-            target.start_upload(repo.repository),
-            layer.gzip_layer(workspace, entries, digests),
-            lambda: digests.digest,
-            transfer.update,
+    # The base's metadata and plan come over the network while the layer is built; the
+    # first byte of it goes up only once the base is known good (bad input uploads nothing).
+    with ThreadPoolExecutor(1, thread_name_prefix="base") as background:
+        pending = background.submit(
+            _prepare_base,
+            source,
+            target,
+            base,
+            repo,
+            found.base_digest,
+            platform,
+            copy_jobs=copy_jobs,
+            stream_base=stream_base,
+            dryrun=dryrun,
         )
-    transfer.close()
-    verb = "would upload" if dryrun else "uploaded"
-    say(progress)(f"{verb} {size_text(digests.size)} of workspace")
-    if digests.diff_id != diff_id:
-        raise UsageError(f"--workspace {workspace}: files changed while the layer was built")
+        ready: list[_PreparedBase] = []
+
+        def prepared() -> _PreparedBase:
+            if not ready:
+                ready.append(pending.result())
+                say(progress)(ready[0].plan.line())
+                if ready[0].plan.how is BaseHandling.COPY_JOB and not dryrun and copy_jobs:
+                    ready[0].copying = copy_jobs.start(ready[0].plan.source, repo)
+            return ready[0]
+
+        def begin_upload() -> str:
+            prepared()  # runs while the workspace goes up, should a copy job be needed
+            return target.start_upload(repo.repository)
+
+        to = Destination(target, repo, compression, dryrun, progress, begin_upload)
+        uploaded, digests, state = workspace_layers(found, to)
+        got = prepared()
+    base_manifest, kind, base_config, plan = got.manifest, got.kind, got.config, got.plan
+    copying = got.copying
+    tag = manifest.content_tag(got.digest, platform, uploaded.key, recipe(compression))
+    if found.tag is None and (existing := find_image(target, repo, tag)) is not None:
+        # Built before looking (a first build): the image was there, pushed from elsewhere.
+        found.index.save(
+            found.workspace, digests, None if dryrun else uploaded, state, uploaded.key
+        )
+        return existing
+    source_dir = os.fspath(workspace)
     config = manifest.patched_config(
         base_config,
-        diff_id,
-        f"COPY {os.fspath(workspace)} {WORKDIR} # efa-batch launcher",
+        [x.diff_id for x in uploaded.layers],
+        [f"COPY {source_dir} {WORKDIR} # efa-batch launcher", f"COPY {source_dir} (changes)"][
+            : len(uploaded.layers)
+        ],
         WORKDIR,
         ENV,
     )
     config_bytes = manifest.canonical(config)
-    new_manifest = manifest.canonical(
-        manifest.patched_manifest(base_manifest, kind, config_bytes, digests.digest, digests.size)
+    document, manifest_kind = manifest.patched_manifest(
+        base_manifest,
+        kind,
+        config_bytes,
+        [(x.digest, x.size) for x in uploaded.layers],
+        compression,
     )
+    new_manifest = manifest.canonical(document)
+    layer_size = uploaded.layers[-1].size
     if dryrun:
+        found.index.save(found.workspace, digests, None, key=uploaded.key)
         reference = str(repo.with_digest(manifest.digest_of(new_manifest)))
-        return Patched(reference, tag, False, digests.size, plan)
+        return Patched(reference, tag, False, layer_size, plan, compression)
     if copying is not None and copy_jobs is not None:
         copy_jobs.wait(copying)
     elif plan.how is BaseHandling.STREAM:
@@ -291,5 +384,83 @@ def patch(
         )
         streamed.close()
     target.put_blob(repo.repository, config_bytes)
-    pushed = target.put_manifest(repo.repository, tag, new_manifest, kind)  # last
-    return Patched(str(repo.with_digest(pushed)), tag, False, digests.size, plan)
+    pushed = target.put_manifest(repo.repository, tag, new_manifest, manifest_kind)  # last
+    found.index.save(found.workspace, digests, uploaded, state, uploaded.key)
+    return Patched(str(repo.with_digest(pushed)), tag, False, layer_size, plan, compression)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where and how workspace layers go."""
+
+    target: Registry
+    repo: Reference
+    compression: Compression
+    dryrun: bool
+    progress: ProgressFn | None
+    begin_upload: Callable[[], str]  # opens the upload session (once the base is known good)
+
+
+def workspace_layers(
+    found: Lookup, to: Destination
+) -> tuple[Uploaded, dict[str, str], delta.Tree | None]:
+    """The workspace's layers in the repository (with ``dryrun``, their digests only):
+
+    - the layers this very content was pushed as, when the repository still has them (a
+      HEAD each: the same workspace on another base);
+    - else, when the content is known and a full layer of an earlier state is there, that
+      layer and a delta over it (``launcher.image.delta``), while the delta stays small;
+    - else one full layer, built and uploaded in one pass.
+
+    Returns what was uploaded, every file's digest, and for a full layer the state it ships.
+    """
+    name, target, repository = to.repo.name, to.target, to.repo.repository
+    if found.key is not None:
+        again = found.index.uploaded(found.key, to.compression, name)
+        if again is not None and all(target.has_blob(repository, x.digest) for x in again.layers):
+            say(to.progress)("workspace layers already in the repository")
+            return again, found.digests, None
+        full = found.index.last_full(to.compression, name)
+        base_tree = found.index.tree(full.key) if full is not None else None
+        if full is not None and base_tree is not None:
+            change = delta.delta(base_tree, found.workspace.entries, found.digests)
+            if delta.worth_it(change, delta.size(base_tree)) and target.has_blob(
+                repository, full.layers[0].digest
+            ):
+                built = _push_layer(found.workspace, to, change, "delta")
+                layers = (*full.layers, built.layer)
+                return Uploaded(found.key, to.compression, name, layers), found.digests, None
+    built = _push_layer(found.workspace, to)
+    key = content_key(found.workspace.entries, built.file_digests)
+    state = delta.tree(found.workspace.entries, built.file_digests)
+    return Uploaded(key, to.compression, name, (built.layer,)), built.file_digests, state
+
+
+@dataclass(frozen=True)
+class _Built:
+    layer: Layer
+    file_digests: dict[str, str]
+
+
+def _push_layer(
+    scanned: Workspace, to: Destination, change: delta.Delta | None = None, what: str = "workspace"
+) -> _Built:
+    """One layer (the whole workspace, or ``change``) built and uploaded in one pass."""
+    out = layer.LayerDigests()
+    entries = None if change is None else change.entries
+    whiteouts = () if change is None else change.whiteouts
+
+    def pieces() -> Iterator[bytes]:  # again, should the registry lose the upload
+        return layer.stream(scanned, to.compression, out, entries, whiteouts)
+
+    transfer = Transfer(f"uploading {what}" if not to.dryrun else f"{what} layer", to.progress)
+    if to.dryrun:
+        for piece in pieces():
+            transfer.update(len(piece))
+    else:  # the session opens once the first chunk is ready
+        repository = to.repo.repository
+        to.target.upload(repository, to.begin_upload, pieces, lambda: out.digest, transfer.update)
+    transfer.close()
+    verb = "would upload" if to.dryrun else "uploaded"
+    say(to.progress)(f"{verb} {size_text(out.size)} of {what} ({to.compression})")
+    return _Built(Layer(out.diff_id, out.digest, out.size), out.file_digests)

@@ -2,18 +2,21 @@
 
 Basic and Bearer (token with pull/push scopes) auth, plain HTTP for loopback registries only,
 retries with backoff on 429/5xx and connection errors, one re-authentication on 401. Blob
-uploads are monolithic: POST, one streamed PATCH, PUT ?digest= (ECR mishandles multi-chunk).
+uploads go in resumable chunks (``launcher.image.upload``); a blob download cut midway goes
+on from where it stopped (an HTTP Range request).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlencode, urljoin
 
 import requests
 import requests.auth
+import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
@@ -24,6 +27,23 @@ from launcher.image.reference import is_loopback
 RETRIES = 4
 RETRIED_STATUSES = (429, 500, 502, 503, 504)
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+_STREAM_ERRORS = (
+    requests.RequestException,
+    urllib3.exceptions.HTTPError,  # a body cut while it is read
+)
+
+
+class RegistryError(RemoteError):
+    """A registry call that failed; ``status`` is its HTTP status, None when no answer came."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def transient(self) -> bool:
+        """Worth another try: no answer, a throttle, a server error."""
+        return self.status is None or self.status in RETRIED_STATUSES
 
 
 class BearerAuth(requests.auth.AuthBase):
@@ -65,6 +85,7 @@ class Registry:
     ) -> None:
         self.host = host
         self.base = f"{'http' if is_loopback(host) else 'https'}://{host}"
+        self.backoff = backoff
         self.http = _session(RETRIES, backoff)
         # A streamed body cannot be sent twice: uploads go through a session that never retries.
         self.once = _session(0, backoff)
@@ -94,7 +115,7 @@ class Registry:
                 )
             except requests.RequestException as exc:
                 reason = exc.__class__.__name__
-                raise RemoteError(f"registry {self.host} unreachable: {reason}") from exc
+                raise RegistryError(f"registry {self.host} unreachable: {reason}") from exc
             if response.status_code == 401 and first:
                 self._authenticate(response.headers.get("WWW-Authenticate", ""))
                 if retry:
@@ -104,7 +125,7 @@ class Registry:
             raise self._error(method, url, response)
         return response
 
-    def _error(self, method: str, url: str, response: requests.Response) -> RemoteError:
+    def _error(self, method: str, url: str, response: requests.Response) -> RegistryError:
         detail = ""
         try:
             errors = response.json().get("errors") or []
@@ -112,14 +133,17 @@ class Registry:
         except ValueError:
             pass
         path = url.split(self.host, 1)[-1].split("?", 1)[0]
-        if response.status_code in (401, 403):
-            return RemoteError(
+        status = response.status_code
+        if status in (401, 403):
+            return RegistryError(
                 f"registry {self.host}: no access for {method} {path} "
-                f"(HTTP {response.status_code}{': ' + detail if detail else ''})"
+                f"(HTTP {status}{': ' + detail if detail else ''})",
+                status,
             )
-        return RemoteError(
+        return RegistryError(
             f"registry {self.host}: {method} {path} failed: HTTP "
-            f"{response.status_code}{': ' + detail if detail else ''}"
+            f"{status}{': ' + detail if detail else ''}",
+            status,
         )
 
     def _authenticate(self, challenge: str) -> None:
@@ -198,9 +222,37 @@ class Registry:
             raise RemoteError(f"registry {self.host}: blob {digest} arrived corrupted")
         return data
 
-    def stream_blob(self, repo: str, digest: str) -> Iterator[bytes]:
-        response = self.request("GET", f"/v2/{repo}/blobs/{digest}", stream=True)
-        yield from response.iter_content(1 << 20)
+    def stream_blob(self, repo: str, digest: str, attempts: int = RETRIES + 1) -> Iterator[bytes]:
+        """The blob's bytes; a download cut midway goes on where it stopped (``Range``)."""
+        done, failure = 0, ""
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                headers = {"Range": f"bytes={done}-"} if done else {}
+                response = self.request(
+                    "GET",
+                    f"/v2/{repo}/blobs/{digest}",
+                    ok=(200, 206),
+                    stream=True,
+                    headers=headers,
+                )
+                skip = done if response.status_code == 200 else 0  # Range not honoured
+                for piece in response.iter_content(1 << 20):
+                    if skip:
+                        dropped = min(skip, len(piece))
+                        piece, skip = piece[dropped:], skip - dropped
+                    done += len(piece)
+                    if piece:
+                        yield piece
+                return
+            except RegistryError as exc:
+                if not exc.transient:
+                    raise
+                failure = str(exc)
+            except _STREAM_ERRORS as exc:
+                failure = f"registry {self.host}: download cut ({exc.__class__.__name__})"
+        raise RegistryError(f"{failure}; gave up on blob {digest} after {attempts} attempts")
 
     def has_blob(self, repo: str, digest: str) -> bool:
         return self.request("HEAD", f"/v2/{repo}/blobs/{digest}", ok=(200, 404)).status_code == 200
@@ -209,55 +261,35 @@ class Registry:
         """Cross-repository mount; None when mounted, else the upload location it opened."""
         query = urlencode({"mount": digest, "from": source_repo})
         response = self.request("POST", f"/v2/{repo}/blobs/uploads/?{query}", ok=(201, 202))
-        return None if response.status_code == 201 else self._location(response)
+        return None if response.status_code == 201 else self.location_of(response)
 
     def cancel_upload(self, location: str) -> None:
         """Give up an upload session (DELETE, OCI distribution spec); gone already is fine."""
         self.request("DELETE", location, ok=(202, 204, 404))
 
     def start_upload(self, repo: str) -> str:
-        return self._location(self.request("POST", f"/v2/{repo}/blobs/uploads/", ok=(202,)))
+        return self.location_of(self.request("POST", f"/v2/{repo}/blobs/uploads/", ok=(202,)))
 
     def upload(
         self,
-        location: str,
-        chunks: Iterable[bytes],
+        repo: str,
+        location: str | Callable[[], str],
+        pieces_from: Callable[[], Iterable[bytes]],
         digest: Callable[[], str],
-        on_chunk: Callable[[int], None] = lambda n: None,
+        on_bytes: Callable[[int], None] = lambda n: None,
     ) -> str:
-        """One streamed PATCH, then PUT ?digest= (known only once the stream is consumed)."""
+        """Send the blob ``pieces_from()`` yields into the upload session at ``location`` and
+        close it with ``digest()`` (known once the pieces are consumed); ``pieces_from`` is
+        called again should the registry lose the session (``launcher.image.upload``)."""
+        from launcher.image.upload import upload
 
-        def counted() -> Iterator[bytes]:
-            for chunk in chunks:
-                on_chunk(len(chunk))
-                yield chunk
-
-        response = self.request(
-            "PATCH",
-            location,
-            ok=(202,),
-            retry=False,
-            data=counted(),
-            headers={"Content-Type": "application/octet-stream"},
-        )
-        return self.finish_upload(self._location(response), digest())
-
-    def finish_upload(self, location: str, digest: str, data: bytes = b"") -> str:
-        sep = "&" if "?" in location else "?"
-        self.request(
-            "PUT",
-            f"{location}{sep}{urlencode({'digest': digest})}",
-            ok=(201,),
-            data=data,
-            headers={"Content-Type": "application/octet-stream"},
-        )
-        return digest
+        return upload(self, repo, location, pieces_from, digest, on_bytes)
 
     def put_blob(self, repo: str, data: bytes) -> str:
         """Small blobs (configs) in one monolithic POST + PUT."""
-        return self.finish_upload(self.start_upload(repo), digest_of(data), data)
+        return self.upload(repo, self.start_upload(repo), lambda: [data], lambda: digest_of(data))
 
-    def _location(self, response: requests.Response) -> str:
+    def location_of(self, response: requests.Response) -> str:
         location = response.headers.get("Location")
         if not location:
             raise RemoteError(f"registry {self.host}: upload answered without a Location")

@@ -4,7 +4,9 @@ The blobs go first (a cross-repository mount when both repositories are in one r
 a stream), then the manifest, byte for byte, under a tag named after its digest
 (``base-sha256-<hex>``). Content-addressed, so a base copied once is found by one HEAD and
 never copied again, by anyone; a blob the target already has is never sent again, so a copy
-that was interrupted resumes where it stopped. A copy job runs ``copy_image``
+that was interrupted resumes where it stopped. A few blobs move at once (``PARALLEL``): one
+stream rarely fills a path between regions or to a registry's storage, a base's layers are
+independent, and a mount is a round trip that moves nothing. A copy job runs ``copy_image``
 (``launcher.copyjob.program``); ``transfer_blobs`` is also the launcher's own path when a user
 asks to stream a base through their machine (``--stream-base``).
 """
@@ -12,7 +14,9 @@ asks to stream a base through their machine (``--stream-base``).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +27,7 @@ from launcher.image.registry import Registry
 from launcher.image.tags import BASE_PREFIX
 
 OnBlob = Callable[[dict[str, Any], str], None]  # (descriptor, "present" | "mounted" | "copied")
+PARALLEL = 3  # blobs mounted or streamed at once
 
 
 def copied_tag(digest: str) -> str:
@@ -45,30 +50,38 @@ def transfer_blobs(
     it cannot mount (blob mounting off, different encryption, a pull-through cache source),
     and the opened upload takes the stream instead.
     """
-    sent = 0
-    for desc in descriptors:
+    lock = threading.Lock()  # callbacks hear from several streams at once, one at a time
+
+    def counted(n: int) -> None:
+        with lock:
+            on_bytes(n)
+
+    def said(desc: dict[str, Any], how: str) -> None:
+        with lock:
+            on_blob(desc, how)
+
+    def one(desc: dict[str, Any]) -> int:
         digest: str = desc["digest"]
         if source.host == target.host:
             if source_repo == target_repo:
-                on_blob(desc, "present")
-                continue
+                said(desc, "present")
+                return 0
             location = target.mount_blob(target_repo, digest, source_repo)
             if location is None:
-                on_blob(desc, "mounted")
-                continue
+                said(desc, "mounted")
+                return 0
         elif target.has_blob(target_repo, digest):
-            on_blob(desc, "present")
-            continue
+            said(desc, "present")
+            return 0
         else:
             location = target.start_upload(target_repo)
+        stream = lambda: source.stream_blob(source_repo, digest)  # noqa: E731 - again if need be
+        target.upload(target_repo, location, stream, lambda: digest, counted)
+        said(desc, "copied")
+        return int(desc.get("size", 0))
 
-        def known(d: str = digest) -> str:  # the digest is known before the upload
-            return d
-
-        target.upload(location, source.stream_blob(source_repo, digest), known, on_bytes)
-        sent += int(desc.get("size", 0))
-        on_blob(desc, "copied")
-    return sent
+    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="copy") as pool:
+        return sum(pool.map(one, descriptors))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,26 @@
+"""Where the launcher keeps what it remembers between runs: the user's XDG cache directory.
+
+Everything kept there is a cache: losing it costs the next run some work, never a wrong
+answer, so reads tolerate any damage and writes are atomic and best effort.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def directory() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "efa-batch"
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` whole (a reader sees the old or the new file); errors are ignored."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        pass

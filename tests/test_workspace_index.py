@@ -1,0 +1,144 @@
+"""The local index: an unchanged file costs an lstat, a changed one is always caught."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import marshal
+import os
+import tarfile
+
+import pytest
+import requests
+
+from launcher.image import index, layer, workspace
+from launcher.image.build import workspace_image
+from tests.test_image_build import build, get_manifest, ok
+
+SECOND = 1_000_000_000
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def _indexed(root, scanned_ns: int) -> tuple[workspace.Workspace, index.Index]:
+    """The workspace indexed as if scanned at ``scanned_ns`` (with the real digests)."""
+    scanned = dataclasses.replace(workspace.scan(root), scanned_ns=scanned_ns)
+    files = [e for e in scanned.entries if e.kind == workspace.FILE]
+    found = index.Index.load(scanned.root)
+    found.save(scanned, layer.file_digests(scanned.root, files), None)
+    return scanned, index.Index.load(scanned.root)
+
+
+def _tree(root):
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("A = 1\n")
+    (root / "b.txt").write_text("bee\n")
+    return root
+
+
+def test_an_unchanged_file_is_trusted_once_older_than_the_racy_window(tmp_path):
+    root = _tree(tmp_path / "ws")
+    newest = max(os.lstat(p).st_ctime_ns for p in (root / "pkg" / "a.py", root / "b.txt"))
+    _, later = _indexed(root, newest + index.RACY_NS + SECOND)
+    assert set(later.known(workspace.scan(root))) == {"pkg/a.py", "b.txt"}
+
+
+def test_a_file_indexed_within_the_racy_window_is_read_again(tmp_path):
+    """git's racy-clean case: a write in the same timestamp tick as the read that indexed
+    the file would leave its stat as it was, so such an entry is not trusted."""
+    root = _tree(tmp_path / "ws")
+    newest = max(os.lstat(p).st_ctime_ns for p in (root / "pkg" / "a.py", root / "b.txt"))
+    _, racy = _indexed(root, newest + index.RACY_NS // 2)
+    assert racy.known(workspace.scan(root)) == {}
+
+
+def test_a_content_change_that_keeps_size_and_mtime_is_caught(tmp_path):
+    root = _tree(tmp_path / "ws")
+    _, indexed = _indexed(root, os.lstat(root / "b.txt").st_ctime_ns + 3 * index.RACY_NS)
+    before = os.lstat(root / "b.txt")
+    (root / "b.txt").write_text("BEE\n")  # same size
+    os.utime(root / "b.txt", ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime put back
+    assert os.lstat(root / "b.txt").st_mtime_ns == before.st_mtime_ns
+    assert "b.txt" not in indexed.known(workspace.scan(root))  # the ctime moved
+    assert "pkg/a.py" in indexed.known(workspace.scan(root))
+
+
+def test_a_file_replaced_by_a_rename_is_caught(tmp_path):
+    root = _tree(tmp_path / "ws")
+    _, indexed = _indexed(root, os.lstat(root / "b.txt").st_ctime_ns + 3 * index.RACY_NS)
+    (tmp_path / "new").write_text("bee\n")
+    os.replace(tmp_path / "new", root / "b.txt")  # an editor's save: a new inode
+    assert "b.txt" not in indexed.known(workspace.scan(root))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",  # damaged
+        b'{"version": 5, "scanned_ns": 0, "files": {}}',  # the JSON index of version 5
+        marshal.dumps({"version": index.VERSION, "scanned_ns": 0, "files": [1, 2]}),
+        marshal.dumps({"version": index.VERSION})[:-3],  # cut short
+        marshal.dumps([1, 2]),
+    ],
+)
+def test_a_damaged_index_costs_a_read_not_a_wrong_answer(tmp_path, content):
+    root = _tree(tmp_path / "ws")
+    index.path_for(str(root)).parent.mkdir(parents=True)
+    index.path_for(str(root)).write_bytes(content)
+    assert index.Index.load(str(root)).known(workspace.scan(root)) == {}
+
+
+def test_the_index_reads_back_what_it_wrote(tmp_path):
+    root = _tree(tmp_path / "ws")
+    (root / "caf\xe9.txt").write_text("menu\n")  # a non-ASCII name round-trips too
+    scanned, indexed = _indexed(root, os.lstat(root / "b.txt").st_ctime_ns + 3 * index.RACY_NS)
+    files = [e for e in scanned.entries if e.kind == workspace.FILE]
+    assert indexed.known(scanned) == layer.file_digests(scanned.root, files)
+    tree = {"b.txt": "0 420 4 abc ", "caf\xe9.txt": "0 420 5 def "}
+    uploaded = index.Uploaded("sha256:k", "zstd", "r/w", (index.Layer("d", "g", 1),))
+    indexed.save(scanned, indexed.known(scanned), uploaded, tree)
+    assert index.Index.load(str(root)).tree("sha256:k") == tree
+
+
+def _layer_files(registry, repo: str, ref: str) -> dict[str, bytes]:
+    """The workspace files the image's last layer holds."""
+    top = get_manifest(registry, repo, ref.split("@")[1])["layers"][-1]["digest"]
+    blob = requests.get(f"http://{registry.host}/v2/{repo}/blobs/{top}", timeout=30).content
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blob))) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_a_rebuild_after_a_change_that_kept_size_and_mtime_ships_the_new_content(
+    registry, busybox_base, tmp_path
+):
+    ws = _tree(tmp_path / "ws")
+    args = ("--image", busybox_base, "--workspace", str(ws), "--repo", f"{registry.host}/kept")
+    first = ok(build(*args, "--compression", "gzip"))
+    before = os.lstat(ws / "b.txt")
+    (ws / "b.txt").write_text("BEE\n")
+    os.utime(ws / "b.txt", ns=(before.st_atime_ns, before.st_mtime_ns))
+    second = ok(build(*args, "--compression", "gzip"))
+    assert second != first
+    assert b"BEE\n" in _layer_files(registry, "kept", second).values()
+
+
+def test_an_unchanged_workspace_is_found_without_reading_a_file(
+    registry, busybox_base, tmp_path, monkeypatch
+):
+    ws = _tree(tmp_path / "ws")
+    repo = f"{registry.host}/unread"
+    first = workspace_image(busybox_base, ws, repo)
+    monkeypatch.setattr(index, "RACY_NS", -SECOND)  # as if the files were long written
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("a file was read")
+
+    monkeypatch.setattr(layer, "_read_small", no_read)
+    registry.requests()
+    again = workspace_image(busybox_base, ws, repo)
+    assert (again.reference, again.reused) == (first.reference, True)
+    assert [r.method for r in registry.requests()] == ["HEAD", "HEAD"]  # the base, the tag
