@@ -12,9 +12,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -29,7 +26,7 @@ from tests.rules.updates import of, plan
 from tests.test_aws_rules import (
     test_every_template_property_is_governed_by_a_rule as _every_property_governed,
 )
-from tests.test_infra_checks import CFN_LINT_WARNINGS
+from tests.test_infra_checks import assert_cfn_lint_clean
 
 pytestmark = pytest.mark.cdk  # every test synthesizes (variants through getfixturevalue)
 
@@ -79,17 +76,7 @@ def test_cfn_lint_reports_no_errors(variant):
     """As tests/test_infra_checks.py runs it. Sizes stay small: cfn-lint's patched schema caps
     AWS::FSx::FileSystem StorageCapacity at 65536 (Windows File Server's limit), a false error
     for a Lustre file system above 64 TiB."""
-    paths = [str(variant.outdir / f"{n}.template.json") for n in variant.stack_names]
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *paths],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode & ~(2 | 4 | 8) == 0, result.stderr
-    matches = json.loads(result.stdout)
-    assert [m for m in matches if m["Level"] == "Error"] == []
-    assert {m["Rule"]["Id"] for m in matches} <= set(CFN_LINT_WARNINGS)
+    assert_cfn_lint_clean(variant)
 
 
 def test_variants_cover_every_new_setting(synth_data, synth_lustre):

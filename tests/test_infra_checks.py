@@ -64,14 +64,22 @@ VARIANTS = [
 @pytest.mark.cdk
 @pytest.mark.parametrize("fixture", [*VARIANTS, "synth_imported"])
 def test_cfn_lint_reports_no_errors(request, fixture):
-    synth = request.getfixturevalue(fixture)
-    paths = [str(synth.outdir / f"{n}.template.json") for n in synth.stack_names]
-    result = subprocess.run(
+    assert_cfn_lint_clean(request.getfixturevalue(fixture))
+
+
+def cfn_lint(*paths: str) -> subprocess.CompletedProcess[str]:
+    """The real cfn-lint of the venv on templates, its findings as JSON on stdout."""
+    return subprocess.run(
         [str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *paths],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def assert_cfn_lint_clean(synth) -> None:
+    """No error in a synthesized app's templates, and no warning but those explained."""
+    result = cfn_lint(*(str(synth.outdir / f"{n}.template.json") for n in synth.stack_names))
     # cfn-lint's exit code is a bit mask: 2 errors, 4 warnings, 8 informational; anything
     # else (1, a crash) means it did not lint.
     assert result.returncode & ~(2 | 4 | 8) == 0, result.stderr
@@ -94,12 +102,7 @@ def test_cfn_lint_really_lints(tmp_path):
     """Guard against a linter that never ran: a template with an error must be reported."""
     template = tmp_path / "broken.json"
     template.write_text(json.dumps({"Resources": {"Q": {"Type": "AWS::Batch::JobQueue"}}}))
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", str(template)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = cfn_lint(str(template))
     assert result.returncode & 2, result.stderr
     assert any(m["Level"] == "Error" for m in json.loads(result.stdout))
 
