@@ -612,8 +612,8 @@ class Cluster:
         names teams."""
         from launcher import check, preflight
 
-        if self.in_pool(pool) is not self:
-            return self.in_pool(pool).check(
+        if (cluster := self.in_pool(pool)) is not self:
+            return cluster.check(
                 nodes=nodes,
                 image=image,
                 timeout=timeout,
@@ -662,8 +662,9 @@ class Cluster:
         names = self.info.pool_names if every_pool else (self.in_pool(pool).info.pool_name,)
         jobs = []
         for name in names:
-            queue = self.in_pool(name).info.job_queue_arn  # ListJobs' summaries omit it
-            for job in self.in_pool(name).target.jobs.list(include_finished=all):
+            cluster = self.in_pool(name)
+            queue = cluster.info.job_queue_arn  # ListJobs' summaries omit it
+            for job in cluster.target.jobs.list(include_finished=all):
                 jobs.append(job if job.queue else dataclasses.replace(job, queue=queue))
         return newest_first(jobs, include_finished=all)
 
