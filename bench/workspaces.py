@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.stats import table
+from launcher.image.delta import tree
 from launcher.image.index import Index, content_key
 from launcher.image.registry import Registry
 from launcher.image.workspace import scan
@@ -150,7 +151,7 @@ def _unchanged_floor(ws: Path, cache: Path) -> float:
     try:
         start = time.perf_counter()
         scanned = scan(ws)
-        content_key(scanned.entries, Index.load(scanned.root).known(scanned))
+        content_key(tree(scanned.entries, Index.load(scanned.root).known(scanned)))
         return time.perf_counter() - start
     finally:
         if before is None:

@@ -80,7 +80,8 @@ def test_a_file_replaced_by_a_rename_is_caught(tmp_path):
     [
         b"{not json",  # damaged
         b'{"version": 5, "scanned_ns": 0, "files": {}}',  # the JSON index of version 5
-        marshal.dumps({"version": index.VERSION, "scanned_ns": 0, "files": [1, 2]}),
+        marshal.dumps({"version": index.VERSION, "scanned_ns": 0, "stamps": [1], "digests": {}}),
+        marshal.dumps({"version": index.VERSION, "scanned_ns": 0, "stamps": {"a": 1}}),
         marshal.dumps({"version": index.VERSION})[:-3],  # cut short
         marshal.dumps([1, 2]),
     ],

@@ -117,6 +117,7 @@ class Lookup:
     digests: dict[str, str]  # file contents known before building (indexed or hashed)
     base_digest: str | None  # resolved when the tag was looked for
     key: str | None  # the workspace's content key, when every file's content is known
+    state: delta.Tree | None  # the layer's state, with ``key``
     tag: str | None
     existing: Patched | None
 
@@ -146,17 +147,18 @@ def lookup(
         tag = manifest.content_tag(base_digest, platform, same, recipe)
         existing = find_image(registry_for(repo), repo, tag)
         if existing is not None:
-            return Lookup(scanned, index, {}, base_digest, same, tag, existing)
+            return Lookup(scanned, index, {}, base_digest, same, None, tag, existing)
     digests = index.known(scanned)
     unknown = [e for e in scanned.entries if e.kind == FILE and e.path not in digests]
     if not hash_first and not worth_hashing_first(sum(e.size for e in unknown), scanned.bytes):
-        return Lookup(scanned, index, digests, None, None, None, None)
+        return Lookup(scanned, index, digests, None, None, None, None, None)
     base_digest = resolve_base(registry_for(base), base)
     digests.update(layer.file_digests(scanned.root, unknown))
-    key = content_key(scanned.entries, digests)
+    state = delta.tree(scanned.entries, digests)
+    key = content_key(state)
     tag = manifest.content_tag(base_digest, platform, key, recipe)
     existing = find_image(registry_for(repo), repo, tag)
-    return Lookup(scanned, index, digests, base_digest, key, tag, existing)
+    return Lookup(scanned, index, digests, base_digest, key, state, tag, existing)
 
 
 def find_image(client: Registry, repo: Reference, tag: str) -> Patched | None:
@@ -422,8 +424,8 @@ def workspace_layers(
             return again, found.digests, None
         full = found.index.last_full(to.compression, name)
         base_tree = found.index.tree(full.key) if full is not None else None
-        if full is not None and base_tree is not None:
-            change = delta.delta(base_tree, found.workspace.entries, found.digests)
+        if full is not None and base_tree is not None and found.state is not None:
+            change = delta.delta(base_tree, found.state, found.workspace.entries)
             if delta.worth_it(change, delta.size(base_tree)) and target.has_blob(
                 repository, full.layers[0].digest
             ):
@@ -431,8 +433,8 @@ def workspace_layers(
                 layers = (*full.layers, built.layer)
                 return Uploaded(found.key, to.compression, name, layers), found.digests, None
     built = _push_layer(found.workspace, to)
-    key = content_key(found.workspace.entries, built.file_digests)
     state = delta.tree(found.workspace.entries, built.file_digests)
+    key = content_key(state)
     return Uploaded(key, to.compression, name, (built.layer,)), built.file_digests, state
 
 

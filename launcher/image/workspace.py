@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import marshal
 import operator
 import os
 import stat
@@ -43,8 +44,8 @@ FILE, SYMLINK, DIRECTORY = b"0", b"2", b"5"  # tar type flags
 
 
 class Entry(NamedTuple):
-    """One path to ship. The first five fields are what the layer ships (``shipped``), the
-    last five what the local index compares (``stamp``): slices of a tuple cost nothing."""
+    """One path to ship. The first five fields are what the layer ships, the last five what
+    the local index compares (``Workspace.file_stamps``): slices of a tuple cost nothing."""
 
     path: str  # relative to the workspace, /-separated
     kind: bytes  # FILE, SYMLINK or DIRECTORY
@@ -55,16 +56,6 @@ class Entry(NamedTuple):
     ctime_ns: int
     ino: int
     dev: int
-
-
-def shipped(e: Entry) -> tuple[str, bytes, int, str, int]:
-    """Path, kind, mode, link target, size."""
-    return e[0:5]
-
-
-def stamp(e: Entry) -> tuple[int, int, int, int, int]:
-    """Size, mtime, ctime, inode, device."""
-    return e[4:9]
 
 
 @dataclass(frozen=True)
@@ -78,10 +69,18 @@ class Workspace:
         return sum(e.size for e in self.entries)
 
     @functools.cached_property
+    def file_stamps(self) -> dict[str, tuple[int, int, int, int, int]]:
+        """path -> (size, mtime, ctime, inode, device) of every file: what the local index
+        compares, as a whole."""
+        return {e[0]: e[4:9] for e in self.entries if e[1] == FILE}
+
+    @functools.cached_property
     def stamps(self) -> str:
-        """A digest of every entry as scanned, stat included: equal only if nothing moved."""
-        listing = [tuple(e) for e in self.entries]  # tuples' repr is C; NamedTuples' is not
-        return hashlib.sha256(repr(listing).encode(errors="surrogateescape")).hexdigest()
+        """A digest of every entry as scanned, stat included: equal only if nothing moved.
+        (marshal's version 2 has no back-references, so its bytes depend on the values alone;
+        another Python's marshal can only make it differ, never equal by mistake.)"""
+        listing = [e[:] for e in self.entries]  # plain tuples: marshal takes no NamedTuple
+        return hashlib.sha256(marshal.dumps(listing, 2)).hexdigest()
 
 
 def sort_key(path: str) -> str:
