@@ -197,7 +197,10 @@ def measure(host: str, base: str, tmp: Path) -> str:
         ws.mkdir()
         make(ws, random.Random(index), corpus)
         sizes[name] = sum(p.stat().st_size for p in ws.rglob("*") if p.is_file())
-        time.sleep(2.1)  # older than the index's racy window, as a user's files are
+        # As a user's files are: on disk (not hundreds of MiB of dirty pages the kernel writes
+        # back during the first builds) and older than the index's racy window.
+        os.sync()
+        time.sleep(2.1)
         got: dict[str, list[float]] = {}
         for run in range(RUNS):
             for key, seconds in _one_run(ws, f"w{index}", run, host, base, tmp).items():

@@ -24,13 +24,11 @@ MAX_FRACTION = 0.25  # of the full layer's bytes: past it, a full layer again
 Tree = dict[str, str]  # path -> "kind mode size digest link"
 
 
-def state(e: Entry, digests: dict[str, str]) -> str:
-    return f"{e.kind[0]} {e.mode} {e.size} {digests.get(e.path, '')} {e.link}"
-
-
 def tree(entries: Iterable[Entry], digests: dict[str, str]) -> Tree:
-    """The state a layer of ``entries`` ships (what a delta is computed against)."""
-    return {e.path: state(e, digests) for e in entries}
+    """The state a layer of ``entries`` ships (what a delta is computed against): an entry's
+    state is "kind mode size digest link" (kind as its tar type flag's byte value)."""
+    get = digests.get
+    return {e[0]: f"{e[1][0]} {e[2]} {e[4]} {get(e[0], '')} {e[3]}" for e in entries}
 
 
 @dataclass(frozen=True)

@@ -257,7 +257,8 @@ class Index:
             rest = [u for u in self.uploads if (u.key, u.compression, u.repository) != same]
             self.uploads = [uploaded, *rest][:KEEP_UPLOADS]
             if tree is not None:
-                cache.write_atomically(self._tree_path(uploaded.key), marshal.dumps(tree))
+                tree_bytes = marshal.dumps(tree, cache.MARSHAL_VERSION)
+                cache.write_atomically(self._tree_path(uploaded.key), tree_bytes)
             uploads = json.dumps([u.as_dict() for u in self.uploads]).encode()
             cache.write_atomically(self._uploads_path, uploads)
             self._forget_trees()
@@ -273,7 +274,7 @@ class Index:
             "stamps": self.stamps,
             "digests": self.digests,
         }
-        cache.write_atomically(self.path, marshal.dumps(data))
+        cache.write_atomically(self.path, marshal.dumps(data, cache.MARSHAL_VERSION))
 
     def _forget_trees(self) -> None:
         """Trees of full layers no longer remembered go (best effort)."""

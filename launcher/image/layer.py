@@ -32,6 +32,7 @@ WHITEOUT = ".wh."  # OCI image-spec layer.md: a whiteout hides a lower layer's p
 SMALL_FILE = 256 << 10
 BATCH = 64 << 10  # bytes of small files gathered before they are written into the chunks
 HASH_BEHIND = 8  # chunks the hashing thread may lag behind the reading
+_PADDING = [b"\0" * n for n in range(tarheader.BLOCK)]  # tarheader.padding, by length
 
 
 @dataclass
@@ -116,23 +117,25 @@ def tar_chunks(
         hidden = f"{WORKSPACE_DIR}/{parent + '/' if parent else ''}{WHITEOUT}{base}"
         batch.append(tarheader.header(hidden, FILE, 0o644))
     prefix = f"{WORKSPACE_DIR}/"
+    header, sha256, pad = tarheader.header, hashlib.sha256, _PADDING  # a 50,000-file loop
     for e in entries:
-        head = tarheader.header(prefix + e.path, e.kind, e.mode, e.size, e.link)
-        if e.kind != FILE:
+        rel, kind, mode, link, size = e[:5]
+        head = header(prefix + rel, kind, mode, size, link)
+        if kind != FILE:
             batch.append(head)
             continue
-        path = f"{root}/{e.path}"
-        if e.size <= SMALL_FILE:
+        path = f"{root}/{rel}"
+        if size <= SMALL_FILE:
             data = _read_small(path, e)
-            file_digests[e.path] = hashlib.sha256(data).hexdigest()
-            batch += (head, data, tarheader.padding(e.size))
-            batched += e.size
+            file_digests[rel] = sha256(data).hexdigest()
+            batch += (head, data, pad[-size % tarheader.BLOCK])
+            batched += size
             if batched < BATCH:
                 continue
         else:
             batch.append(head)
             out.write(b"".join(batch))
-            h, remaining = hashlib.sha256(), e.size
+            h, remaining = sha256(), size
             with open(path, "rb", buffering=0) as f:
                 while remaining:  # a chunk at a time, handed on as it fills: memory stays flat
                     piece = out.read_some(f, remaining, path)
@@ -142,8 +145,8 @@ def tar_chunks(
                         yield from out.full
                         out.full.clear()
                 _check_unchanged(os.fstat(f.fileno()), e, path)
-            hasher.submit(_finish_file, file_digests, e.path, h)
-            batch = [tarheader.padding(e.size)]
+            hasher.submit(_finish_file, file_digests, rel, h)
+            batch = [pad[-size % tarheader.BLOCK]]
         out.write(b"".join(batch))
         batch, batched = [], 0
         if out.full:

@@ -20,9 +20,9 @@ _ZEROS = b"0000000\0"  # uid and gid
 _MTIME = b"%011o\0" % MTIME
 _MAGIC = tarfile.POSIX_MAGIC  # b"ustar\x0000"
 _TAIL = b"\0" * (32 + 32 + 8 + 8 + 155 + 12)  # uname, gname, devmajor, devminor, prefix, pad
-# Everything but name, mode, size, type and link, summed once: 8 spaces stand in for the
-# checksum field while it is computed, as tarfile's calc_chksums does.
-_FIXED_SUM = sum(_ZEROS) * 2 + sum(_MTIME) + 8 * ord(" ") + sum(_MAGIC)
+# The mtime and the checksum field, summed once: 8 spaces stand in for the checksum while it is
+# computed, as tarfile's calc_chksums does (the other fields' sums come with them).
+_FIXED_SUM = sum(_MTIME) + 8 * ord(" ")
 
 
 def header(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> bytes:
@@ -41,24 +41,26 @@ def header(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> 
 
 
 def _ustar(name: bytes, kind: bytes, mode: int, size: int, link: bytes) -> bytes:
-    mode_field = b"%07o\0" % (mode & 0o7777)
+    mode_part = _MODES.get(mode)
+    if mode_part is None:  # a workspace has a handful of modes: each formatted once
+        field = b"%07o\0" % (mode & 0o7777) + _ZEROS + _ZEROS
+        mode_part = _MODES[mode] = (field, sum(field))
+    after = _AFTER.get(kind) if not link else None
+    if after is None:
+        block = kind + link.ljust(_LINK, b"\0") + _MAGIC + _TAIL
+        after = (block, sum(block))
     size_field = b"%011o\0" % size
-    checksum = _FIXED_SUM + sum(name) + sum(mode_field) + sum(size_field) + kind[0] + sum(link)
-    return b"".join(
-        (
-            name.ljust(_NAME, b"\0"),
-            mode_field,
-            _ZEROS,
-            _ZEROS,
-            size_field,
-            _MTIME,
-            b"%06o\0 " % checksum,
-            kind,
-            link.ljust(_LINK, b"\0"),
-            _MAGIC,
-            _TAIL,
-        )
-    )
+    checksum = _FIXED_SUM + sum(name) + mode_part[1] + sum(size_field) + after[1]
+    fields = (name.ljust(_NAME, b"\0"), mode_part[0], size_field, _MTIME, b"%06o\0 " % checksum)
+    return b"".join((*fields, after[0]))
+
+
+# What follows the checksum when there is no link target, and its sum, by type flag.
+_AFTER = {
+    kind: (kind + b"\0" * _LINK + _MAGIC + _TAIL, kind[0] + sum(_MAGIC))
+    for kind in (tarfile.REGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE)
+}
+_MODES: dict[int, tuple[bytes, int]] = {}  # mode -> (mode, uid and gid fields; their sum)
 
 
 def _tarfile_header(name: str, kind: bytes, mode: int, size: int, link: str) -> bytes:

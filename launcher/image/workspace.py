@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from launcher import cache
 from launcher.errors import UsageError
 from launcher.image import dockerignore
 
@@ -76,11 +77,10 @@ class Workspace:
 
     @functools.cached_property
     def stamps(self) -> str:
-        """A digest of every entry as scanned, stat included: equal only if nothing moved.
-        (marshal's version 2 has no back-references, so its bytes depend on the values alone;
-        another Python's marshal can only make it differ, never equal by mistake.)"""
+        """A digest of every entry as scanned, stat included: equal only if nothing moved
+        (another Python's marshal can only make it differ, never equal by mistake)."""
         listing = [e[:] for e in self.entries]  # plain tuples: marshal takes no NamedTuple
-        return hashlib.sha256(marshal.dumps(listing, 2)).hexdigest()
+        return hashlib.sha256(marshal.dumps(listing, cache.MARSHAL_VERSION)).hexdigest()
 
 
 def sort_key(path: str) -> str:
