@@ -211,6 +211,8 @@ def _tarfile_header(name, kind, mode, size, link):
     [
         ("workspace", b"5", 0o755, 0, ""),
         ("workspace/train.py", b"0", 0o644, 12345, ""),
+        ("workspace/run.sh", b"0", 0o4755, 99, ""),  # setuid: the mode field keeps it
+        ("workspace/latest", b"2", 0o777, 0, "ckpt/step-100"),  # a short link: ustar alone
         ("workspace/" + "long/" * 30 + "name.py", b"0", 0o600, 7, ""),  # a PAX path
         ("workspace/naïve.txt", b"0", 0o644, 1, ""),  # non-ASCII: a PAX path
         ("workspace/link", b"2", 0o777, 0, "t" * 120),  # a PAX link target

@@ -7,12 +7,13 @@ import gzip
 import io
 import marshal
 import os
+import shutil
 import tarfile
 
 import pytest
 import requests
 
-from launcher.image import index, layer, workspace
+from launcher.image import delta, index, layer, workspace
 from launcher.image.build import workspace_image
 from tests.test_image_build import build, get_manifest, ok
 
@@ -103,6 +104,38 @@ def test_the_index_reads_back_what_it_wrote(tmp_path):
     uploaded = index.Uploaded("sha256:k", "zstd", "r/w", (index.Layer("d", "g", 1),))
     indexed.save(scanned, indexed.known(scanned), uploaded, tree)
     assert index.Index.load(str(root)).tree("sha256:k") == tree
+
+
+def _key(root) -> str:
+    scanned = workspace.scan(root)
+    files = [e for e in scanned.entries if e.kind == workspace.FILE]
+    return index.content_key(delta.tree(scanned.entries, layer.file_digests(str(root), files)))
+
+
+def test_the_content_key_follows_what_the_layer_ships_and_nothing_else(tmp_path):
+    """The key names the layer (an image built on another machine is found by it): the
+    same files elsewhere, with other times and inodes, have the same key; a mode, a name, a
+    link target or a byte changed gives another."""
+    root = _tree(tmp_path / "ws")
+    (root / "latest").symlink_to("b.txt")
+    key = _key(root)
+    copy = shutil.copytree(root, tmp_path / "copy", symlinks=True)
+    os.utime(copy / "b.txt", ns=(SECOND, SECOND))
+    assert _key(copy) == key
+    os.chmod(copy / "b.txt", 0o600)
+    assert _key(copy) != key
+    os.chmod(copy / "b.txt", os.lstat(root / "b.txt").st_mode & 0o777)
+    assert _key(copy) == key
+    (copy / "latest").unlink()
+    (copy / "latest").symlink_to("pkg/a.py")
+    assert _key(copy) != key
+    (copy / "latest").unlink()
+    (copy / "latest").symlink_to("b.txt")
+    (copy / "b.txt").rename(copy / "c.txt")
+    assert _key(copy) != key
+    (copy / "c.txt").rename(copy / "b.txt")
+    (copy / "b.txt").write_text("bed\n")
+    assert _key(copy) != key
 
 
 def _layer_files(registry, repo: str, ref: str) -> dict[str, bytes]:
