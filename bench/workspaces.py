@@ -10,6 +10,8 @@ generator. For each, in one run and side by side (medians of RUNS):
   nothing else: no diff_id, no config, no manifest);
 - `launcher build` again unchanged, and after one file changed (zstd, warm index);
 - the floor of the unchanged path: the stat walk, the index and the content key, in-process.
+
+Each timed step starts rested (``_rested``): written back to disk, after REST seconds idle.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from launcher.image.registry import Registry
 from launcher.image.workspace import scan
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+REST = float(os.environ.get("BENCH_REST", "5"))  # seconds of rest before each timed step
 LAUNCHER = [sys.executable, "-m", "launcher"]
 MIB = 1 << 20
 PIPELINES = {
@@ -107,8 +110,16 @@ WORKSPACES: dict[str, Callable[[Path, random.Random, bytes], None]] = {
 }
 
 
+def _rested() -> None:
+    """Before each timed step, builds and pipelines alike: the last step's blobs written
+    back, and a pause. This machine's host slows its vCPUs after seconds of full load: the
+    50,000-file zstd build right after the gzip one took 3.9 s, after 5 s of rest 2.85 s."""
+    os.sync()
+    time.sleep(REST)
+
+
 def _launcher_build(env: dict[str, str], base: str, ws: Path, repo: str, *extra: str) -> float:
-    os.sync()  # the last step's blobs written back first: each step is timed on its own
+    _rested()
     start = time.perf_counter()
     result = subprocess.run(
         [*LAUNCHER, "build", "--image", base, "--workspace", str(ws), "--repo", repo, *extra],
@@ -125,7 +136,7 @@ def _launcher_build(env: dict[str, str], base: str, ws: Path, repo: str, *extra:
 
 def _pipeline(ws: Path, compressor: list[str], host: str, repo: str) -> float:
     """tar | compressor, uploaded by the launcher's registry client as it comes out."""
-    os.sync()
+    _rested()
     start = time.perf_counter()
     tar = subprocess.Popen(["tar", "-cf", "-", "-C", str(ws), "."], stdout=subprocess.PIPE)
     packed = subprocess.Popen(compressor, stdin=tar.stdout, stdout=subprocess.PIPE)
