@@ -32,7 +32,6 @@ WHITEOUT = ".wh."  # OCI image-spec layer.md: a whiteout hides a lower layer's p
 SMALL_FILE = 256 << 10
 BATCH = 64 << 10  # bytes of small files gathered before they are written into the chunks
 HASH_BEHIND = 8  # chunks the hashing thread may lag behind the reading
-_PADDING = [b"\0" * n for n in range(tarheader.BLOCK)]  # tarheader.padding, by length
 
 
 @dataclass
@@ -117,7 +116,7 @@ def tar_chunks(
         hidden = f"{WORKSPACE_DIR}/{parent + '/' if parent else ''}{WHITEOUT}{base}"
         batch.append(tarheader.header(hidden, FILE, 0o644))
     prefix = f"{WORKSPACE_DIR}/"
-    header, sha256, pad = tarheader.header, hashlib.sha256, _PADDING  # a 50,000-file loop
+    header, sha256, pad = tarheader.header, hashlib.sha256, tarheader.PADDING  # 50,000 times
     for e in entries:
         rel, kind, mode, link, size = e[:5]
         head = header(prefix + rel, kind, mode, size, link)

@@ -70,9 +70,6 @@ def _tarfile_header(name: str, kind: bytes, mode: int, size: int, link: str) -> 
     return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
 
 
-def padding(size: int) -> bytes:
-    """NULs that round a member's data up to whole blocks."""
-    return b"\0" * (-size % BLOCK)
-
-
+# NULs that round a member's data up to whole blocks: PADDING[-size % BLOCK].
+PADDING = tuple(b"\0" * n for n in range(BLOCK))
 END = b"\0" * (2 * BLOCK)  # end-of-archive marker
