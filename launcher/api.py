@@ -659,10 +659,9 @@ class Cluster:
     ) -> list[JobInfo]:
         """The jobs of a pool's queue (the default pool's, or ``pool``; with ``every_pool``
         every queue of the stack), active ones unless ``all``, newest first."""
-        names = self.info.pool_names if every_pool else (self.in_pool(pool).info.pool_name,)
+        names = self.info.pool_names if every_pool else (pool,)
         jobs = []
-        for name in names:
-            cluster = self.in_pool(name)
+        for cluster in map(self.in_pool, names):
             queue = cluster.info.job_queue_arn  # ListJobs' summaries omit it
             for job in cluster.target.jobs.list(include_finished=all):
                 jobs.append(job if job.queue else dataclasses.replace(job, queue=queue))
