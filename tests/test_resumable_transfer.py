@@ -93,6 +93,24 @@ def test_a_registry_that_keeps_failing_is_one_line_exit_1(registry, proxy, busyb
     assert f"registry {proxy.host}" in line and "gave up" in line
 
 
+def test_a_build_whose_upload_failed_is_followed_by_one_that_uploads(
+    registry, proxy, busybox_base, docker_engine, tmp_path
+):
+    """The local index learns the files' digests and the content key while the layer's last
+    bytes go up (``launcher.image.patch._record``), the layer itself only once the registry
+    has it: after a failed upload, the next build finds nothing to reuse and uploads."""
+    ws = _workspace(tmp_path, 10)
+    proxy.cut_up(9 * MIB, times=1000)
+    base = busybox_base.replace(registry.host, proxy.host)
+    args = ("--image", base, "--workspace", str(ws), "--repo", f"{proxy.host}/retried")
+    assert build(*args).returncode == 1
+    proxy.cut_up(0, times=0)
+    registry.requests()
+    ref = ok(build(*args))
+    assert _sessions(registry.requests(), "retried") == 2  # the layer's and the config's
+    _runs_with_the_file(docker_engine, registry, proxy, ref, ws)
+
+
 @pytest.fixture
 def remote(tmp_path_factory):
     server = RegistryServer.start(tmp_path_factory.mktemp("remote"))

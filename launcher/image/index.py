@@ -16,8 +16,9 @@ Every build also checks each file it reads against its scan (``fstat`` after the
 file that changes while it is read fails the build instead of entering the index.
 
 The index also remembers the layers this workspace was uploaded as (content key ->
-digests, per repository), so the same content on another base is a HEAD, not a rebuild, and
-the state each full layer shipped, so a small change ships as a delta over it
+digests, per repository; written once the registry has them, while the file list is
+written as soon as the layer is made), so the same content on another base is a HEAD, not a
+rebuild, and the state each full layer shipped, so a small change ships as a delta over it
 (``launcher.image.delta``). It lives in the user's cache (``launcher.cache``), a file per
 workspace and one per full layer's state; losing them costs one full read. The file list
 (stamps and digests, two dicts) and the states are ``marshal`` data (read back as the dicts
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher import cache
-from launcher.image.workspace import Workspace
+from launcher.image.workspace import FILE, Workspace
 
 VERSION = 7
 RACY_NS = 2_000_000_000
@@ -181,10 +182,10 @@ class Index:
         """Trusted digests of the workspace's files (path -> sha256 hex): those whose stat
         is as recorded and that are not racy (see the module doc)."""
         self._load()
-        current = workspace.file_stamps
-        if not self.stamps:
-            self.untrusted = len(current)
+        if not self.stamps:  # a first build: the stamps are worked out later, off its path
+            self.untrusted = sum(1 for e in workspace.entries if e[1] == FILE)
             return {}
+        current = workspace.file_stamps
         recorded = self.stamps.get
         moved = {path for path, s in current.items() if recorded(path) != s}
         limit = self.scanned_ns - RACY_NS
@@ -266,8 +267,11 @@ class Index:
             return
         self.scanned_ns = workspace.scanned_ns
         current = workspace.file_stamps
-        self.digests = {path: digests[path] for path in current if path in digests}
-        self.stamps = {path: current[path] for path in self.digests}
+        if digests.keys() == current.keys():  # every file read or trusted: a first build
+            self.digests, self.stamps = dict(digests), dict(current)
+        else:
+            self.digests = {path: digests[path] for path in current if path in digests}
+            self.stamps = {path: current[path] for path in self.digests}
         data = {
             "version": VERSION,
             "scanned_ns": self.scanned_ns,
@@ -275,6 +279,7 @@ class Index:
             "digests": self.digests,
         }
         cache.write_atomically(self.path, marshal.dumps(data, cache.MARSHAL_VERSION))
+        self.untrusted = 0  # the list is the scan's now: a second save leaves it
 
     def _forget_trees(self) -> None:
         """Trees of full layers no longer remembered go (best effort)."""

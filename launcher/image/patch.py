@@ -18,7 +18,7 @@ import enum
 import json
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -432,10 +432,28 @@ def workspace_layers(
                 built = _push_layer(found.workspace, to, change, "delta")
                 layers = (*full.layers, built.layer)
                 return Uploaded(found.key, to.compression, name, layers), found.digests, None
-    built = _push_layer(found.workspace, to)
-    state = delta.tree(found.workspace.entries, built.file_digests)
-    key = content_key(state)
+    # The layer's state, its key and the index's file list are worked out on a thread of
+    # their own while the layer's last bytes go up (the main thread waits on the network):
+    # 0.15-0.2 s of a 50,000-file build.
+    with ThreadPoolExecutor(1, thread_name_prefix="index") as aside:
+        states: list[Future[tuple[delta.Tree, str]]] = []
+
+        def streamed(digests: dict[str, str]) -> None:
+            states.append(aside.submit(_record, found, digests))
+
+        built = _push_layer(found.workspace, to, streamed=streamed)
+        state, key = states[-1].result()
     return Uploaded(key, to.compression, name, (built.layer,)), built.file_digests, state
+
+
+def _record(found: Lookup, digests: dict[str, str]) -> tuple[delta.Tree, str]:
+    """The state a full layer of the scan ships and its content key, with the file digests
+    recorded in the local index: facts about the content, true whether or not the upload
+    succeeds (the layer itself is recorded once it is in the repository, by ``patch``)."""
+    state = delta.tree(found.workspace.entries, digests)
+    key = content_key(state)
+    found.index.save(found.workspace, digests, None, key=key)
+    return state, key
 
 
 @dataclass(frozen=True)
@@ -445,15 +463,23 @@ class _Built:
 
 
 def _push_layer(
-    scanned: Workspace, to: Destination, change: delta.Delta | None = None, what: str = "workspace"
+    scanned: Workspace,
+    to: Destination,
+    change: delta.Delta | None = None,
+    what: str = "workspace",
+    streamed: Callable[[dict[str, str]], None] | None = None,
 ) -> _Built:
-    """One layer (the whole workspace, or ``change``) built and uploaded in one pass."""
+    """One layer (the whole workspace, or ``change``) built and uploaded in one pass;
+    ``streamed`` gets the file digests as soon as the last piece is made (before the upload
+    ends: it must not wait)."""
     out = layer.LayerDigests()
     entries = None if change is None else change.entries
     whiteouts = () if change is None else change.whiteouts
 
     def pieces() -> Iterator[bytes]:  # again, should the registry lose the upload
-        return layer.stream(scanned, to.compression, out, entries, whiteouts)
+        yield from layer.stream(scanned, to.compression, out, entries, whiteouts)
+        if streamed is not None:
+            streamed(out.file_digests)
 
     transfer = Transfer(f"uploading {what}" if not to.dryrun else f"{what} layer", to.progress)
     if to.dryrun:
