@@ -42,7 +42,6 @@ class LayerDigests:
     digest: str = ""
     size: int = 0
     tar_size: int = 0
-    files: int = 0
     file_digests: dict[str, str] = field(default_factory=dict)  # path -> sha256 hex
 
 
@@ -212,7 +211,6 @@ def stream(
     out.diff_id = f"sha256:{tar_hash.hexdigest()}"
     out.digest = f"sha256:{gz_hash.hexdigest()}"
     out.size, out.tar_size = size, tar_size
-    out.files = sum(1 for e in chosen if e.kind == FILE)
 
 
 def uncompressed(workspace: Workspace, entries: Iterable[Entry] | None = None) -> Iterator[bytes]:
