@@ -8,7 +8,9 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
+import threading
 
 import pytest
 
@@ -267,6 +269,28 @@ def test_the_layer_does_not_depend_on_the_number_of_cores(tmp_path, monkeypatch,
     monkeypatch.setattr(compress, "workers", lambda: 5)
     five, _ = build(root, compression)
     assert one == five
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux scheduling feature")
+def test_the_compressors_run_nicer_than_the_thread_that_feeds_them(monkeypatch):
+    """setpriority(2), BUGS: "under the current Linux/NPTL implementation of POSIX threads,
+    the nice value is a per-thread attribute". The compression threads take NICER on top of
+    the caller's value; the caller's own priority stays as it was."""
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    seen = []
+
+    def codec(chunk):
+        seen.append(nice())
+        return bytes(chunk)
+
+    monkeypatch.setitem(compress.CODECS, Compression.ZSTD, codec)
+    caller = nice()
+    assert list(compress.compressed([b"a", b"b", b"c"], Compression.ZSTD)) == [b"a", b"b", b"c"]
+    assert set(seen) == {min(19, caller + compress.NICER)}
+    assert nice() == caller
 
 
 def test_a_file_changed_while_the_layer_is_built_fails_the_build(tmp_path):

@@ -18,6 +18,16 @@ launcher on, and their compressor releases the GIL, so a thread pool uses every 
 
 Chunks are cut at fixed offsets of the uncompressed stream and compressed with fixed
 settings, so the output depends on the input alone, never on the number of cores.
+
+The compression threads run at a lower priority than the rest of the process. On many small
+files the critical path is the one thread that frames the tar (Python, one file at a time);
+with as many compressors as cores, the scheduler gave it a fair share of a core it needed
+whole, and the compressors it feeds then waited for it (50,000 files on two cores: 3.25 s,
+2.93 s with the compressors at nice +10; medians of 8 alternating runs). Linux keeps a nice
+value per thread (setpriority(2), "under the current Linux/NPTL implementation of POSIX
+threads, the nice value is a per-thread attribute"); lowering it needs no privilege, and with
+autogroup (sched(7)) it only orders threads of the same session. Elsewhere the threads run
+as they are.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from __future__ import annotations
 import enum
 import os
 import struct
+import sys
 import threading
 import zlib
 from collections import deque
@@ -38,6 +49,7 @@ ZSTD_LEVEL = 3  # zstd's default
 # A chunk is stored when a level-1 deflate of samples from it saves less than this.
 STORE_ABOVE = 0.95
 _SAMPLE, _SAMPLES = 16 << 10, 4
+NICER = 10  # the compression threads' nice value above the caller's (at most 19)
 _GZIP_HEADER = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x00\xff"  # no name, mtime 0
 
 
@@ -55,6 +67,19 @@ def workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS
         return max(1, os.cpu_count() or 1)
+
+
+def yield_to_caller() -> None:
+    """Lower the calling thread's priority by NICER (Linux; a no-op elsewhere). Lowering is
+    always allowed, so this never fails the build."""
+    if not sys.platform.startswith("linux"):
+        return
+    thread = threading.get_native_id()
+    try:
+        nice = os.getpriority(os.PRIO_PROCESS, thread)
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, nice + NICER))
+    except OSError:  # a sandbox that forbids it: the same bytes, at the caller's priority
+        pass
 
 
 def shrinks(chunk: bytes | bytearray | memoryview) -> bool:
@@ -123,7 +148,8 @@ def in_order(
 
 
 def compressed(chunks: Iterable[Any], compression: Compression) -> Iterator[bytes]:
-    """Every chunk compressed by ``compression``, on every core, in order."""
+    """Every chunk compressed by ``compression``, on every core (at a lower priority than
+    the caller's thread: see the module's docstring), in order."""
     count = workers()
-    with ThreadPoolExecutor(count, thread_name_prefix="compress") as pool:
+    with ThreadPoolExecutor(count, "compress", initializer=yield_to_caller) as pool:
         yield from in_order(CODECS[compression], chunks, pool, 2 * count + 1)
