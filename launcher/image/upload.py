@@ -80,8 +80,10 @@ def blocks(pieces: Iterable[bytes], size: int = CHUNK) -> Iterator[bytes]:
     for piece in pieces:
         buffer += piece
         while len(buffer) >= size:
-            yield bytes(buffer[:size])
+            with memoryview(buffer) as view:  # one copy, not a slice's and then bytes'
+                block = bytes(view[:size])
             del buffer[:size]
+            yield block
     yield bytes(buffer)
 
 
