@@ -261,6 +261,26 @@ def test_zstd_frames_are_read_by_the_zstd_tool(tmp_path):
     assert out.digest == manifest.digest_of(data)
 
 
+def test_zstd_frames_hold_four_times_what_gzip_members_hold(tmp_path):
+    """RFC 8878 3.1.1: a frame header may carry Frame_Content_Size, which the bindings write
+    and ``get_frame_parameters`` reads. The first zstd frame holds ZSTD_CHUNK bytes of tar
+    (4 MiB: fewer, larger frames measured faster and smaller on many small files), the
+    first gzip member CHUNK (RFC 1952 2.3.1: ISIZE, the member's input size mod 2^32, is
+    its last four bytes). RFC 8878 3.1.1.1.2 recommends that decoders support windows up to
+    8 MB (RFC 9659 makes it a limit over HTTP); a 4 MiB frame's window is at most 4 MiB."""
+    import zstandard
+
+    root = _big_workspace(tmp_path / "w")
+    zstd_data, out = build(root, Compression.ZSTD)
+    assert out.tar_size > compress.ZSTD_CHUNK
+    frame = zstandard.get_frame_parameters(zstd_data)
+    assert frame.content_size == compress.ZSTD_CHUNK
+    assert frame.window_size <= compress.ZSTD_CHUNK
+    gzip_data, _ = build(root)
+    second = gzip_data.index(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", 1)
+    assert int.from_bytes(gzip_data[second - 4 : second], "little") == compress.CHUNK
+
+
 @pytest.mark.parametrize("compression", list(Compression))
 def test_the_layer_does_not_depend_on_the_number_of_cores(tmp_path, monkeypatch, compression):
     root = _big_workspace(tmp_path / "w")

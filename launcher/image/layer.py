@@ -2,11 +2,12 @@
 
 The tar is written by hand from sorted entries (uid/gid 0, empty owner names, a fixed mtime,
 modes kept; headers as ``tarfile`` writes them, ``launcher.image.tarheader``) straight into
-fixed 1 MiB chunks (files are read into the chunk buffers, no copies), compressed on every
-core (``launcher.image.compress``), and hashed as it goes: the tar (diff_id) and each file
-(the local index's content digests) on one thread, the compressed bytes (digest) as they
-are yielded. So a first build reads every file once and hashes it twice (file, tar), plus
-the compressed output; the same workspace gives the same bytes on any machine.
+fixed chunks, one per gzip member or zstd frame (files are read into the chunk buffers, no
+copies), compressed on every core (``launcher.image.compress``), and hashed as it goes: the
+tar (diff_id) and each file (the local index's content digests) on one thread, the
+compressed bytes (digest) as they are yielded. So a first build reads every file once and
+hashes it twice (file, tar), plus the compressed output; the same workspace gives the same
+bytes on any machine.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from launcher.errors import UsageError
 from launcher.image import tarheader
-from launcher.image.compress import CHUNK, Compression, compressed
+from launcher.image.compress import CHUNK, Compression, chunk_size, compressed
 from launcher.image.workspace import DIRECTORY, FILE, Entry, Workspace
 
 WORKSPACE_DIR = "workspace"  # inside the image: /workspace
@@ -31,7 +32,7 @@ WHITEOUT = ".wh."  # OCI image-spec layer.md: a whiteout hides a lower layer's p
 # into the chunk buffers and hashed on the hashing thread.
 SMALL_FILE = 256 << 10
 BATCH = 64 << 10  # bytes of small files gathered before they are written into the chunks
-HASH_BEHIND = 8  # chunks the hashing thread may lag behind the reading
+HASH_BEHIND = 8 << 20  # bytes of chunks the hashing thread may lag behind the reading
 
 
 @dataclass
@@ -46,45 +47,46 @@ class LayerDigests:
 
 
 class _Chunks:
-    """The tar stream, cut into CHUNK-sized buffers that are never written after handing."""
+    """The tar stream, cut into ``size``-byte buffers that are never written after handing."""
 
-    def __init__(self) -> None:
-        self.buf = bytearray(CHUNK)
+    def __init__(self, size: int = CHUNK) -> None:
+        self.size = size
+        self.buf = bytearray(size)
         self.pos = 0
         self.full: list[bytearray] = []
         self.total = 0
 
     def _roll(self) -> None:
         self.full.append(self.buf)
-        self.buf, self.pos = bytearray(CHUNK), 0
+        self.buf, self.pos = bytearray(self.size), 0
 
     def write(self, data: bytes) -> None:
-        n, pos = len(data), self.pos
-        if pos + n < CHUNK:
+        n, pos, size = len(data), self.pos, self.size
+        if pos + n < size:
             self.buf[pos : pos + n] = data
             self.pos = pos + n
         else:
             view, taken = memoryview(data), 0
             while taken < n:
-                k = min(CHUNK - self.pos, n - taken)
+                k = min(size - self.pos, n - taken)
                 self.buf[self.pos : self.pos + k] = view[taken : taken + k]
                 self.pos += k
                 taken += k
-                if self.pos == CHUNK:
+                if self.pos == size:
                     self._roll()
         self.total += n
 
     def read_some(self, f: io.RawIOBase, most: int, path: str) -> memoryview:
         """Up to ``most`` bytes of ``f`` into the current buffer (no further than its end);
         the slice that holds them."""
-        k = min(CHUNK - self.pos, most)
+        k = min(self.size - self.pos, most)
         view = memoryview(self.buf)[self.pos : self.pos + k]
         got = f.readinto(view)
         if not got:
             raise UsageError(f"--workspace: {path} changed while the layer was built")
         self.pos += got
         self.total += got
-        if self.pos == CHUNK:
+        if self.pos == self.size:
             self._roll()
         return view[:got]
 
@@ -102,10 +104,11 @@ def tar_chunks(
     hasher: ThreadPoolExecutor,
     file_digests: dict[str, str],
     whiteouts: Iterable[str] = (),
+    size: int = CHUNK,
 ) -> Iterator[bytearray]:
-    """The layer's tar in CHUNK-sized pieces (the last one shorter); each file's sha256 into
+    """The layer's tar in ``size``-byte pieces (the last one shorter); each file's sha256 into
     ``file_digests`` (larger files' on ``hasher``, which must run tasks in order)."""
-    out = _Chunks()
+    out = _Chunks(size)
     # Small entries are gathered and written in batches: most of a many-file workspace's cost
     # is per call, not per byte.
     batch: list[bytes] = [tarheader.header(WORKSPACE_DIR, DIRECTORY, 0o755)]
@@ -190,6 +193,7 @@ def stream(
     tar_hash, gz_hash = hashlib.sha256(), hashlib.sha256()
     digests: dict[str, str] = {}
     tar_size = size = 0
+    piece_size = chunk_size(compression)
     with ThreadPoolExecutor(1, thread_name_prefix="hash") as hasher:
 
         def hashed(chunks: Iterator[bytearray]) -> Iterator[bytearray]:
@@ -197,12 +201,12 @@ def stream(
             behind: deque[Future[None]] = deque()
             for chunk in chunks:
                 behind.append(hasher.submit(tar_hash.update, chunk))
-                if len(behind) > HASH_BEHIND:  # the chunks it holds are memory
+                if len(behind) * piece_size > HASH_BEHIND:  # the chunks it holds are memory
                     behind.popleft().result()
                 tar_size += len(chunk)
                 yield chunk
 
-        tar = tar_chunks(workspace.root, chosen, hasher, digests, whiteouts)
+        tar = tar_chunks(workspace.root, chosen, hasher, digests, whiteouts, piece_size)
         for piece in compressed(hashed(tar), compression):
             gz_hash.update(piece)
             size += len(piece)
