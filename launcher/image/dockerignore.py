@@ -14,7 +14,7 @@ the two to the same answers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # What the SDK adds: exclude_paths keeps the Dockerfile, PatternMatcher the ignore file.
@@ -147,22 +147,23 @@ class Matcher:
             for p in self.patterns
         )
 
-    def in_directory(self, rel_dir: str) -> Callable[[str, str], bool]:
-        """``ignored(path, name)`` for the entries of one directory, with what depends on the
-        directory alone (its parents' matches, the patterns its entries can meet) worked out
-        once."""
+    def ignored_names(self, rel_dir: str, names: Sequence[str]) -> set[str]:
+        """Which of ``names``, the entries of directory ``rel_dir``, are ignored: what depends
+        on the directory alone (its parents' matches, the patterns its entries can meet) is
+        worked out once, and the screens rule out most names in one pass over the list."""
+        prefix = f"{rel_dir}/" if rel_dir else ""
         parents = self.parents(rel_dir)
         if any(parents):
-            return lambda path, name: self.ignored(path, parents)
-        by_name, by_path = self._screen(rel_dir.count("/") + 2 if rel_dir else 1)
-        name_match, path_match = by_name.match, by_path.match
-
-        def ignored(path: str, name: str) -> bool:
-            if name_match(name.lower()) is None and path_match(path.lower()) is None:
-                return False
-            return self.ignored(path, parents)
-
-        return ignored
+            candidates = list(names)
+        else:
+            by_name, by_path = self._screen(rel_dir.count("/") + 2 if rel_dir else 1)
+            name_match, path_match = by_name.match, by_path.match
+            candidates = [
+                n
+                for n in names
+                if name_match(n.lower()) is not None or path_match((prefix + n).lower()) is not None
+            ]
+        return {n for n in candidates if self.ignored(prefix + n, parents)}
 
     def ignored(self, path: str, parents: tuple[bool, ...]) -> bool:
         lowered = path.lower()

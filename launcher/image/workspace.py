@@ -115,11 +115,11 @@ def scan(root: str | os.PathLike[str], extra_ignores: Sequence[str] = ()) -> Wor
             found = sorted(listing, key=_NAME)
         if rel_dir and any(d.name == VENV_MARKER and d.is_file() for d in found):
             return False
-        is_ignored = matcher.in_directory(rel_dir)
+        ignored_names = matcher.ignored_names(rel_dir, [d.name for d in found])
         prefix = f"{rel_dir}/" if rel_dir else ""
         for d in found:
             rel = prefix + d.name
-            ignored = is_ignored(rel, d.name)
+            ignored = d.name in ignored_names
             if d.is_dir(follow_symlinks=False):
                 if ignored and not matcher.may_reinclude(rel):
                     continue
@@ -151,5 +151,5 @@ def _entry(d: os.DirEntry[str], rel: str) -> Entry:
         kind, size, link = SYMLINK, 0, os.readlink(d.path)
     else:
         raise UsageError(f"--workspace: {d.path} is not a file, directory or symlink")
-    fields = (rel, kind, mode & 0o7777, link, size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    return _NEW(Entry, (*fields, st.st_dev))
+    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+    return _NEW(Entry, (rel, kind, mode & 0o7777, link, size, *stamp))
