@@ -228,6 +228,10 @@ def test_headers_are_byte_for_byte_what_tarfile_writes(name, kind, mode, size, l
     )
 
 
+# A member's first ten bytes as the layer writes them: deflate, no flags, mtime 0, OS unknown.
+GZIP_MEMBER_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+
+
 def _big_workspace(root):
     """Text and random data over several chunks, and many small files."""
     root.mkdir()
@@ -246,7 +250,7 @@ def test_gzip_members_are_read_by_every_reader_and_random_chunks_are_stored(tmp_
     assert manifest.digest_of(raw) == out.diff_id
     unzipped = subprocess.run(["gzip", "-dc"], input=data, capture_output=True, check=True)
     assert unzipped.stdout == raw  # and so does gzip(1)
-    assert data.count(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff") >= 4  # one member a chunk
+    assert data.count(GZIP_MEMBER_HEADER) >= 4  # one member a chunk
     # The random megabytes went as stored blocks: no bigger than they are, give or take
     # 5 bytes per 64 KiB, and the text shrank.
     assert len(data) < 3.1 * (1 << 20) + len(raw) - (3 << 20)
@@ -277,7 +281,7 @@ def test_zstd_frames_hold_four_times_what_gzip_members_hold(tmp_path):
     assert frame.content_size == compress.ZSTD_CHUNK
     assert frame.window_size <= compress.ZSTD_CHUNK
     gzip_data, _ = build(root)
-    second = gzip_data.index(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", 1)
+    second = gzip_data.index(GZIP_MEMBER_HEADER, 1)
     assert int.from_bytes(gzip_data[second - 4 : second], "little") == compress.CHUNK
 
 

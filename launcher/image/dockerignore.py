@@ -153,9 +153,8 @@ class Matcher:
         worked out once, and the screens rule out most names in one pass over the list."""
         prefix = f"{rel_dir}/" if rel_dir else ""
         parents = self.parents(rel_dir)
-        if any(parents):
-            candidates = list(names)
-        else:
+        candidates: Sequence[str] = names
+        if not any(parents):
             by_name, by_path = self._screen(rel_dir.count("/") + 2 if rel_dir else 1)
             name_match, path_match = by_name.match, by_path.match
             candidates = [
