@@ -46,6 +46,14 @@ def _console() -> Console:
     return Console()
 
 
+def _walk_ahead(workspace: str) -> None:
+    """The workspace's walk in a child process while this one imports and reads the stack
+    (``launcher.image.scan_ahead``): first thing, before any thread is started."""
+    from launcher.image import scan_ahead
+
+    scan_ahead.start(workspace)
+
+
 def _cluster(args: argparse.Namespace, local: bool = False) -> Cluster:
     """The stack's cluster; with ``local`` (the command's --local), its local Docker engine."""
     from launcher.api import Cluster
@@ -294,6 +302,8 @@ class Run(Command):
         }
 
     def run(self, args: argparse.Namespace) -> int:
+        if not args.no_workspace:
+            _walk_ahead(args.workspace)
         from launcher.api import make_spec
 
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -383,6 +393,7 @@ class Build(Command):
         )
 
     def run(self, args: argparse.Namespace) -> int:
+        _walk_ahead(args.workspace)
         base = base_image(args.image)
         options: ImageOptions = {
             "builder": args.builder,

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import textwrap
+import threading
 
 import pytest
 from docker.utils.build import exclude_paths
 
 from launcher.errors import UsageError
-from launcher.image import workspace
+from launcher.image import scan_ahead, workspace
 
 TREE = [
     "README.md",
@@ -106,3 +110,96 @@ def test_a_socket_is_one_line(tmp_path):
         assert "agent.sock" not in {e.path for e in workspace.scan(root).entries}
     finally:
         server.close()
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux")
+
+
+def _fresh_process(script: str, root: os.PathLike[str]) -> str:
+    """``script`` run by a new interpreter with ``root`` as ``ROOT``: as the CLI runs, with
+    one thread (this one has more: aws-cdk-lib's jsii kernel keeps a reader thread)."""
+    prelude = (
+        "import os, sys\n"
+        "from launcher.errors import UsageError\n"
+        "from launcher.image import scan_ahead, workspace\n"
+        "ROOT = sys.argv[1]\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(script), os.fspath(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@linux_only
+def test_a_walk_started_ahead_is_the_walk_as_it_was_when_it_started(tmp_path):
+    """The CLI walks the workspace in a child while it imports: the entries come back as
+    an in-process walk gives them (stat, links, .dockerignore, a name that is not UTF-8),
+    as they were when the walk ran (waitid(2), WNOWAIT: "leave the child in a waitable
+    state", so the test knows the walk is over before it adds a file)."""
+    root = _make(tmp_path / "ws")
+    (root / ".dockerignore").write_text("*.secret\n")
+    (root / "link").symlink_to("train.py")
+    os.close(os.open(os.path.join(os.fsencode(root), b"caf\xe9.txt"), os.O_CREAT | os.O_WRONLY))
+    _fresh_process(
+        """
+        before = workspace.scan(ROOT)
+        pid = scan_ahead.start(ROOT)
+        assert pid is not None
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        open(os.path.join(ROOT, "added later.py"), "w").close()
+        walked = scan_ahead.scanned(ROOT)
+        assert walked.root == before.root
+        assert walked.entries == before.entries
+        assert all(type(e) is workspace.Entry for e in walked.entries)
+        assert "added later.py" in {e.path for e in scan_ahead.scanned(ROOT).entries}
+        """,
+        root,
+    )
+
+
+@linux_only
+def test_a_walk_ahead_that_fails_is_walked_again_and_says_why(tmp_path):
+    root = _make(tmp_path / "ws")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(root / "agent.sock"))
+    try:
+        said = _fresh_process(
+            """
+            pid = scan_ahead.start(ROOT)
+            assert pid is not None
+            try:
+                scan_ahead.scanned(ROOT)
+            except UsageError as error:
+                print(error)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                print("reaped")
+            """,
+            root,
+        )
+    finally:
+        server.close()
+    assert said.splitlines() == [
+        f"--workspace: {root}/agent.sock is not a file, directory or symlink",
+        "reaped",  # no zombie left behind
+    ]
+
+
+def test_a_process_with_threads_walks_in_process(tmp_path):
+    """fork(2) copies only the calling thread: locks other threads hold stay held in the
+    child. With a second thread running, nothing forks."""
+    root = _make(tmp_path / "ws")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert scan_ahead.start(root) is None
+    finally:
+        stop.set()
+        other.join()
+    assert scan_ahead.scanned(root).entries == workspace.scan(root).entries

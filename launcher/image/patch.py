@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from launcher.errors import UsageError
-from launcher.image import delta, layer, manifest
+from launcher.image import delta, layer, manifest, scan_ahead
 from launcher.image.compress import Compression
 from launcher.image.index import Index, Layer, Uploaded, content_key
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
 from launcher.image.transfer import PARALLEL, copied_tag, transfer_blobs
-from launcher.image.workspace import FILE, Workspace, scan
+from launcher.image.workspace import FILE, Workspace
 from launcher.progress import ProgressFn, Transfer, say, size_text
 
 # The workspace image keeps the base's ENTRYPOINT and Cmd: entrypoints set up what the image's
@@ -139,7 +139,7 @@ def lookup(
     """Content key of a build (base digest, platform, workspace, recipe) and one HEAD for it:
     an unchanged workspace is found with a stat walk, without reading a file. With
     ``hash_first`` every file is hashed before (a builder that needs the tag first)."""
-    scanned = scan(workspace)
+    scanned = scan_ahead.scanned(workspace)  # walked in a child when the CLI began one
     index = Index.lazy(scanned.root)
     same = None if hash_first else index.unchanged_key(scanned)
     if same is not None:  # nothing moved since the key was recorded: no file list to read

@@ -79,8 +79,17 @@ class Workspace:
     def stamps(self) -> str:
         """A digest of every entry as scanned, stat included: equal only if nothing moved
         (another Python's marshal can only make it differ, never equal by mistake)."""
-        listing = [e[:] for e in self.entries]  # plain tuples: marshal takes no NamedTuple
-        return hashlib.sha256(marshal.dumps(listing, cache.MARSHAL_VERSION)).hexdigest()
+        listing = marshal.dumps(self.listing(), cache.MARSHAL_VERSION)
+        return hashlib.sha256(listing).hexdigest()
+
+    def listing(self) -> list[tuple[object, ...]]:
+        """The entries as plain tuples (marshal takes no NamedTuple); ``entries_of`` inverts."""
+        return [e[:] for e in self.entries]
+
+
+def entries_of(listing: list[tuple[object, ...]]) -> tuple[Entry, ...]:
+    """The entries a ``Workspace.listing`` holds."""
+    return tuple([_NEW(Entry, e) for e in listing])
 
 
 def sort_key(path: str) -> str:
