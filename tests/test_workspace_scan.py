@@ -190,6 +190,22 @@ def test_a_walk_ahead_that_fails_is_walked_again_and_says_why(tmp_path):
     ]
 
 
+@linux_only
+def test_a_walk_ahead_reaped_by_someone_else_is_walked_again(tmp_path):
+    """A SIGCHLD handler or a library's waitpid(-1) may reap the child first: its exit
+    status is then lost, so nothing vouches for what it wrote and the walk runs again."""
+    root = _make(tmp_path / "ws")
+    _fresh_process(
+        """
+        pid = scan_ahead.start(ROOT)
+        os.waitpid(pid, 0)
+        open(os.path.join(ROOT, "added later.py"), "w").close()
+        assert "added later.py" in {e.path for e in scan_ahead.scanned(ROOT).entries}
+        """,
+        root,
+    )
+
+
 def test_a_process_with_threads_walks_in_process(tmp_path):
     """fork(2) copies only the calling thread: locks other threads hold stay held in the
     child. With a second thread running, nothing forks."""

@@ -84,9 +84,12 @@ def scanned(root: str | os.PathLike[str]) -> Workspace:
     """``workspace.scan(root)``: the walk ``start`` began, when one did and it succeeded."""
     child = _STARTED.pop(os.path.abspath(root), None)
     if child is not None:
-        _, status = os.waitpid(child.pid, 0)
+        try:
+            exited = os.waitstatus_to_exitcode(os.waitpid(child.pid, 0)[1])
+        except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler): nothing vouches
+            exited = -1
         with open(child.fd, "rb") as walked:
-            if os.waitstatus_to_exitcode(status) == 0:
+            if exited == 0:
                 walked.seek(0)
                 with _no_collection():
                     listing, started = marshal.loads(walked.read())  # load() reads piecemeal
