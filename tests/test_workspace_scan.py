@@ -154,6 +154,7 @@ def test_a_walk_started_ahead_is_the_walk_as_it_was_when_it_started(tmp_path):
         walked = scan_ahead.scanned(ROOT)
         assert walked.root == before.root
         assert walked.entries == before.entries
+        assert walked.stamps == before.stamps  # the same bytes hashed, not marshalled again
         assert all(type(e) is workspace.Entry for e in walked.entries)
         assert "added later.py" in {e.path for e in scan_ahead.scanned(ROOT).entries}
         """,

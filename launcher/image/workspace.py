@@ -9,6 +9,7 @@ is written in.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import hashlib
 import marshal
@@ -79,17 +80,21 @@ class Workspace:
     def stamps(self) -> str:
         """A digest of every entry as scanned, stat included: equal only if nothing moved
         (another Python's marshal can only make it differ, never equal by mistake)."""
-        listing = marshal.dumps(self.listing(), cache.MARSHAL_VERSION)
-        return hashlib.sha256(listing).hexdigest()
+        return hashlib.sha256(self.listing()).hexdigest()
 
-    def listing(self) -> list[tuple[object, ...]]:
-        """The entries as plain tuples (marshal takes no NamedTuple); ``entries_of`` inverts."""
-        return [e[:] for e in self.entries]
+    def listing(self) -> builtins.bytes:  # the class's ``bytes`` is its size
+        """Every entry, stat included, as marshal data (plain tuples: marshal takes no
+        NamedTuple): what ``stamps`` hashes and ``from_listing`` reads back."""
+        return marshal.dumps([e[:] for e in self.entries], cache.MARSHAL_VERSION)
 
-
-def entries_of(listing: list[tuple[object, ...]]) -> tuple[Entry, ...]:
-    """The entries a ``Workspace.listing`` holds."""
-    return tuple([_NEW(Entry, e) for e in listing])
+    @classmethod
+    def from_listing(
+        cls, root: str, listing: builtins.bytes | memoryview, scanned_ns: int
+    ) -> Workspace:
+        """The workspace a ``listing`` holds, its ``stamps`` taken from those very bytes."""
+        found = cls(root, tuple([_NEW(Entry, e) for e in marshal.loads(listing)]), scanned_ns)
+        found.__dict__["stamps"] = hashlib.sha256(listing).hexdigest()  # cached_property's slot
+        return found
 
 
 def sort_key(path: str) -> str:
