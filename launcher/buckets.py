@@ -65,8 +65,11 @@ class DataBucket:
 
     @property
     def list_prefixes(self) -> tuple[str, ...]:
-        """The ``s3:prefix`` values a listing may ask for: the prefix and what is under it."""
-        return (self.prefix, f"{self.prefix}/*") if self.prefix else ()
+        """The ``s3:prefix`` values a listing may ask for: the prefix as a folder and what is
+        under it. Never the bare prefix: ListObjectsV2 matches plain string prefixes, so
+        ``data`` would also list ``data-private/`` (the S3 user guide's per-user folders grant
+        ``home/${aws:username}/*``, with the slash: example-policies-s3.html)."""
+        return (f"{self.prefix}/", f"{self.prefix}/*") if self.prefix else ()
 
     def covers(self, other: DataBucket) -> bool:
         """Whether this grant includes everything ``other`` asks for."""

@@ -149,12 +149,12 @@ def test_job_role_grants_read_list_and_write_where_configured(data):
     assert listing == {
         (
             "arn:aws:s3:::example-datasets",
-            '{"StringLike": {"s3:prefix": ["imagenet", "imagenet/*"]}}',
+            '{"StringLike": {"s3:prefix": ["imagenet/", "imagenet/*"]}}',
         ),
         ("arn:aws:s3:::example-checkpoints", "null"),
         (
             "arn:aws:s3:::example-results",
-            '{"StringLike": {"s3:prefix": ["runs/2026", "runs/2026/*"]}}',
+            '{"StringLike": {"s3:prefix": ["runs/2026/", "runs/2026/*"]}}',
         ),
     }
     writes = {r for a, r, _ in grants if a == "Allow s3:PutObject"}
@@ -184,6 +184,24 @@ def _statements(templates, role_prefix: str):
     for _, _, res in _each(templates, "AWS::IAM::Policy"):
         if res["Properties"]["Roles"][0]["Ref"].startswith(role_prefix):
             yield from res["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_listing_rule_catches_the_bare_prefix_that_lists_its_siblings(data):
+    """The grant 0.x made: s3:prefix ["imagenet", "imagenet/*"], which lists imagenet-private/
+    (ListObjectsV2 matches plain string prefixes; see the rule's sources)."""
+    rule = data_rules.bucket_listings_never_reach_a_sibling_prefix
+    assert rule(data) == []
+
+    def bare_prefix(t):
+        for st in _statements(t, "JobRole"):
+            for patterns in st.get("Condition", {}).get("StringLike", {}).values():
+                patterns[0] = patterns[0].rstrip("/")
+
+    problems = rule(_broken(data, bare_prefix))
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "s3:prefix 'imagenet' also lists 'imagenet'..., outside imagenet/",
+        "s3:prefix 'runs/2026' also lists 'runs/2026'..., outside runs/2026/",
+    ]
 
 
 def test_bucket_rule_catches_a_wider_grant_a_lost_condition_and_a_missing_write(data):

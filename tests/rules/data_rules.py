@@ -21,7 +21,7 @@ from tests.rules.copy_rules import DEFAULT_ENDPOINT_POLICY
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.flows import Flow
 from tests.rules.registry import CloudFormation, Model, Page, Schema, rule
-from tests.rules.roles import as_list
+from tests.rules.roles import action_matches, as_list, reachable_statements
 
 # --- S3 -------------------------------------------------------------------------------------
 S3_LIST_PREFIX = Page(
@@ -38,6 +38,21 @@ S3_LIST_OBJECTS = Page(
     "https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html",
     "You must have permission to perform the s3:ListBucket action.",
 )
+LIST_PREFIX_IS_A_STRING_PREFIX = Model(
+    "s3",
+    "ListObjectsV2Request",
+    "Prefix",
+    "Limits the response to keys that begin with the specified prefix.",
+)
+IAM_STRING_LIKE = Page(
+    "https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html",
+    "Case-sensitive matching. The values can include multi-character match wildcards (*) and "
+    "single-character match wildcards (?) anywhere in the string.",
+)
+S3_HOME_FOLDERS = Page(
+    "https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-policies-s3.html",
+    "home/${aws:username}/*",
+)
 # --- IAM ------------------------------------------------------------------------------------
 MANAGED_POLICIES = CloudFormation(
     "aws_iam",
@@ -49,6 +64,40 @@ MANAGED_POLICIES = CloudFormation(
 MANAGED_POLICY_QUOTA = Page(
     "https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html",
     "Managed policies attached to an IAM role",
+)
+# --- the nodes' own role ---------------------------------------------------------------------
+SIMPLE_JOBS_HOST_NETWORK = Page(
+    "https://docs.aws.amazon.com/batch/latest/userguide/networking-modes-jobs.html",
+    "ECS-EC2 simple job",
+)
+SSM_CORE_READS_PARAMETERS = Page(
+    "https://docs.aws.amazon.com/aws-managed-policy/latest/reference/"
+    "AmazonSSMManagedInstanceCore.html",
+    '"ssm:GetParameter"',
+)
+SESSION_MANAGER_ONLY = Page(
+    "https://docs.aws.amazon.com/aws-managed-policy/latest/reference/"
+    "AWSCloud9SSMInstanceProfile.html",
+    '"ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel", '
+    '"ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel", '
+    '"ssm:UpdateInstanceInformation"',
+)
+ECS_INSTANCE_POLICY = Page(
+    "https://docs.aws.amazon.com/aws-managed-policy/latest/reference/"
+    "AmazonEC2ContainerServiceforEC2Role.html",
+    "Policy version: v10 (default)",
+)
+# What reads data or secrets: no statement the instance role reaches may allow these on *.
+READS_DATA_OR_SECRETS = (
+    "ssm:GetParameter",
+    "ssm:GetParameters",
+    "ssm:GetParametersByPath",
+    "ssm:GetParameterHistory",
+    "secretsmanager:GetSecretValue",
+    "secretsmanager:BatchGetSecretValue",
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "kms:Decrypt",
 )
 # --- secrets --------------------------------------------------------------------------------
 SECRETS_PERMISSIONS = Page(
@@ -277,11 +326,24 @@ def bucket_grants(locations: tuple[DataBucket, ...]) -> set[Grant]:
     for b in locations:
         bucket = f"arn:aws:s3:::{b.bucket}"
         objects = f"{bucket}/{b.prefix}/*" if b.prefix else f"{bucket}/*"
-        listing = {"StringLike": {"s3:prefix": [b.prefix, f"{b.prefix}/*"]}} if b.prefix else None
+        listing = (
+            {"StringLike": {"s3:prefix": [f"{b.prefix}/", f"{b.prefix}/*"]}} if b.prefix else None
+        )
         grants.add(_allow("s3:ListBucket", bucket, listing))
         actions = READ | (WRITE if b.writable else set())
         grants |= {_allow(a, objects) for a in actions}
     return grants
+
+
+def string_like(pattern: str, value: str) -> bool:
+    """IAM's StringLike: case-sensitive; * any run of characters, ? exactly one."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.S) is not None
+
+
+def literal_head(pattern: str) -> str:
+    """What every value a StringLike pattern matches begins with (up to its first wildcard)."""
+    return re.split(r"[*?]", pattern, maxsplit=1)[0]
 
 
 def _place(d: Deployment) -> Place:
@@ -366,6 +428,102 @@ def job_role_reaches_exactly_the_data_buckets(d: Deployment) -> list[str]:
             if b.bucket not in text and '"*"' not in text
         ]
     return problems
+
+
+@rule(LIST_PREFIX_IS_A_STRING_PREFIX, IAM_STRING_LIKE, S3_HOME_FOLDERS)
+def bucket_listings_never_reach_a_sibling_prefix(d: Deployment) -> list[str]:
+    """Every s3:prefix pattern a role may list with admits only prefixes inside its location's
+    folder (PREFIX/...), never a sibling such as PREFIX-private/.
+
+    ListObjectsV2's Prefix "Limits the response to keys that begin with the specified prefix"
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html): a plain string
+    prefix, so a listing with Prefix=data returns data-private/ too. StringLike is
+    "Case-sensitive matching. The values can include multi-character match wildcards (*) and
+    single-character match wildcards (?) anywhere in the string" (https://docs.aws.amazon.com/
+    IAM/latest/UserGuide/reference_policies_elements_condition_operators.html), so a pattern
+    admits only what begins with its text before the first wildcard: that head must end at the
+    folder's slash. The S3 user guide's per-user folders do the same: each user lists
+    "home/${aws:username}/*", with the slash (https://docs.aws.amazon.com/AmazonS3/latest/
+    userguide/example-policies-s3.html).
+    The folder itself (PREFIX/) and what is under it (PREFIX/sub/) must still be listable.
+    """
+    problems = []
+    folders: dict[str, set[str]] = {}
+    for b in d.config.data_locations:
+        folders.setdefault(b.bucket, set()).add(f"{b.prefix}/" if b.prefix else "")
+    for role in d.of_type("AWS::IAM::Role"):
+        listable: dict[str, list[str]] = {}
+        for st in d.role_statements(role):
+            if "s3:ListBucket" not in as_list(st.get("Action", [])):
+                continue
+            patterns = as_list(st.get("Condition", {}).get("StringLike", {}).get("s3:prefix", []))
+            for resource in as_list(st.get("Resource", [])):
+                bucket = d.text(role.stack, resource).removeprefix("arn:aws:s3:::")
+                allowed = folders.get(bucket, set())
+                if "" in allowed:
+                    continue  # the whole bucket is a location
+                if not patterns:
+                    problems.append(f"{role.path}: lists all of {bucket}, not only {allowed}")
+                problems += [
+                    f"{role.path}: s3:prefix {p!r} also lists {literal_head(p)!r}..., outside "
+                    f"{' '.join(sorted(allowed))}"
+                    for p in patterns
+                    if not any(literal_head(p).startswith(f) for f in allowed)
+                ]
+                listable.setdefault(bucket, []).extend(patterns)
+        for bucket, patterns in listable.items():
+            problems += [
+                f"{role.path}: {bucket}/{wanted} cannot be listed"
+                for folder in sorted(folders.get(bucket, set()) - {""})
+                for wanted in (folder, f"{folder}sub/")
+                if not any(string_like(p, wanted) for p in patterns)
+            ]
+    return problems
+
+
+@rule(
+    SIMPLE_JOBS_HOST_NETWORK, SSM_CORE_READS_PARAMETERS, SESSION_MANAGER_ONLY, ECS_INSTANCE_POLICY
+)
+def instance_role_reads_no_data_or_secrets(d: Deployment) -> list[str]:
+    """No statement the nodes' instance role reaches, its managed policies' included, allows
+    reading parameters, secrets, objects or decrypting on every resource.
+
+    Single-node jobs are "ECS-EC2 simple job"s, which run in the host network mode
+    (https://docs.aws.amazon.com/batch/latest/userguide/networking-modes-jobs.html): there
+    neither ECS_AWSVPC_BLOCK_IMDS (awsvpc tasks only) nor the hop limit (a host process is no
+    hop away) keeps a container from IMDS, so every single-node job, array child and Spot job
+    holds the instance role. AmazonSSMManagedInstanceCore allows "ssm:GetParameter" and
+    GetParameters on * (https://docs.aws.amazon.com/aws-managed-policy/latest/reference/
+    AmazonSSMManagedInstanceCore.html): every Parameter Store value, SecureStrings under the
+    aws/ssm key included, around job_secrets. Session Manager needs only the five actions of
+    AWS's own instance-profile policy for it (https://docs.aws.amazon.com/aws-managed-policy/
+    latest/reference/AWSCloud9SSMInstanceProfile.html). The ECS agent's policy, "Policy
+    version: v10 (default)" (https://docs.aws.amazon.com/aws-managed-policy/latest/reference/
+    AmazonEC2ContainerServiceforEC2Role.html), reads none of them; its documents come from
+    moto's copy of AWS's managed policies, so a policy it does not carry is a finding.
+    """
+    problems = []
+    for ce in d.of_type("AWS::Batch::ComputeEnvironment"):
+        profile = d.ref_target(ce.stack, ce.props.get("ComputeResources", {}).get("InstanceRole"))
+        if profile is None:
+            continue
+        for value in profile.props.get("Roles", []):
+            role = d.ref_target(profile.stack, value)
+            if role is None:
+                problems.append(f"{profile.path}: a role outside the stacks")
+                continue
+            statements, unseen = reachable_statements(d, role)
+            problems += [f"{role.path}: cannot see what {arn} allows" for arn in unseen]
+            for st in statements:
+                if st.get("Effect") != "Allow" or "*" not in as_list(st.get("Resource", [])):
+                    continue
+                problems += [
+                    f"{role.path}: {pattern} on * reads {action}"
+                    for pattern in as_list(st.get("Action", []))
+                    for action in READS_DATA_OR_SECRETS
+                    if action_matches(pattern, action)
+                ]
+    return sorted(set(problems))
 
 
 @rule(MANAGED_POLICIES, MANAGED_POLICY_QUOTA, covers=("AWS::IAM::Role.ManagedPolicyArns",))

@@ -29,6 +29,8 @@ _GUIDES = {
     "fsx": "fsx",
     "logs": "AmazonCloudWatchLogs",
 }
+# Services whose API reference lives elsewhere than API.
+_API_PAGES = {"s3": "https://docs.aws.amazon.com/AmazonS3/latest/API/API_{shape}.html"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,10 @@ class Model:
     @property
     def url(self) -> str:
         """The API reference page: the operation's page for an operation's input shape."""
-        return API.format(guide=_GUIDES[self.service], shape=_page_of(self.service, self.shape))
+        page = _page_of(self.service, self.shape)
+        if self.service in _API_PAGES:
+            return _API_PAGES[self.service].format(shape=page)
+        return API.format(guide=_GUIDES[self.service], shape=page)
 
     def found(self) -> bool:
         return normalize(self.quote) in normalize(model_text(self.service, self.shape, self.member))
