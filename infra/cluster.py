@@ -40,6 +40,18 @@ from infra.roles import (
 from infra.user_data import ecs_agent_settings, mime_multipart
 from launcher.outputs import SCHEMA_VERSION, OutputKey
 
+# What SSM Agent needs for Session Manager, and no more: the statement of AWS's managed policy
+# for exactly that (AWSCloud9SSMInstanceProfile, AWS managed policy reference; Systems Manager
+# user guide, getting-started-create-iam-instance-profile.html, "permissions for Session
+# Manager only"). It reads nothing.
+SESSION_MANAGER = (
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
+
 # The RUNNABLE reasons a queue may act on (Batch user guide,
 # job_stuck_in_runnable_time_limit_actions.html), by the setting that times each one.
 TIME_LIMIT_REASONS: dict[str, tuple[str, ...]] = {
@@ -310,6 +322,14 @@ class ClusterStack(Stack):
             CfnOutput(self, key.value, value=key.render(value), description=key.description)
 
     def _instance_profile(self) -> iam.CfnInstanceProfile:
+        """The nodes' role: the ECS agent's managed policy and Session Manager's own statement.
+
+        Single-node jobs run in the host's network (Batch user guide, networking-modes-jobs.html),
+        where neither ECS_AWSVPC_BLOCK_IMDS nor the hop limit keeps a container from IMDS: every
+        such job may do what this role may. So it gets nothing that reads data or secrets; in
+        particular not AmazonSSMManagedInstanceCore, whose ssm:GetParameter(s) on * would hand
+        every Parameter Store value to every single-node job, around job_secrets.
+        """
         role = iam.Role(
             self,
             "InstanceRole",
@@ -319,9 +339,9 @@ class ClusterStack(Stack):
                 iam.ManagedPolicy.from_aws_managed_policy_name(
                     "service-role/AmazonEC2ContainerServiceforEC2Role"
                 ),
-                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
             ],
         )
+        role.add_to_policy(iam.PolicyStatement(actions=list(SESSION_MANAGER), resources=["*"]))
         Validations.of(role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
@@ -330,9 +350,9 @@ class ClusterStack(Stack):
                 "fall behind new agent features.",
             ),
             Acknowledgment(
-                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "AmazonSSMManagedInstanceCore]",
-                reason="Session Manager access to nodes for debugging, as AWS publishes it.",
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Session Manager's own minimal statement for an instance (as AWS's "
+                "AWSCloud9SSMInstanceProfile): ssmmessages has no resource-level permission.",
             ),
         )
         return iam.CfnInstanceProfile(self, "InstanceProfile", roles=[role.role_name])

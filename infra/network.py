@@ -41,7 +41,7 @@ _INTERFACE_ENDPOINTS = {
     "EcsTelemetry": ec2.InterfaceVpcEndpointAwsService.ECS_TELEMETRY,
     "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
 }
-# Session Manager to the nodes (the instance role carries AmazonSSMManagedInstanceCore) needs
+# Session Manager to the nodes (the instance role carries its statement, infra/cluster.py) needs
 # these three where there is no NAT (Systems Manager user guide, setup-create-vpc.html).
 _SESSION_MANAGER_ENDPOINTS = {
     "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,

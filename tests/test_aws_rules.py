@@ -19,6 +19,7 @@ from launcher.jobspec import JobSpec, Mount
 from tests.rules import (
     compute_rules,
     copy_job_rules,
+    data_rules,
     job_rules,
     network_rules,
     storage_rules,
@@ -333,6 +334,32 @@ def test_rules_catch_the_defects_that_once_shipped(synth_default):
         lt["Properties"]["LaunchTemplateData"]["UserData"] = {"Fn::Base64": "#!/bin/bash\ntrue"}
 
     assert "not a MIME multi-part archive" in rule(_broken(ok, plain_script))[0]
+
+    def ssm_core_on_the_nodes(t):
+        (role,) = [
+            r
+            for stack in t.values()
+            for k, r in stack["Resources"].items()
+            if k.startswith("InstanceRole") and r["Type"] == "AWS::IAM::Role"
+        ]
+        role["Properties"]["ManagedPolicyArns"].append(
+            {
+                "Fn::Join": [
+                    "",
+                    [
+                        "arn:",
+                        {"Ref": "AWS::Partition"},
+                        ":iam::aws:policy/AmazonSSMManagedInstanceCore",
+                    ],
+                ]
+            }
+        )
+
+    problems = data_rules.instance_role_reads_no_data_or_secrets(_broken(ok, ssm_core_on_the_nodes))
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "ssm:GetParameter on * reads ssm:GetParameter",
+        "ssm:GetParameters on * reads ssm:GetParameters",
+    ]
 
     def no_policy(t):
         (fs,) = _resources(t, "AWS::EFS::FileSystem")

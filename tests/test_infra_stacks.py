@@ -469,12 +469,27 @@ def test_job_role_may_only_mount_and_write_the_file_system_via_its_access_point(
     assert "elasticfilesystem:AccessPointArn" in st["Condition"]["StringEquals"]
 
 
-def test_instance_role_has_ecs_agent_and_ssm(cluster):
+def test_instance_role_has_the_ecs_agent_and_session_manager_only(cluster):
+    """Session Manager's own statement instead of AmazonSSMManagedInstanceCore, which reads
+    every SSM parameter (tests/rules/data_rules.py, instance_role_reads_no_data_or_secrets)."""
     roles = _resources(cluster, "AWS::IAM::Role")
-    (instance,) = [r for k, r in roles.items() if k.startswith("InstanceRole")]
-    arns = json.dumps(instance["Properties"]["ManagedPolicyArns"])
+    (key,) = [k for k in roles if k.startswith("InstanceRole")]
+    arns = json.dumps(roles[key]["Properties"]["ManagedPolicyArns"])
     assert "AmazonEC2ContainerServiceforEC2Role" in arns
-    assert "AmazonSSMManagedInstanceCore" in arns
+    assert "AmazonSSMManagedInstanceCore" not in arns
+    (policy,) = [
+        r
+        for r in _resources(cluster, "AWS::IAM::Policy").values()
+        if r["Properties"]["Roles"] == [{"Ref": key}]
+    ]
+    (st,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert sorted(st["Action"]) == [
+        "ssm:UpdateInstanceInformation",
+        "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel",
+        "ssmmessages:OpenDataChannel",
+    ]
 
 
 def test_job_log_group_has_retention(cluster, synth_default):

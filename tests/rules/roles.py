@@ -85,3 +85,40 @@ def ecs_trust_problems(
     if d.config.account not in accounts or not any(s.startswith(ecs) for s in sources):
         problems.append(f"{what}: trust not limited to ECS tasks of this account and region")
     return problems
+
+
+AWS_MANAGED = "arn:aws:iam::aws:policy/"
+
+
+def aws_managed_document(arn: str) -> dict | None:
+    """An AWS managed policy's current default version, as moto bundles AWS's documents (its
+    copy of AmazonEC2ContainerServiceforEC2Role is v10 of 2026-02-12, as the AWS managed policy
+    reference gives it); None for a policy that is not AWS's or that moto does not carry."""
+    if not arn.startswith(AWS_MANAGED):
+        return None
+    from moto.iam.aws_managed_policies import aws_managed_policies_data
+
+    name = arn.removeprefix(AWS_MANAGED).rsplit("/", 1)[-1]
+    found = json.loads(aws_managed_policies_data).get(name)
+    return found["Document"] if found else None
+
+
+def action_matches(pattern: str, action: str) -> bool:
+    """IAM's Action matching: case-insensitive, * any run of characters, ? one character."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, action, re.I) is not None
+
+
+def reachable_statements(d: Deployment, role: Resource) -> tuple[list[dict], list[str]]:
+    """Every statement a role's policies hold, its managed policies' included, and the managed
+    policies whose document cannot be seen (so nothing can be said of them)."""
+    statements = list(d.role_statements(role))
+    unseen = []
+    for value in role.props.get("ManagedPolicyArns", []):
+        arn = template_text(d, value)
+        document = aws_managed_document(arn)
+        if document is None:
+            unseen.append(arn)
+            continue
+        statements += as_list(document.get("Statement", []))
+    return statements, unseen
