@@ -570,6 +570,10 @@ class ComputePool:
                 http_put_response_hop_limit=1,
             ),
             user_data=Fn.base64(user_data),
+            # A node that shuts itself down (it could not mount FSx, infra/lustre.py) is gone,
+            # not stopped with its volume billed: EC2's default is stop (RequestLaunchTemplateData
+            # InstanceInitiatedShutdownBehavior); ParallelCluster's compute nodes terminate too.
+            instance_initiated_shutdown_behavior="terminate",
             block_device_mappings=[
                 LT.BlockDeviceMappingProperty(
                     device_name="/dev/xvda",

@@ -3,13 +3,14 @@
 Off unless ``fsx_lustre`` is set. The file system lives beside EFS in the storage stack (its
 lifetime follows ``removal_policy``: retained by default), in the cluster subnet, behind a
 group of its own that admits Lustre's ports from the nodes and from itself. Every node mounts
-it at boot (``mount_script``, a user-data part that runs before the ECS agent starts), and jobs
-get the node's mount point as a bind mount (``launcher.jobdef``).
+it at every boot, before the ECS agent starts (``mount_script``: a user-data part that installs
+a systemd unit), and jobs get the node's mount point as a bind mount (``launcher.jobdef``).
 """
 
 from __future__ import annotations
 
 import enum
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -53,12 +54,28 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 # Mount options the FSx guide gives for the current clients: relatime, flock
 # (FSx for Lustre user guide, mounting-ec2-instance.html).
 MOUNT_OPTIONS = "relatime,flock"
-# How long a booting node retries the mount (the file system may still be creating on the
-# first deploy) before it gives up and powers off, so Batch launches another node instead of
-# running jobs on a node whose /fsx is an empty directory of the root volume.
+# How long a booting node retries the mount (a file server may be restarting in its maintenance
+# window) before it gives up and powers off, so Batch launches another node instead of running
+# jobs on a node whose /fsx is an empty directory of the root volume.
 MOUNT_ATTEMPTS = 30
 MOUNT_RETRY_SECONDS = 10
 _EVENTS = ["NEW", "CHANGED", "DELETED"]
+# An absolute path of printable characters, no empty parts, no trailing slash ("/" alone is
+# the root). FSx takes up to 4096 characters (CreateDataRepositoryAssociation FileSystemPath).
+_LINK_PATH = re.compile(r"^(/|(/[\x21-\x2e\x30-\x7e]+)+)$")
+
+
+def link_path_of(repository: DataBucket) -> str:
+    """The default directory of an S3 link: /BUCKET/PREFIX, the location's own name.
+
+    CloudFormation replaces an association whose paths change by creating the new one before
+    deleting the old, and FSx refuses two associations whose file system paths overlap ("/"
+    overlaps all, and only "the first data repository associated with a file system" may use
+    it: FSx API, CreateDataRepositoryAssociation FileSystemPath). Named for its location, a
+    new link lands beside the old one, so changing s3 works in one deploy unless one location
+    lies inside the other.
+    """
+    return f"/{repository.bucket}" + (f"/{repository.prefix}" if repository.prefix else "")
 
 
 @dataclass(frozen=True)
@@ -69,9 +86,12 @@ class FsxLustre:
     deployment: str = Deployment.PERSISTENT_2.value
     # None: 125 for PERSISTENT_2 (the lowest tier), none for SCRATCH_2.
     throughput_mibps_per_tib: int | None = None
-    # BUCKET/PREFIX linked at the file system's root: files import lazily from it and new or
-    # changed files export back to it (a data repository association).
+    # BUCKET/PREFIX linked to a directory of the file system: files import lazily from it and
+    # new or changed files export back to it (a data repository association).
     s3: str | None = None
+    # That directory (jobs see it under /fsx); None: /BUCKET/PREFIX, so a new location links
+    # beside the old one in one deploy (see link_path_of).
+    link_path: str | None = None
 
     @property
     def deployment_type(self) -> Deployment:
@@ -89,6 +109,14 @@ class FsxLustre:
         if self.s3 is None:
             return None
         return DataBucket.parse(self.s3.removesuffix(":rw") + ":rw")
+
+    @property
+    def file_system_path(self) -> str | None:
+        """Where the S3 link appears in the file system, or None without one."""
+        repository = self.repository
+        if repository is None:
+            return None
+        return self.link_path or link_path_of(repository)
 
     def validate(self) -> FsxLustre:
         try:
@@ -126,6 +154,14 @@ class FsxLustre:
                 _ = self.repository
             except BucketError as exc:
                 raise LustreError(f"s3: {exc}") from None
+        if self.link_path is not None:
+            if self.s3 is None:
+                raise LustreError(f"link_path: {self.link_path!r} without s3; set s3 too")
+            if not _LINK_PATH.match(self.link_path) or {".", ".."} & set(self.link_path.split("/")):
+                raise LustreError(
+                    f"link_path: {self.link_path!r}; allowed: / or an absolute path such as "
+                    "/datasets (no spaces, //, . or .. parts)"
+                )
         return self
 
 
@@ -201,7 +237,7 @@ class LustreFileSystem(Construct):
         self.file_system.cfn_options.update_replace_policy = policy
         repository = settings.repository
         if repository is not None:
-            # Import and export both ways at the file system's root (FSx API,
+            # Import and export both ways at the link's directory (FSx API,
             # AutoImportPolicy/AutoExportPolicy Events: NEW, CHANGED, DELETED). Automatic
             # import needs the bucket in the file system's Region (FSx user guide,
             # create-dra-linked-data-repo.html).
@@ -209,7 +245,7 @@ class LustreFileSystem(Construct):
                 self,
                 "S3Link",
                 file_system_id=self.file_system.ref,
-                file_system_path="/",
+                file_system_path=settings.file_system_path,
                 data_repository_path=repository.uri,
                 batch_import_meta_data_on_create=True,
                 s3=fsx.CfnDataRepositoryAssociation.S3Property(
@@ -231,31 +267,121 @@ class LustreFileSystem(Construct):
         return self.file_system.attr_lustre_mount_name
 
 
-def mount_script(dns_name: str, mount_name: str) -> str:
-    """A user-data part: install the Lustre client, mount the file system at FSX_NODE_PATH.
+# The unit that mounts the file system at every boot, and the script it runs.
+MOUNT_UNIT = "efa-batch-fsx.service"
+MOUNTER = "/usr/local/sbin/efa-batch-mount-fsx"
+# The ECS agent's drop-in: it starts only after the mount, and only with /fsx mounted.
+AGENT_DROP_IN = "/etc/systemd/system/ecs.service.d/efa-batch-fsx.conf"
 
-    The client comes from the AMI's own package repository ("sudo dnf install -y
-    lustre-client", FSx user guide, install-lustre-client.html), so its version is the one
-    for the AMI's kernel: "Each new AL2023 AMI is locked to a particular version of AL2023"
-    (AL2023 user guide, deterministic-upgrades-usage.html); Batch moves nodes to a new AMI on
-    an infrastructure update. Shell parts run in cloud-final, and the ECS agent's unit starts
-    "After=cloud-final.service" (amazon-ecs-agent, packaging/.../ecs.service): no job starts
-    before the mount is there. A node that cannot mount powers off instead of serving jobs an
-    empty directory.
+
+def mounter(dns_name: str, mount_name: str) -> str:
+    """The script that mounts FSx at FSX_NODE_PATH, retrying, or powers the node off.
+
+    A node that cannot mount must not serve jobs an empty directory of its root volume: it
+    powers off, which terminates it (the launch template's InstanceInitiatedShutdownBehavior),
+    and Batch launches another. The line it prints reaches the serial console, so
+    `aws ec2 get-console-output` shows why a node went.
     """
     source = f"{dns_name}@tcp:/{mount_name}"
     target = shlex.quote(FSX_NODE_PATH)
     return (
         "#!/bin/bash\n"
+        f"# Mounts FSx for Lustre at {target} before the ECS agent, at every boot ({MOUNT_UNIT}).\n"
         "set -u\n"
-        "dnf install -y lustre-client || { echo 'lustre-client: install failed'; poweroff; "
-        "exit 1; }\n"
-        f"mkdir -p {target}\n"
         f"for attempt in $(seq {MOUNT_ATTEMPTS}); do\n"
+        f"  mountpoint -q {target} && break\n"
+        f"  mkdir -p {target}\n"
         f"  mount -t lustre -o {MOUNT_OPTIONS} {source} {target} && break\n"
         f"  sleep {MOUNT_RETRY_SECONDS}\n"
         "done\n"
-        f"mountpoint -q {target} || {{ echo 'FSx for Lustre: mount failed'; poweroff; "
-        "exit 1; }\n"
+        f"if ! mountpoint -q {target}; then\n"
+        f"  echo 'FSx for Lustre: cannot mount {source} at {target}; this node powers off and "
+        "terminates' >&2\n"
+        "  poweroff\n"
+        "  exit 1\n"
+        "fi\n"
         f"chmod 1777 {target}\n"
     )
+
+
+def mount_unit() -> str:
+    """The systemd unit that runs the mounter at every boot, before the ECS agent.
+
+    It is ordered after the network and before ecs.service, never after cloud-final (the
+    first boot starts it from cloud-final itself). Its output goes to the console too.
+    """
+    return (
+        "[Unit]\n"
+        f"Description=FSx for Lustre at {FSX_NODE_PATH}, before the ECS agent\n"
+        "Wants=network-online.target\n"
+        "After=network-online.target\n"
+        "Before=ecs.service\n"
+        "\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        f"ExecStart={MOUNTER}\n"
+        "StandardOutput=journal+console\n"
+        "StandardError=journal+console\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+def agent_drop_in() -> str:
+    """What the ECS agent's unit gains: it needs the mount unit, starts after it, and checks
+    /fsx is a mount point before each start (its Restart=on-failure tries again every 10 s).
+
+    RequiresMountsFor= ties the agent to /fsx's mount once systemd sees it (the mounter makes
+    it; no fstab line, whose boot-time mount would race the mounter and, failing once, fail
+    the agent for good). An unmounted /fsx stops the agent: no job lands on the root volume.
+    """
+    return (
+        "[Unit]\n"
+        f"Requires={MOUNT_UNIT}\n"
+        f"After={MOUNT_UNIT}\n"
+        f"RequiresMountsFor={FSX_NODE_PATH}\n"
+        "\n"
+        "[Service]\n"
+        f"ExecStartPre=/usr/bin/mountpoint -q {FSX_NODE_PATH}\n"
+    )
+
+
+def mount_script(dns_name: str, mount_name: str) -> str:
+    """A user-data part: install the Lustre client and mount the file system at FSX_NODE_PATH
+    now and at every later boot, before the ECS agent starts.
+
+    The client comes from the AMI's own package repository ("sudo dnf install -y
+    lustre-client", FSx user guide, install-lustre-client.html), so its version is the one
+    for the AMI's kernel: "Each new AL2023 AMI is locked to a particular version of AL2023"
+    (AL2023 user guide, deterministic-upgrades-usage.html); Batch moves nodes to a new AMI on
+    an infrastructure update. User-data scripts run once per instance (cloud-init's
+    scripts_user, frequency PER_INSTANCE), so the mount itself is a systemd unit enabled for
+    every boot: after a maintenance reboot a node mounts again before its agent takes a job
+    (FSx user guide, mount-fs-auto-mount-onreboot.html, mounts at boot too). Shell parts run in
+    cloud-final and the agent's unit starts "After=cloud-final.service" (amazon-ecs-agent,
+    packaging/amazon-linux-ami-integrated/ecs.service), so on the first boot the unit has run
+    before the agent starts.
+    """
+    files = (
+        (MOUNTER, mounter(dns_name, mount_name), "755"),
+        (f"/etc/systemd/system/{MOUNT_UNIT}", mount_unit(), "644"),
+        (AGENT_DROP_IN, agent_drop_in(), "644"),
+    )
+    lines = [
+        "#!/bin/bash",
+        "set -u",
+        "dnf install -y lustre-client || { echo 'lustre-client: install failed'; poweroff; "
+        "exit 1; }",
+    ]
+    for path, text, mode in files:
+        lines += [
+            f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])}",
+            f"cat > {shlex.quote(path)} <<'EFABATCH'",
+            text.rstrip("\n"),
+            "EFABATCH",
+            f"chmod {mode} {shlex.quote(path)}",
+        ]
+    lines += ["systemctl daemon-reload", f"systemctl enable --now {MOUNT_UNIT}"]
+    return "\n".join(lines) + "\n"

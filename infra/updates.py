@@ -1,9 +1,11 @@
 """What changing each setting does to a deployed cluster: the README's update table.
 
-Every setting of ``ClusterConfig`` has one entry, so a new setting must say how it behaves on
-the second ``cdk deploy``. ``tests/test_day2.py`` deploys each example change over the default
-environment's templates, works out from the CloudFormation resource schemas what would be
-replaced or refused (``tests/rules/updates.py``), and fails when an entry says otherwise.
+Every setting of ``ClusterConfig`` has one entry, and every key of ``fsx_lustre`` and every
+part of a ``data_buckets`` entry one of its own (``fsx_lustre.s3``, ``data_buckets.prefix``),
+so a new setting must say how it behaves on the second ``cdk deploy``. ``tests/test_day2.py``
+deploys each example change over the default environment's templates, works out from the
+CloudFormation resource schemas what would be replaced or refused (``infra/update_plan.py``),
+and fails when an entry says otherwise.
 """
 
 from __future__ import annotations
@@ -148,8 +150,27 @@ UPDATES: dict[str, Update] = {
     "copy_max_vcpus": Update(Effect.IN_PLACE, example={"copy_max_vcpus": 32}),
     "data_buckets": Update(
         Effect.IN_PLACE,
-        "the job role's policy; running jobs' credentials follow within their refresh",
+        "a location added or removed: the job role's policy; running jobs' credentials follow "
+        "within their refresh",
         example={"data_buckets": ("example-datasets/imagenet", "example-checkpoints:rw")},
+    ),
+    "data_buckets.bucket": Update(
+        Effect.IN_PLACE,
+        "another bucket for a location: the job role's policy",
+        example={"data_buckets": ("other-datasets/imagenet",)},
+        baseline={"data_buckets": ("example-datasets/imagenet",)},
+    ),
+    "data_buckets.prefix": Update(
+        Effect.IN_PLACE,
+        "another prefix: the job role's policy (it lists PREFIX/, never a sibling)",
+        example={"data_buckets": ("example-datasets/imagenet-2026",)},
+        baseline={"data_buckets": ("example-datasets/imagenet",)},
+    ),
+    "data_buckets.writable": Update(
+        Effect.IN_PLACE,
+        ":ro to :rw or back: the job role's policy",
+        example={"data_buckets": ("example-checkpoints:rw",)},
+        baseline={"data_buckets": ("example-checkpoints",)},
     ),
     "job_role_policies": Update(
         Effect.IN_PLACE, example={"job_role_policies": ("arn:aws:iam::aws:policy/ReadOnlyAccess",)}
@@ -165,11 +186,55 @@ UPDATES: dict[str, Update] = {
     # removing it fails the storage stack's update. tests/test_data_infra.py plans all three.
     "fsx_lustre": Update(
         Effect.NODES_ROLL,
-        "nodes mount it at boot; growing storage_gib is in place (FSx never shrinks); another "
-        "deployment, or none, is refused while the cluster stack imports the file system: take "
-        "it out in two deploys, the cluster stack alone first (cdk deploy STACK_NAME "
-        "--exclusively), then all (the old one is retained unless removal_policy is destroy)",
+        "adding it: nodes mount it at every boot; removing it is refused while the cluster "
+        "stack imports the file system: take it out in two deploys, the cluster stack alone "
+        "first (cdk deploy STACK_NAME --exclusively), then all (the old one is retained unless "
+        "removal_policy is destroy)",
         example={"fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre"}},
+    ),
+    "fsx_lustre.storage_gib": Update(
+        Effect.IN_PLACE,
+        "grows in place; FSx never shrinks a file system",
+        example={"fsx_lustre": {"storage_gib": 2400}},
+        baseline={"fsx_lustre": {"storage_gib": 1200}},
+    ),
+    "fsx_lustre.throughput_mibps_per_tib": Update(
+        Effect.IN_PLACE,
+        "FSx changes a PERSISTENT_2 file system's throughput in place",
+        example={"fsx_lustre": {"storage_gib": 1200, "throughput_mibps_per_tib": 500}},
+        baseline={"fsx_lustre": {"storage_gib": 1200}},
+    ),
+    "fsx_lustre.deployment": Update(
+        Effect.REFUSED,
+        "FSx fixes the deployment type at creation, and a new file system would change what "
+        "the cluster stack imports: take fsx_lustre out in two deploys (above), then add the "
+        "new one",
+        example={"fsx_lustre": {"storage_gib": 1200, "deployment": "SCRATCH_2"}},
+        baseline={"fsx_lustre": {"storage_gib": 1200}},
+    ),
+    "fsx_lustre.s3": Update(
+        Effect.REPLACES,
+        "the new location links at its own /fsx/BUCKET/PREFIX beside the old one, whose files "
+        "stay on the file system, unlinked; refused when one location lies inside the other or "
+        "the old link is at / (FSx refuses overlapping links): deploy once without s3, then "
+        "with the new one",
+        replaces=("AWS::FSx::DataRepositoryAssociation",),
+        example={"fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre-2026"}},
+        baseline={"fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre"}},
+    ),
+    "fsx_lustre.link_path": Update(
+        Effect.REFUSED,
+        "FSx links a location once, and CloudFormation links the new path before it unlinks "
+        "the old: deploy once without s3, then with the new link_path; / keeps a link made "
+        "before link_path existed where it is",
+        example={
+            "fsx_lustre": {
+                "storage_gib": 1200,
+                "s3": "example-datasets/lustre",
+                "link_path": "/data",
+            }
+        },
+        baseline={"fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre"}},
     ),
     "allow_privileged": Update(
         Effect.NODES_ROLL,

@@ -3,6 +3,7 @@ and the test tiers (tests/support/tiers.py): marks from fixtures, each test held
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -50,6 +51,33 @@ def cdk_context(**overrides) -> dict:
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
     context.update(overrides)
     return context
+
+
+def context_value(value) -> str:
+    """A setting as `-c key=value` would give it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+_SYNTHESIZED: dict[str, dict[str, dict]] = {}
+
+
+def synth_templates(tmp_path_factory, **overrides) -> dict[str, dict]:
+    """The templates of the default environment with ``overrides`` (values as in cdk.json),
+    synthesized once a session: the day-2 plans start from the same settings many times."""
+    from infra.app import create_app
+
+    key = json.dumps(overrides, sort_keys=True, default=list)
+    if key not in _SYNTHESIZED:
+        context = cdk_context(**{k: context_value(v) for k, v in overrides.items()})
+        app, _, _ = create_app(context, outdir=str(tmp_path_factory.mktemp("day2")), nag=False)
+        _SYNTHESIZED[key] = {s.stack_name: s.template for s in app.synth().stacks}
+    return copy.deepcopy(_SYNTHESIZED[key])
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,6 +12,7 @@ import dataclasses
 import pytest
 
 from devenv.clusters import cluster_info
+from infra.update_plan import create_only
 from launcher import catalog, jobdef
 from launcher.copyjob import plan
 from launcher.image.reference import Reference, parse
@@ -23,7 +24,6 @@ from tests.rules import (
     job_rules,
     network_rules,
     storage_rules,
-    updates,
 )
 from tests.rules.deployment import Deployment
 from tests.rules.registry import RULES, UNCITED, CloudFormation, Model, Schema
@@ -224,7 +224,7 @@ def test_every_template_property_is_governed_by_a_rule(deployment):
     uncovered = set()
     for template in deployment.templates.values():
         for type_, key, value in _property_paths(template):
-            fixed = any(p[0] == key for p in updates.create_only(type_))
+            fixed = any(p[0] == key for p in create_only(type_))
             if key in NO_RUNTIME_EFFECT and (not fixed or key in DAY_2):
                 continue
             for path in _nested(f"{type_}.{key}", value):

@@ -15,14 +15,14 @@ import json
 
 import pytest
 
+from infra.update_plan import of, plan
 from launcher.cluster import from_stack
 from launcher.jobspec import FSX_NODE_PATH
 from launcher.outputs import NONE, OutputKey
-from tests.conftest import cdk_context
+from tests.conftest import synth_templates
 from tests.rules import data_rules
 from tests.rules.deployment import Deployment
 from tests.rules.registry import RULES
-from tests.rules.updates import of, plan
 from tests.test_aws_rules import (
     test_every_template_property_is_governed_by_a_rule as _every_property_governed,
 )
@@ -343,16 +343,7 @@ def test_lustre_rules_catch_a_default_version_another_subnet_and_a_deleted_file_
 
 def test_user_data_rule_catches_privileged_nodes_an_old_mount_and_a_boot_that_goes_on(lustre):
     rule = data_rules.nodes_mount_lustre_and_refuse_privileged_before_the_agent_starts
-
-    def edit_text(old: str, new: str):
-        def edit(t):
-            ((_, _, lt),) = _each(t, "AWS::EC2::LaunchTemplate")
-            parts = lt["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1]
-            for i, part in enumerate(parts):
-                if isinstance(part, str):
-                    parts[i] = part.replace(old, new)
-
-        return edit
+    edit_text = _edit_user_data
 
     privileged = edit_text("echo ECS_DISABLE_PRIVILEGED=true >> /etc/ecs/ecs.config\n", "")
     assert rule(_broken(lustre, privileged)) == [
@@ -372,6 +363,67 @@ def test_user_data_rule_catches_privileged_nodes_an_old_mount_and_a_boot_that_go
     assert rule(_broken(lustre, boothook))[0].startswith(
         "a user data part of type text/cloud-boothook"
     )
+
+
+def _edit_user_data(old: str, new: str):
+    def edit(t):
+        ((_, _, lt),) = _each(t, "AWS::EC2::LaunchTemplate")
+        parts = lt["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1]
+        for i, part in enumerate(parts):
+            if isinstance(part, str):
+                parts[i] = part.replace(old, new)
+
+    return edit
+
+
+def test_boot_rule_catches_a_mount_that_a_reboot_loses_and_a_node_left_stopped(lustre):
+    """What 0.x did: the mount in user data alone (gone after a reboot, while the agent comes
+    back) and EC2's default shutdown behaviour, stop (the rule's sources)."""
+    rule = data_rules.lustre_comes_back_after_a_reboot_before_the_agent
+    assert rule(lustre) == []
+
+    def stops(t):
+        ((_, _, lt),) = _each(t, "AWS::EC2::LaunchTemplate")
+        del lt["Properties"]["LaunchTemplateData"]["InstanceInitiatedShutdownBehavior"]
+
+    assert rule(_broken(lustre, stops)) == ["a node that powers off is stopped, not terminated"]
+    unit = "efa-batch-fsx.service"
+    cases = {
+        f"systemctl enable --now {unit}\n": f"{unit} is not enabled (and started) by the user data",
+        "WantedBy=multi-user.target\n": f"{unit} is not wanted by multi-user.target: no mount "
+        "after a reboot",
+        "RequiresMountsFor=/fsx\n": "the ECS agent's unit lacks RequiresMountsFor=/fsx",
+        "ExecStartPre=/usr/bin/mountpoint -q /fsx\n": "the ECS agent starts without checking "
+        "that /fsx is mounted",
+    }
+    for line, problem in cases.items():
+        assert rule(_broken(lustre, _edit_user_data(line, ""))) == [problem], line
+    waits = _edit_user_data("Before=ecs.service\n", "After=cloud-final.service\n")
+    assert rule(_broken(lustre, waits)) == [
+        f"{unit} is not ordered before the ECS agent",
+        f"{unit} waits for cloud-final, which starts it: a deadlock",
+    ]
+    agent_alone = _edit_user_data(f"Requires={unit}\nAfter={unit}\n", "")
+    assert rule(_broken(lustre, agent_alone)) == [
+        f"the ECS agent's unit lacks Requires={unit}",
+        f"the ECS agent's unit lacks After={unit}",
+    ]
+
+
+def test_link_rule_catches_the_root_link_that_a_new_location_cannot_replace(lustre):
+    """0.x linked at "/": FSx allows "/" only for the first association and refuses overlapping
+    paths, so the association that a new s3 creates before the old one goes fails."""
+
+    def at_root(t):
+        ((_, _, link),) = _each(t, "AWS::FSx::DataRepositoryAssociation")
+        link["Properties"]["FileSystemPath"] = "/"
+
+    assert [
+        p.split(": ", 1)[1]
+        for p in data_rules.file_system_imports_and_exports_the_linked_location(
+            _broken(lustre, at_root)
+        )
+    ] == ["at /, not /example-datasets/lustre"]
 
 
 def test_output_rule_catches_an_output_that_says_less_than_the_stack_grants(data):
@@ -485,11 +537,7 @@ def test_variant_deploys_into_moto_and_the_launcher_reads_what_it_grants(variant
 
 
 def _synth(tmp_path_factory, **overrides) -> dict[str, dict]:
-    from infra.app import create_app
-
-    outdir = tmp_path_factory.mktemp("day2-fsx")
-    app, _, _ = create_app(cdk_context(**overrides), outdir=str(outdir), nag=False)
-    return {s.stack_name: s.template for s in app.synth().stacks}
+    return synth_templates(tmp_path_factory, **overrides)
 
 
 def test_fsx_grows_in_place_and_another_deployment_or_off_is_refused(
@@ -500,8 +548,8 @@ def test_fsx_grows_in_place_and_another_deployment_or_off_is_refused(
     stack imports an output value, you can't delete the stack that is exporting the output
     value or modify the exported output value", CloudFormation user guide,
     walkthrough-crossstackref.html)."""
-    persistent = _synth(tmp_path_factory, fsx_lustre=json.dumps({"storage_gib": 1200}))
-    grown = _synth(tmp_path_factory, fsx_lustre=json.dumps({"storage_gib": 2400}))
+    persistent = _synth(tmp_path_factory, fsx_lustre={"storage_gib": 1200})
+    grown = _synth(tmp_path_factory, fsx_lustre={"storage_gib": 2400})
 
     changes = plan(persistent, grown)
     assert of(changes, "replace", "refuse") == []
@@ -524,3 +572,59 @@ def test_fsx_grows_in_place_and_another_deployment_or_off_is_refused(
     first = {**persistent, cluster: without[cluster]}
     assert of(plan(persistent, first), "replace", "refuse") == []
     assert of(plan(first, without), "replace", "refuse") == []
+
+
+def _link(tmp_path_factory, s3: str | None, **more) -> dict[str, dict]:
+    settings = {"storage_gib": 1200, **({"s3": s3} if s3 else {}), **more}
+    return _synth(tmp_path_factory, fsx_lustre=settings)
+
+
+def _association(changes) -> list[tuple[str, str]]:
+    return [
+        (c.action, c.reasons[-1])
+        for c in changes
+        if c.type == "AWS::FSx::DataRepositoryAssociation"
+    ]
+
+
+def test_a_new_s3_location_links_beside_the_old_one_and_a_nested_one_takes_two_deploys(
+    tmp_path_factory,
+):
+    """CloudFormation replaces an association whose paths change by creating the new one first;
+    FSx refuses it while "Two data repository associations cannot have overlapping file system
+    paths" and each needs "a unique ... S3 bucket or prefix" (FSx API,
+    CreateDataRepositoryAssociation). Named for its location, a new link lands beside the old
+    one; one inside the other is refused, and the two deploys the refusal names work."""
+    old = _link(tmp_path_factory, "example-datasets/lustre")
+    beside = plan(old, _link(tmp_path_factory, "example-datasets/lustre-2026"))
+    assert of(beside, "refuse") == []
+    assert [c.type for c in of(beside, "replace")] == ["AWS::FSx::DataRepositoryAssociation"]
+
+    inside = _link(tmp_path_factory, "example-datasets/lustre/v2")
+    ((action, why),) = _association(plan(old, inside))
+    assert action == "refuse"
+    assert why.startswith(
+        "FSx refuses an S3 link at /example-datasets/lustre/v2 while the one at "
+        "/example-datasets/lustre exists (their file system paths overlap)"
+    )
+    without = _link(tmp_path_factory, None)
+    removed = plan(old, without)
+    assert [c.action for c in removed if c.type == "AWS::FSx::DataRepositoryAssociation"] == [
+        "remove"
+    ]
+    assert of(removed, "refuse", "replace") == []
+    assert of(plan(without, inside), "refuse", "replace") == []
+
+
+def test_a_link_made_at_the_root_stays_there_or_moves_in_two_deploys(tmp_path_factory):
+    """0.x linked at "/", which overlaps every path and is allowed only "for the first data
+    repository associated with a file system" (FSx API, CreateDataRepositoryAssociation):
+    link_path "/" keeps it unchanged; the new default is refused, with the way that works."""
+    root = _link(tmp_path_factory, "example-datasets/lustre", link_path="/")
+    kept = plan(root, _link(tmp_path_factory, "example-datasets/lustre", link_path="/"))
+    assert _association(kept) == []
+    ((action, why),) = _association(plan(root, _link(tmp_path_factory, "example-datasets/lustre")))
+    assert action == "refuse"
+    assert why.endswith(
+        "deploy once without fsx_lustre.s3, then with the new link at a link_path other than /"
+    )

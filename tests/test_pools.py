@@ -16,12 +16,12 @@ import json
 
 import pytest
 
+from infra.update_plan import of, plan
 from launcher.cluster import from_stack
 from launcher.outputs import OutputKey
 from tests.conftest import ROOT, cdk_context
 from tests.rules import compute_rules
 from tests.rules.deployment import Deployment
-from tests.rules.updates import of, plan
 
 pytestmark = pytest.mark.cdk  # every test synthesizes (the variant through its fixture)
 

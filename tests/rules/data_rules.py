@@ -211,6 +211,19 @@ DRA_ROOT = Model(
     "If you specify only a forward slash (/) as the file system path, you can link only one data "
     "repository to the file system.",
 )
+DRA_NO_OVERLAP = Model(
+    "fsx",
+    "CreateDataRepositoryAssociationRequest",
+    "FileSystemPath",
+    "Two data repository associations cannot have overlapping file system paths.",
+)
+DRA_ROOT_FIRST_ONLY = Model(
+    "fsx",
+    "CreateDataRepositoryAssociationRequest",
+    "FileSystemPath",
+    'You can only specify "/" as the file system path for the first data repository '
+    "associated with a file system.",
+)
 DRA_IMPORT = Model(
     "fsx",
     "AutoImportPolicy",
@@ -272,6 +285,32 @@ LUSTRE_MOUNT_NAME = Model(
     "LustreFileSystemConfiguration",
     "MountName",
     "You use the MountName value when mounting the file system.",
+)
+
+USER_DATA_ONCE = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html",
+    "By default, user data scripts and cloud-init directives run only during the boot cycle "
+    "when you first launch an instance.",
+)
+MOUNT_ON_REBOOT = Page(
+    "https://docs.aws.amazon.com/fsx/latest/LustreGuide/mount-fs-auto-mount-onreboot.html",
+    "mount your file system automatically",
+)
+REQUIRES_MOUNTS_FOR = Page(
+    "https://www.freedesktop.org/software/systemd/man/latest/systemd.unit.html",
+    "RequiresMountsFor=",
+)
+SHUTDOWN_TERMINATES = Model(
+    "ec2",
+    "RequestLaunchTemplateData",
+    "InstanceInitiatedShutdownBehavior",
+    "Indicates whether an instance stops or terminates when you initiate shutdown from the "
+    "instance (using the operating system command for system shutdown).",
+)
+PCLUSTER_TERMINATES = Page(
+    "https://github.com/aws/aws-parallelcluster/blob/develop/cli/src/pcluster/templates/"
+    "queues_stack.py",
+    'instance_initiated_shutdown_behavior="terminate"',
 )
 
 # What the stack reads and writes S3 with (the configuration's words, not the product's code).
@@ -370,6 +409,30 @@ def _user_data_parts(d: Deployment) -> tuple[list[Message], list[str]]:
         if p.get_content_type() != "text/x-shellscript"
     ]
     return parts, problems
+
+
+_HEREDOC = re.compile(r"^cat > (\S+) <<'(\w+)'\n(.*?)\n\2$", re.M | re.S)
+
+
+def written_files(script: str) -> dict[str, str]:
+    """The files a user data part writes with ``cat > PATH <<'END'`` (path -> text)."""
+    return {m[1]: m[3] + "\n" for m in _HEREDOC.finditer(script)}
+
+
+def unit_settings(text: str) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit file's settings: section -> key -> values in order (keys repeat)."""
+    found: dict[str, dict[str, list[str]]] = {}
+    section = ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        key, _, value = line.partition("=")
+        found.setdefault(section, {}).setdefault(key.strip(), []).append(value.strip())
+    return found
 
 
 # --- rules ----------------------------------------------------------------------------------
@@ -826,19 +889,28 @@ def lustre_file_system_is_kept_unless_the_stack_is_disposable(d: Deployment) -> 
 @rule(
     DRA_PATH,
     DRA_ROOT,
+    DRA_NO_OVERLAP,
+    DRA_ROOT_FIRST_ONLY,
     DRA_IMPORT,
     DRA_EXPORT,
     DRA_FIRST_IMPORT,
     covers=("AWS::FSx::DataRepositoryAssociation",),
 )
 def file_system_imports_and_exports_the_linked_location(d: Deployment) -> list[str]:
-    """fsx_lustre.s3 is one data repository association at the file system's root, importing
-    and exporting new, changed and deleted files; the job role may use the location directly.
+    """fsx_lustre.s3 is one data repository association at /BUCKET/PREFIX of the file system
+    (or the link_path set), importing and exporting new, changed and deleted files; the job
+    role may use the location directly.
 
     DataRepositoryPath "can be an S3 bucket or prefix in the format s3://bucket-name/prefix/"
     and "If you specify only a forward slash (/) as the file system path, you can link only one
     data repository to the file system" (https://docs.aws.amazon.com/fsx/latest/APIReference/
-    API_CreateDataRepositoryAssociation.html). Import events: NEW, CHANGED and "DELETED -
+    API_CreateDataRepositoryAssociation.html). Its paths are create-only, so a new s3 replaces
+    the association, and CloudFormation creates the new one while the old one exists: "Two
+    data repository associations cannot have overlapping file system paths", and "You can only
+    specify "/" as the file system path for the first data repository associated with a file
+    system". A link named for its location (not "/" unless link_path says so) lets a new
+    location land beside the old one in one deploy (infra/update_plan.py refuses the rest).
+    Import events: NEW, CHANGED and "DELETED -
     Amazon FSx automatically deletes files on the file system as corresponding files are deleted
     in the data repository" (https://docs.aws.amazon.com/fsx/latest/APIReference/
     API_AutoImportPolicy.html); export events likewise, "NEW - New files and directories are
@@ -862,8 +934,11 @@ def file_system_imports_and_exports_the_linked_location(d: Deployment) -> list[s
     target = d.ref_target(link.stack, props.get("FileSystemId"))
     if target is None or target.type != "AWS::FSx::FileSystem":
         problems.append(f"{link.path}: not on the stack's file system")
-    if props.get("FileSystemPath") != "/":
-        problems.append(f"{link.path}: at {props.get('FileSystemPath')}, not the root")
+    wanted = settings.link_path or f"/{linked.bucket}" + (
+        f"/{linked.prefix}" if linked.prefix else ""
+    )
+    if props.get("FileSystemPath") != wanted:
+        problems.append(f"{link.path}: at {props.get('FileSystemPath')}, not {wanted}")
     if props.get("DataRepositoryPath") != linked.uri:
         problems.append(f"{link.path}: links {props.get('DataRepositoryPath')}, not {linked.uri}")
     s3 = props.get("S3", {})
@@ -954,11 +1029,103 @@ def nodes_mount_lustre_and_refuse_privileged_before_the_agent_starts(
         problems.append(f"the mount is not {expected!r}: {[lines[i] for i in mount_at]}")
     if not install_at or (mount_at and install_at[0] > mount_at[0]):
         problems.append("the Lustre client is not installed before the mount")
-    if not any(
-        re.match(rf"mountpoint -q {re.escape(FSX_NODE_PATH)} \|\|.*poweroff", line)
-        for line in lines
+    mounter = "\n".join(
+        text for text in written_files(script).values() if "mount -t lustre" in text
+    )
+    if not re.search(
+        rf"if ! mountpoint -q {re.escape(FSX_NODE_PATH)}; then\n(.*\n)*?\s*poweroff\n", mounter
     ):
         problems.append("a node that failed to mount goes on to run jobs on an empty /fsx")
+    return problems
+
+
+@rule(
+    USER_DATA_ONCE,
+    MOUNT_ON_REBOOT,
+    REQUIRES_MOUNTS_FOR,
+    AGENT_AFTER_CLOUD_FINAL,
+    SHUTDOWN_TERMINATES,
+    PCLUSTER_TERMINATES,
+    covers=("AWS::EC2::LaunchTemplate.LaunchTemplateData.InstanceInitiatedShutdownBehavior",),
+)
+def lustre_comes_back_after_a_reboot_before_the_agent(d: Deployment) -> list[str]:
+    """The FSx mount is a systemd unit enabled for every boot, the ECS agent needs it and /fsx
+    mounted before it starts, and a node that shuts itself down is terminated.
+
+    "By default, user data scripts and cloud-init directives run only during the boot cycle
+    when you first launch an instance" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    user-data.html): a mount made only by user data is gone after a maintenance reboot, while
+    the agent comes back and jobs bind the root volume's empty /fsx. The FSx guide has the
+    client "mount your file system automatically" at boot (https://docs.aws.amazon.com/fsx/
+    latest/LustreGuide/mount-fs-auto-mount-onreboot.html); here a unit wanted by
+    multi-user.target mounts (with retries) and is ordered before ecs.service, whose drop-in
+    Requires= and After= it, adds RequiresMountsFor=/fsx (https://www.freedesktop.org/software/
+    systemd/man/latest/systemd.unit.html) and checks the mount point before each start. The
+    unit must not wait for cloud-final: the first boot starts it from cloud-final, and the agent
+    starts "After=cloud-final.service" (https://github.com/aws/amazon-ecs-agent/blob/master/
+    packaging/amazon-linux-ami-integrated/ecs.service). InstanceInitiatedShutdownBehavior
+    "Indicates whether an instance stops or terminates when you initiate shutdown from the
+    instance (using the operating system command for system shutdown)", default stop
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RequestLaunchTemplateData.html):
+    terminate, as ParallelCluster's compute nodes, instance_initiated_shutdown_behavior=
+    "terminate" (https://github.com/aws/aws-parallelcluster/blob/develop/cli/src/pcluster/
+    templates/queues_stack.py), so a node that cannot mount does not linger stopped.
+    """
+    problems = []
+    behaviour = d.launch_template.props["LaunchTemplateData"].get(
+        "InstanceInitiatedShutdownBehavior"
+    )
+    if behaviour != "terminate":
+        problems.append(f"a node that powers off is {behaviour or 'stopped'}, not terminated")
+    parts, _ = _user_data_parts(d)
+    mounts = [p.get_payload() for p in parts if "mount -t lustre" in p.get_payload()]
+    if _lustre(d) is None or len(mounts) != 1:
+        return problems
+    (script,) = mounts
+    files = written_files(script)
+    units = {
+        path.rsplit("/", 1)[1]: unit_settings(text)
+        for path, text in files.items()
+        if path.startswith("/etc/systemd/system/") and path.endswith(".service")
+    }
+    mounting = [
+        name
+        for name, unit in units.items()
+        if any(
+            "mount -t lustre" in files.get(cmd.split()[0], "")
+            for cmd in unit.get("Service", {}).get("ExecStart", [])
+        )
+    ]
+    if len(mounting) != 1:
+        return [*problems, f"{len(mounting)} systemd units run the mount at boot; one should"]
+    (name,) = mounting
+    unit = units[name]
+    if "multi-user.target" not in unit.get("Install", {}).get("WantedBy", []):
+        problems.append(f"{name} is not wanted by multi-user.target: no mount after a reboot")
+    if not re.search(rf"^systemctl enable --now {re.escape(name)}$", script, re.M):
+        problems.append(f"{name} is not enabled (and started) by the user data")
+    ordering = unit.get("Unit", {})
+    if "ecs.service" not in ordering.get("Before", []):
+        problems.append(f"{name} is not ordered before the ECS agent")
+    if any("cloud-final" in v for v in ordering.get("After", []) + ordering.get("Requires", [])):
+        problems.append(f"{name} waits for cloud-final, which starts it: a deadlock")
+    drop_ins = [
+        unit_settings(text)
+        for path, text in files.items()
+        if path.startswith("/etc/systemd/system/ecs.service.d/") and path.endswith(".conf")
+    ]
+    agent: dict[str, list[str]] = {}
+    for drop_in in drop_ins:
+        for section in drop_in.values():
+            for key, values in section.items():
+                agent.setdefault(key, []).extend(values)
+    for key in ("Requires", "After"):
+        if name not in agent.get(key, []):
+            problems.append(f"the ECS agent's unit lacks {key}={name}")
+    if FSX_NODE_PATH not in agent.get("RequiresMountsFor", []):
+        problems.append(f"the ECS agent's unit lacks RequiresMountsFor={FSX_NODE_PATH}")
+    if f"/usr/bin/mountpoint -q {FSX_NODE_PATH}" not in agent.get("ExecStartPre", []):
+        problems.append(f"the ECS agent starts without checking that {FSX_NODE_PATH} is mounted")
     return problems
 
 

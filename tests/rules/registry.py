@@ -117,7 +117,7 @@ class Schema:
         )
 
     def found(self) -> bool:
-        from tests.rules.updates import create_only
+        from infra.update_plan import create_only
 
         return tuple(self.pointer.removeprefix("/properties/").split("/")) in create_only(self.type)
 

@@ -21,9 +21,15 @@ rules come from the sources that govern an update:
 - the reference's "Update requires: Replacement" where the schema is silent
   (``_REPLACED_BY_REFERENCE``);
 - Batch refuses to add a fair-share policy to a queue or to remove one
-  (``CreateJobQueue.schedulingPolicyArn``), although CloudFormation would try it in place.
+  (``CreateJobQueue.schedulingPolicyArn``), although CloudFormation would try it in place;
+- FSx refuses a replacement data repository association that overlaps the one it replaces:
+  CloudFormation creates the new one while the old one still exists, and "Two data repository
+  associations cannot have overlapping file system paths", "/" only "for the first data
+  repository associated with a file system", and each "must have a unique ... S3 bucket or
+  prefix" (FSx API, CreateDataRepositoryAssociation).
 
-``plan`` is pure: templates in, changes out.
+``plan`` is pure: templates in, changes out. ``python -m infra.predeploy`` runs it against the
+deployed stacks before a deploy; ``tests/test_day2.py`` holds the README's update table to it.
 """
 
 from __future__ import annotations
@@ -311,6 +317,10 @@ class _Planner:
         new = self.resources(self.new, stack)[logical_id]
         type_ = new["Type"]
         reasons = tuple(self.replaced[(stack, logical_id)])
+        if type_ == ASSOCIATION and not self.moved(stack, new["Properties"].get("FileSystemId")):
+            collision = association_collision(old["Properties"], new["Properties"])
+            if collision:
+                return Change(stack, logical_id, type_, "refuse", (*reasons, collision))
         name = _NAME_PROPERTIES.get(type_)
         old_name = old.get("Properties", {}).get(name) if name else None
         if old_name is not None and old_name == new.get("Properties", {}).get(name):
@@ -341,6 +351,43 @@ class _Planner:
                 )
                 return Change(stack, logical_id, type_, "refuse", (*reasons, why))
         return Change(stack, logical_id, type_, "update", reasons)
+
+
+ASSOCIATION = "AWS::FSx::DataRepositoryAssociation"
+
+
+def _overlap(a: str, b: str, sep: str) -> bool:
+    """Whether one path is the other or lies under it (``/`` under every path)."""
+    a, b = a.rstrip(sep) + sep, b.rstrip(sep) + sep
+    return a.startswith(b) or b.startswith(a)
+
+
+def association_collision(old: dict, new: dict) -> str | None:
+    """Why FSx refuses ``new`` while ``old`` still links the same file system, if it does.
+
+    CloudFormation creates a replacement before it deletes the old resource, so for a moment
+    both associations exist: their file system paths must not overlap ("/" overlaps every
+    path, and is only for the first association of a file system), nor their S3 locations.
+    """
+    paths = (old.get("FileSystemPath"), new.get("FileSystemPath"))
+    repositories = (old.get("DataRepositoryPath"), new.get("DataRepositoryPath"))
+    twice = "deploy once without fsx_lustre.s3, then with the new link"
+    if all(isinstance(p, str) for p in paths) and _overlap(*paths, "/"):
+        advice = (
+            f"{twice} at a link_path other than /"
+            if "/" in paths
+            else f"give the new link a link_path that overlaps neither, or {twice}"
+        )
+        return (
+            f"FSx refuses an S3 link at {paths[1]} while the one at {paths[0]} exists (their "
+            f"file system paths overlap): {advice}"
+        )
+    if all(isinstance(r, str) for r in repositories) and _overlap(*repositories, "/"):
+        return (
+            f"FSx refuses a link to {repositories[1]} while {repositories[0]} is linked (their "
+            f"S3 locations overlap): {twice}"
+        )
+    return None
 
 
 def plan(old: Templates, new: Templates) -> list[Change]:
