@@ -17,9 +17,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
-DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd
+DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd
 DEMO_DEBIAN_PACKAGES := docker.io docker-registry busybox-static
-FAST_DEBIAN_PACKAGES := dash gzip zstd
+FAST_DEBIAN_PACKAGES := dash gzip zstd systemd
 
 .PHONY: test test-fast demo demo-stop synth lint bench deps system-deps demo-system-deps \
 	fast-system-deps clean
@@ -72,7 +72,8 @@ node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
 # Debian packages, as root: a Docker engine and the reference registry (the demo, the tests);
-# busybox for offline bases; strace and GNU time to measure; tini and dash for entrypoints.
+# busybox for offline bases; strace and GNU time to measure; tini and dash for entrypoints;
+# systemd for systemd-analyze and systemctl --root, which check the nodes' unit files.
 system-deps: PACKAGES := $(DEBIAN_PACKAGES)
 demo-system-deps: PACKAGES := $(DEMO_DEBIAN_PACKAGES)
 fast-system-deps: PACKAGES := $(FAST_DEBIAN_PACKAGES)
