@@ -325,6 +325,68 @@ def batch_without_docker(url: str) -> None:
     requests.post(f"{url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10)
 
 
+# Each bulk call of botocore 1.44's batch model that moto lacks, and the single call it bulks.
+_BULK_JOB_CALLS = {"terminatejobs": "terminate_job", "canceljobs": "cancel_job"}
+BULK_JOB_LIMIT = 50  # "up to 50" job ids a call (botocore TerminateJobs/CancelJobs.jobs)
+
+
+def batch_bulk_job_calls() -> None:
+    # Gap: moto 5.2.5 has no TerminateJobs or CancelJobs (botocore 1.44: POST /v1/terminatejobs
+    # and /v1/canceljobs); its server answers 404. Serve them job by job with moto's own
+    # TerminateJob and CancelJob, as the model documents the bulk calls: "up to 50" ids; "Batch
+    # reports the result for each job individually", in `successful` or in `errors` (``job``,
+    # ``code``, ``message``), with HTTP 200 "even when some jobs encountered errors"; "Jobs
+    # that can't be found are treated as successfully processed" (moto's single calls pass
+    # over unknown ids, so they land in `successful`). CancelJobs leaves started jobs as they
+    # are, as moto's CancelJob does, and counts them successful, as CancelJob "still succeeds"
+    # for them (the model says no more). The model gives no error for more than 50 ids; they
+    # are refused here as a whole (ClientException, Batch's error for bad input) so that a
+    # caller that sends more fails its tests. Servers whose Batch routes are made inside
+    # ``batch_as_shipped`` lack the two calls, as moto ships (the fallback's tests).
+    from moto.batch import urls
+    from moto.batch.responses import BatchResponse
+
+    for action, single in _BULK_JOB_CALLS.items():
+        urls.url_paths[f"{{0}}/v1/{action}$"] = BatchResponse.dispatch
+        setattr(BatchResponse, action, _bulk_job_call(single))
+
+
+def _bulk_job_call(single: str) -> Callable[[Any], str]:
+    from moto.batch.exceptions import ClientException
+
+    def bulk(self: Any) -> str:  # a moto BatchResponse
+        jobs: list[str] = self._get_param("jobs") or []
+        if len(jobs) > BULK_JOB_LIMIT:
+            raise ClientException(f"jobs: up to {BULK_JOB_LIMIT} job IDs, not {len(jobs)}")
+        reason = self._get_param("reason")
+        successful, errors = [], []
+        for job_id in jobs:
+            try:
+                getattr(self.batch_backend, single)(job_id, reason)
+            except ClientException as exc:  # moto's refusal of this one job
+                errors.append({"job": job_id, "code": exc.error_type, "message": exc.message})
+            else:
+                successful.append(job_id)
+        return json.dumps({"successful": successful, "errors": errors})
+
+    return bulk
+
+
+@contextlib.contextmanager
+def batch_as_shipped() -> Iterator[None]:
+    """moto's Batch routes without the bulk calls while the block runs: a server that makes
+    its Batch routes inside it (moto makes a service's routes at its first request for that
+    service) answers them with moto's own 404, over the same emulated account."""
+    from moto.batch import urls
+
+    paths = [f"{{0}}/v1/{action}$" for action in _BULK_JOB_CALLS]
+    added = {path: urls.url_paths.pop(path) for path in paths if path in urls.url_paths}
+    try:
+        yield
+    finally:
+        urls.url_paths.update(added)
+
+
 def patch_moto_models() -> None:
     """Fix moto model gaps in-process (ThreadedMotoServer runs in this interpreter); mypy is
     told each assignment is a patch of moto's classes (method-assign)."""
@@ -338,6 +400,7 @@ def patch_moto_models() -> None:
 
     fsx_file_systems()
     iam_role_managed_policies()
+    batch_bulk_job_calls()
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
     # scales from zero holds it RUNNABLE. Jobs wait here until the caller runs them (run_job).

@@ -26,7 +26,7 @@ from launcher import jobdef, jobspec
 from launcher.backend import Backend, newest_first
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
-from launcher.job import JobInfo, LogLine
+from launcher.job import CancelOutcome, JobInfo, LogLine
 from launcher.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
 from launcher.outputs import DEFAULT_STACK_NAME, STACK_ENV
 from launcher.progress import ProgressFn, say
@@ -81,6 +81,44 @@ def backends(
 
     yield LocalBackend()
     yield BatchBackend(aws or aws_session(profile, region))
+
+
+def attach(
+    job_ids: Sequence[str],
+    *,
+    profile: str | None = None,
+    region: str | None = None,
+    aws: Aws | None = None,
+) -> list[Job]:
+    """Jobs by their ids, without reading any stack: each id's backend is the first that owns
+    it, and jobs of one kind share one backend (one AWS session). UsageError for an id no
+    backend owns; no I/O but making the backends."""
+    made: list[Backend] = []
+    more = backends(profile, region, aws)
+    jobs = []
+    for job_id in job_ids:
+        owner = next((b for b in made if b.owns(job_id)), None)
+        while owner is None and (backend := next(more, None)) is not None:
+            made.append(backend)
+            owner = backend if backend.owns(job_id) else None
+        if owner is None:
+            raise UsageError(f"job {job_id!r}: not a job id of AWS Batch or of the local engine")
+        jobs.append(Job(job_id, owner))
+    return jobs
+
+
+def cancel_jobs(jobs: Sequence[Job]) -> list[CancelOutcome]:
+    """Cancel several jobs of one backend together (``Backend.cancel_many``: on AWS, 50 to a
+    TerminateJobs call); one outcome per job. UsageError, and nothing cancelled, for jobs of
+    two backends or an id that names no job."""
+    kinds = {job.backend.name for job in jobs}
+    if len(kinds) > 1:
+        raise UsageError(
+            "local and AWS Batch jobs in one cancel; cancel each kind with a command of its own"
+        )
+    if not jobs:
+        return []
+    return jobs[0].backend.cancel_many([job.job_id for job in jobs])
 
 
 def local_jobs(*, all: bool = False) -> list[JobInfo]:  # noqa: A002
@@ -165,14 +203,21 @@ class Job:
 
     def child(self, index: int) -> Job:
         """Child ``index`` of this array (``ID:INDEX``, as Batch names it)."""
+        (child,) = self.children([index], str(index))
+        return child
+
+    def children(self, indexes: Sequence[int], flag: str | None = None) -> list[Job]:
+        """Children ``indexes`` of this array, one status call; UsageError naming ``--index
+        FLAG`` (default: the indexes) unless this is an array that has them all."""
         info = self.status()
+        flag = flag if flag is not None else ",".join(map(str, indexes))
         if info.array_size is None or info.array_index is not None:
-            raise UsageError(f"--index {index}: job {self.job_id} is not an array job")
-        if not 0 <= index < info.array_size:
+            raise UsageError(f"--index {flag}: job {self.job_id} is not an array job")
+        if any(not 0 <= index < info.array_size for index in indexes):
             raise UsageError(
-                f"--index {index}: job {self.job_id} has children 0-{info.array_size - 1}"
+                f"--index {flag}: job {self.job_id} has children 0-{info.array_size - 1}"
             )
-        return Job(f"{info.job_id}:{index}", self.backend)
+        return [Job(f"{info.job_id}:{index}", self.backend) for index in indexes]
 
     @classmethod
     def attach(
@@ -185,10 +230,8 @@ class Job:
     ) -> Job:
         """A job by its id, without reading any stack (``status`` costs one call): the backend
         that owns the id is found by asking each. ``aws``: a session to share."""
-        for backend in backends(profile, region, aws):
-            if backend.owns(job_id):
-                return cls(job_id, backend)
-        raise UsageError(f"job {job_id!r}: not a job id of AWS Batch or of the local engine")
+        (job,) = attach([job_id], profile=profile, region=region, aws=aws)
+        return job
 
     def status(self) -> JobInfo:
         return self.backend.describe(self.job_id)

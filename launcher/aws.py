@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -47,6 +48,24 @@ TRANSIENT_CODES = frozenset(
     {"ServiceUnavailableException", "RequestTimeout", "RequestTimeoutException"}
 )
 
+# TerminateJobs (botocore 1.44's batch model; API reference, API_TerminateJobs.html):
+# "Terminates up to 50 jobs"; "The response returns an HTTP status code of 200 even when some
+# jobs encountered errors, so check the errors list"; "Jobs that can't be found are treated as
+# successfully processed". Its per-job codes "ThrottlingException" and "ServerException" come
+# with "Retry the request": those jobs are sent again, up to BULK_ROUNDS times in all, pausing
+# BULK_PAUSE seconds, then twice that (botocore's retries see only the whole call's status).
+BULK_JOBS = 50
+BULK_RETRY_CODES = frozenset({"ThrottlingException", "ServerException"})
+BULK_ROUNDS = 3
+BULK_PAUSE = 1.0
+# Batch answers errors of an operation it has with 400 (ClientException) or 500
+# (ServerException), the model's only errors; a 404, a 501 or UnknownOperationException comes
+# from whatever answered not knowing the operation (an endpoint, a proxy or an emulator older
+# than it). Such endpoints are asked no more by this process: one call a job from then on.
+UNKNOWN_OPERATION_CODES = frozenset({"UnknownOperationException", "UnknownOperation"})
+UNKNOWN_OPERATION_STATUSES = frozenset({404, 501})
+_WITHOUT_BULK: set[str] = set()  # endpoint URLs
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -60,6 +79,21 @@ def try_later(exc: botocore.exceptions.ClientError) -> bool:
     """Whether AWS refused a call for its rate or could not answer it just now."""
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
     return _code(exc) in THROTTLING_CODES | TRANSIENT_CODES or status >= 500
+
+
+def unknown_operation(exc: botocore.exceptions.ClientError) -> bool:
+    """Whether the endpoint answered that it does not know the operation at all."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return _code(exc) in UNKNOWN_OPERATION_CODES or status in UNKNOWN_OPERATION_STATUSES
+
+
+def refusals(response: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """A TerminateJobs (or CancelJobs) response's failed jobs: id -> (code, message), from its
+    ``errors`` list of TerminateJobsErrorDetail (``job``, ``code``, ``message``)."""
+    return {
+        e["job"]: (e.get("code") or "Error", e.get("message") or "")
+        for e in response.get("errors") or []
+    }
 
 
 def _as_remote(exc: botocore.exceptions.ClientError) -> RemoteError:
@@ -83,6 +117,25 @@ def _remote(fn: Callable[P, R]) -> Callable[P, R]:
             raise RemoteError(f"AWS request failed: {exc}") from exc
 
     return wrapper
+
+
+def _terminate_in_bulk(client: Any, request: dict[str, Any]) -> dict[str, str]:
+    """TerminateJobs, again for the jobs it answered with a code worth retrying (BULK_ROUNDS)."""
+    refused: dict[str, tuple[str, str]] = {}
+    pending = list(request["jobs"])
+    for round_ in range(BULK_ROUNDS):
+        if round_:
+            time.sleep(BULK_PAUSE * 2 ** (round_ - 1))
+        for job_id in pending:
+            refused.pop(job_id, None)
+        refused.update(refusals(client.terminate_jobs(**{**request, "jobs": pending})))
+        pending = [j for j in pending if refused.get(j, ("",))[0] in BULK_RETRY_CODES]
+        if not pending:
+            break
+    return {
+        job_id: f"AWS TerminateJobs failed: {code}: {message}"
+        for job_id, (code, message) in refused.items()
+    }
 
 
 class Aws:
@@ -161,6 +214,30 @@ class Aws:
     @_remote
     def terminate_job(self, job_id: str, reason: str) -> None:
         self.client("batch").terminate_job(jobId=job_id, reason=reason)
+
+    @_remote
+    def terminate_jobs(self, request: dict[str, Any]) -> dict[str, str]:
+        """Send one TerminateJobs request (up to BULK_JOBS ids, ``batch.terminate_requests``);
+        return the jobs it did not terminate, id -> one line saying why. Where the installed
+        botocore or the endpoint lacks the operation, one TerminateJob a job instead (the
+        endpoint is remembered: the process asks it no more). RemoteError when the whole call
+        fails."""
+        client = self.client("batch")
+        endpoint = client.meta.endpoint_url
+        if hasattr(client, "terminate_jobs") and endpoint not in _WITHOUT_BULK:
+            try:
+                return _terminate_in_bulk(client, request)
+            except botocore.exceptions.ClientError as exc:
+                if not unknown_operation(exc):
+                    raise
+                _WITHOUT_BULK.add(endpoint)
+        refused = {}
+        for job_id in request["jobs"]:
+            try:
+                client.terminate_job(jobId=job_id, reason=request["reason"])
+            except botocore.exceptions.ClientError as exc:
+                refused[job_id] = str(_as_remote(exc))
+        return refused
 
     @_remote
     def list_jobs(self, queue: str, name: str | None = None) -> list[dict[str, Any]]:

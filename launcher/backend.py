@@ -8,10 +8,11 @@ TorchX scheduler) never see a backend's own shapes, only the values of ``launche
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
-from launcher.job import BackendName, JobInfo, LogLine
+from launcher.errors import UsageError
+from launcher.job import BackendName, CancelOutcome, JobInfo, JobState, LogLine
 from launcher.jobdef import Requests
 
 Say = Callable[[str], None]  # progress messages, one line each (the CLI prints them)
@@ -21,6 +22,19 @@ def newest_first(jobs: Iterable[JobInfo], include_finished: bool) -> list[JobInf
     """What ``list`` returns: the jobs (unfinished only, unless asked), newest first."""
     kept = [j for j in jobs if include_finished or not j.state.terminal]
     return sorted(kept, key=lambda j: j.created_at or 0, reverse=True)
+
+
+def already_ended(job_id: str, state: JobState) -> UsageError:
+    """What cancelling a job that has ended says (``cancel`` raises it, ``cancel_many`` keeps it
+    as that job's outcome)."""
+    return UsageError(f"job {job_id} already {state}; nothing to cancel")
+
+
+def no_such_jobs(missing: Sequence[str], where: str) -> UsageError:
+    """What a cancel of several jobs says, and stops at, when some of the ids name no job."""
+    if len(missing) == 1:
+        return UsageError(f"job {missing[0]}: no such job {where}; nothing cancelled")
+    return UsageError(f"jobs {', '.join(missing)}: no such jobs {where}; nothing cancelled")
 
 
 class Backend(Protocol):
@@ -53,6 +67,13 @@ class Backend(Protocol):
 
     def cancel(self, job_id: str) -> JobInfo:
         """Stop the job in any state; return what it was."""
+        ...
+
+    def cancel_many(self, job_ids: Sequence[str]) -> list[CancelOutcome]:
+        """Stop several jobs in any state, in as few calls as the backend can: one outcome per
+        distinct id, in order, a job that had ended or could not be stopped included (with the
+        error ``cancel`` would have raised). UsageError, and nothing stopped, when an id names
+        no job."""
         ...
 
     def resubmit(self, job_id: str, say: Say) -> tuple[str, str]:

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
-from launcher.aws import Aws
-from launcher.backend import Say, newest_first
-from launcher.errors import UsageError
+from launcher.aws import BULK_JOBS, Aws
+from launcher.backend import Say, already_ended, newest_first, no_such_jobs
+from launcher.errors import LauncherError, RemoteError, UsageError
 from launcher.follow import PROCESS, Call, Hub, JobFacts, Nodes, Streams
-from launcher.job import CANCEL_REASON, BackendName, JobInfo, JobState, LogLine, NodeStatus
+from launcher.job import (
+    CANCEL_REASON,
+    BackendName,
+    CancelOutcome,
+    JobInfo,
+    JobState,
+    LogLine,
+    NodeStatus,
+)
 from launcher.jobdef import Requests, groups_of, node_ranges, resumption
 from launcher.shapes import Dependency, is_single
 
@@ -24,6 +32,23 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # the child job is appended to the end of the parent ID, such as example_job_ID:0",
 # array_jobs.html), optionally after its queue (``QUEUE:JOB_ID``).
 BATCH_JOB_ID = re.compile(rf"(?:^|:)({_UUID}(?:#\d+|:\d+)?)$")
+
+
+# "A list of up to 100 job IDs" (botocore DescribeJobsRequest.jobs).
+DESCRIBE_JOBS = 100
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
+    """``items`` in order, ``size`` at a time (the last may be shorter)."""
+    return [items[first : first + size] for first in range(0, len(items), size)]
+
+
+def terminate_requests(job_ids: Sequence[str], reason: str = CANCEL_REASON) -> list[dict[str, Any]]:
+    """The TerminateJobs requests that end ``job_ids``, BULK_JOBS ids each (the API's limit);
+    TerminateJob "cancels" jobs that have not started and terminates the others, so one call
+    reaches every state (CancelJobs would leave STARTING and RUNNING jobs as they are)."""
+    return [{"jobs": list(chunk), "reason": reason} for chunk in chunks(job_ids, BULK_JOBS)]
 
 
 def job_id_of(handle: str) -> str:
@@ -140,9 +165,40 @@ class BatchBackend:
         """Terminate in any state (CancelJob only reaches jobs that have not started)."""
         info = self.describe(job_id)
         if info.state.terminal:
-            raise UsageError(f"job {info.job_id} already {info.state}; nothing to cancel")
+            raise already_ended(info.job_id, info.state)
         self.aws.terminate_job(info.job_id, CANCEL_REASON)
         return info
+
+    def cancel_many(self, job_ids: Sequence[str]) -> list[CancelOutcome]:
+        """Every job described first (100 a call: unknown ids stop it here), then the ones
+        still going terminated with TerminateJobs, 50 a call (``Aws.terminate_jobs`` falls
+        back to one TerminateJob a job where the API is absent)."""
+        ids = list(dict.fromkeys(job_id_of(j) for j in job_ids))
+        found = {
+            job["jobId"]: job_info(job)
+            for chunk in chunks(ids, DESCRIBE_JOBS)
+            for job in self.aws.describe_jobs(list(chunk))
+        }
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise no_such_jobs(missing, "in this account and region")
+        infos = [found[i] for i in ids]
+        refused: dict[str, LauncherError] = {}
+        for request in terminate_requests([i.job_id for i in infos if not i.state.terminal]):
+            try:
+                reasons = self.aws.terminate_jobs(request)
+            except RemoteError as exc:  # the whole call: every job of it, the others go on
+                reasons = dict.fromkeys(request["jobs"], str(exc))
+            refused.update({j: RemoteError(f"job {j}: {why}") for j, why in reasons.items()})
+        return [
+            CancelOutcome(
+                info,
+                already_ended(info.job_id, info.state)
+                if info.state.terminal
+                else refused.get(info.job_id),
+            )
+            for info in infos
+        ]
 
     def resubmit(self, job_id: str, say: Say = lambda _: None) -> tuple[str, str]:
         """The job again (same definition, queue, name, tags, share), with the first job's

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from launcher.api import BuildOptions, Cluster, ImageOptions, Job
     from launcher.cluster import ClusterInfo
     from launcher.console import Console
+    from launcher.job import JobInfo
 
 
 def _err(message: str) -> None:
@@ -549,15 +550,51 @@ class Resubmit(Command):
 
 class Cancel(Command):
     name = "cancel"
-    help = "terminate a job in any state (an array with all its children)"
+    help = "terminate jobs in any state (an array with all its children), 50 to an AWS call"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("job")
+        parser.epilog = (
+            "One line per job on stderr. Exit status: 0 when every job was cancelled, 1 when "
+            "AWS failed to cancel one, else 2 (a job had ended already; an unknown id or a bad "
+            "--index cancels nothing)."
+        )
+        parser.add_argument(
+            "job",
+            nargs="+",
+            metavar="JOB",
+            help="job id (or QUEUE:JOB_ID, or ID:K for an array's child K); all of one kind, "
+            "AWS or local",
+        )
+        parser.add_argument(
+            "--index",
+            metavar="K[-M][,...]",
+            help="only these children of the array JOB, e.g. 0-9,12 (default: the whole array)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
-        info = _job(args, args.job).cancel()
-        _err(f"cancelled {info.job_id} ({info.name}, was {info.state})")
-        return 0
+        from launcher.api import attach, cancel_jobs
+        from launcher.shapes import parse_indexes
+
+        indexes = parse_indexes(args.index) if args.index is not None else None  # before calls
+        if indexes is not None and len(args.job) > 1:
+            raise UsageError(f"--index {args.index}: give one array job, not {len(args.job)}")
+        jobs = attach(args.job, profile=args.profile, region=args.region)
+        if indexes is not None:
+            jobs = jobs[0].children(indexes, args.index)
+        if len(jobs) == 1:  # one job: one TerminateJob, its error raised as ever
+            _err(_cancelled(jobs[0].cancel()))
+            return 0
+        outcomes = cancel_jobs(jobs)
+        for outcome in outcomes:
+            error = outcome.error
+            _err(_cancelled(outcome.info) if error is None else f"launcher: error: {error}")
+        codes = {o.error.exit_code for o in outcomes if o.error is not None}
+        # AWS failing a job (1) outranks jobs that had ended already (2, as for one job).
+        return min(codes, default=0)
+
+
+def _cancelled(info: JobInfo) -> str:
+    return f"cancelled {info.job_id} ({info.name}, was {info.state})"
 
 
 class List(Command):

@@ -10,6 +10,8 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from launcher.errors import LauncherError
+
 # What a job cancelled on request is told (Batch's TerminateJob reason, the local supervisor's).
 CANCEL_REASON = "cancelled with launcher cancel"
 
@@ -120,3 +122,12 @@ class LogLine:
     node: int
     message: str
     timestamp: float | None = None  # seconds since the epoch, when the backend knows it
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    """One job of a cancel of several (``Backend.cancel_many``): what it was before, and why
+    it was not cancelled (``error``, as a cancel of that job alone would have raised it)."""
+
+    info: JobInfo
+    error: LauncherError | None = None

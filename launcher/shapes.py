@@ -61,6 +61,28 @@ def parse_after(text: str) -> Dependency:
     return Dependency(job_id, each)
 
 
+def parse_indexes(text: str) -> tuple[int, ...]:
+    """``--index`` of ``launcher cancel``: array children as ``K``, ``K-M`` and lists of them
+    (``0-9,12``), in order, each once; no I/O (the array's size is checked against it later)."""
+    indexes: dict[int, None] = {}
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise UsageError(
+                f"--index {text!r}: expected child indexes as K, K-M or a list, e.g. 0-9,12"
+            )
+        low, high = int(first), int(last) if dash else int(first)
+        if high < low:
+            raise UsageError(f"--index {text!r}: {part.strip()} runs backwards; write {high}-{low}")
+        if high >= ARRAY_MAX:
+            raise UsageError(
+                f"--index {text!r}: children are numbered 0-{ARRAY_MAX - 1} (arrays have at "
+                f"most {ARRAY_MAX:,})"
+            )
+        indexes.update(dict.fromkeys(range(low, high + 1)))
+    return tuple(indexes)
+
+
 def check_array(size: int | None, nodes: int) -> None:
     """Batch's array sizes; arrays of one-node jobs only."""
     if size is None:

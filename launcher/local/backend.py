@@ -14,13 +14,21 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.backend import Say, newest_first
-from launcher.errors import RemoteError, UsageError
-from launcher.job import CANCEL_REASON, BackendName, JobInfo, JobState, LogLine, NodeStatus
+from launcher.backend import Say, already_ended, newest_first, no_such_jobs
+from launcher.errors import LauncherError, RemoteError, UsageError
+from launcher.job import (
+    CANCEL_REASON,
+    BackendName,
+    CancelOutcome,
+    JobInfo,
+    JobState,
+    LogLine,
+    NodeStatus,
+)
 from launcher.jobdef import (
     Requests,
     as_one_node,
@@ -260,9 +268,7 @@ class LocalBackend:
     def cancel(self, job_id: str) -> JobInfo:
         record = self.store.load(job_id)
         if record.status.terminal:
-            raise UsageError(
-                f"job {record.job_id} already {record.status.value}; nothing to cancel"
-            )
+            raise already_ended(record.job_id, record.status)
         info = job_info(record, self.store)
         if record.array_index is not None:
             return self._cancel_child(record, info)
@@ -288,6 +294,28 @@ class LocalBackend:
             time.sleep(0.1)
             record = self.store.load(job_id)
         return info
+
+    def cancel_many(self, job_ids: Sequence[str]) -> list[CancelOutcome]:
+        """Every record read first (an unknown id stops it here), then one ``cancel`` a job:
+        locally there is no call to save."""
+        records: dict[str, Record] = {}
+        missing = []
+        for handle in dict.fromkeys(job_ids):
+            try:
+                record = self.store.load(handle)
+            except UsageError:
+                missing.append(handle)
+            else:
+                records.setdefault(record.job_id, record)
+        if missing:
+            raise no_such_jobs(missing, "among the local jobs")
+        outcomes = []
+        for record in records.values():
+            try:
+                outcomes.append(CancelOutcome(self.cancel(record.job_id)))
+            except LauncherError as exc:
+                outcomes.append(CancelOutcome(job_info(record, self.store), exc))
+        return outcomes
 
     def _cancel_child(self, record: Record, info: JobInfo) -> JobInfo:
         """One child of an array: its writer (the parent's supervisor) is asked through the
