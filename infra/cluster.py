@@ -26,7 +26,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra.config import CLUSTER_TAG, ClusterConfig, Pool
+from infra.config import CLUSTER_TAG, ClusterConfig, Pool, is_group_arn
 from infra.copy_jobs import CopyJobs
 from infra.data_access import attach_managed_policies, grant_buckets, grant_secrets, stack_place
 from infra.log_groups import job_log_group_name, log_group
@@ -64,47 +64,61 @@ TIME_LIMIT_REASONS: dict[str, tuple[str, ...]] = {
 
 
 def efa_network_interfaces(
-    count: int, security_group_id: str
+    cards: range, security_group_id: str
 ) -> list[ec2.CfnLaunchTemplate.NetworkInterfaceProperty]:
-    """One EFA device per network card; the node's only IP address on card 0.
+    """One EFA device on each of ``cards``; the node's only IP address on card 0.
 
     The EC2 guide (efa-acc-inst-types.html) wants the primary interface (card 0, device 0) to
     carry IP traffic (it cannot be EFA-only) and EFA-only interfaces at device 0 of every
     further card: one IP address per node, not one per card. Card 0's EFA device comes from
     making the primary interface "EFA with ENA" rather than adding an EFA-only interface at
     card 0 device 1, because a multi-node job's awsvpc task interface needs that second slot
-    on card 0 (p5 and p5e allow two interfaces per card).
+    on card 0 (p5 and p5e allow two interfaces per card). Where card 0 takes no EFA device
+    (P6-B300: "the primary network card supports only an ENA network interface"), ``cards``
+    starts at 1 and the primary is a plain ENA interface, as the guide's P6-B300 example has
+    it ("NetworkCardIndex=0,DeviceIndex=0,...,InterfaceType=interface").
 
     Security groups live here, not on the compute environment: Batch would pass the compute
     environment's groups at the instance level, which EC2 refuses beside interfaces.
     """
+    LT = ec2.CfnLaunchTemplate
+    primary = [] if 0 in cards else [(0, "interface")]
     return [
-        ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
+        LT.NetworkInterfaceProperty(
             network_card_index=card,
             device_index=0,
-            interface_type="efa" if card == 0 else "efa-only",
+            interface_type=kind,
             groups=[security_group_id],
             delete_on_termination=True,
         )
-        for card in range(count)
+        for card, kind in primary + [(c, "efa" if c == 0 else "efa-only") for c in cards]
     ]
 
 
 def _capacity_reservation(
     config: ClusterConfig,
 ) -> ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty | None:
-    """The one reservation, Capacity Block or reservation group nodes launch into, if any."""
+    """The one reservation, Capacity Block or reservation group nodes launch into, if any.
+
+    ``capacity_block_id`` may name a group of Capacity Blocks: the launch then targets the
+    group's ARN on the capacity-block market ("specify the group ARN and select the Capacity
+    Blocks purchasing option", EC2 user guide, cr-groups-launch.html).
+    """
     LT = ec2.CfnLaunchTemplate
-    reservation_id = config.capacity_block_id or config.capacity_reservation_id
-    group_arn = config.capacity_reservation_group_arn
+    block = config.capacity_block_id
+    block_group = block if is_group_arn(block) else None
+    reservation_id = (None if block_group else block) or config.capacity_reservation_id
+    group_arn = config.capacity_reservation_group_arn or block_group
     if not (reservation_id or group_arn):
         return None
     # A group target launches On-Demand when the group has no free capacity, unless the launch
     # asks for reservations only ("You can only specify CapacityReservationPreference and
     # CapacityReservationTarget if the CapacityReservationPreference is
     # capacity-reservations-only", EC2 API, CapacityReservationSpecification). A targeted
-    # reservation or Capacity Block never falls back: its launch fails when it is full.
-    only = bool(group_arn) and not config.capacity_reservation_fallback
+    # reservation or Capacity Block never falls back: its launch fails when it is full, and so
+    # does a group's on the capacity-block market ("If no matching capacity is available, the
+    # instances fail to launch", cr-groups-launch.html).
+    only = bool(config.capacity_reservation_group_arn) and not config.capacity_reservation_fallback
     return LT.CapacityReservationSpecificationProperty(
         capacity_reservation_preference="capacity-reservations-only" if only else None,
         capacity_reservation_target=LT.CapacityReservationTargetProperty(
@@ -593,7 +607,7 @@ class ComputePool:
             capacity_reservation_specification=_capacity_reservation(config),
             # Without EFA, a plain security group on the primary interface does the same job.
             network_interfaces=efa_network_interfaces(
-                config.efa_interfaces, security_group.security_group_id
+                config.instance.efa_cards, security_group.security_group_id
             )
             if config.efa_interfaces
             else None,

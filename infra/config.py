@@ -38,6 +38,18 @@ _GROUP_ARN = re.compile(
     r"^arn:aws(-[a-z]+)*:resource-groups:(?P<region>[a-z]{2}(-[a-z]+)+-\d):(?P<account>\d{12}):"
     r"group/([a-zA-Z0-9_.-]{1,300}|[a-zA-Z0-9_.-]{1,150}/[a-z0-9]{26})$"
 )
+
+
+def is_group_arn(target: str | None) -> bool:
+    """A capacity target that names a Capacity Reservation group, not one reservation.
+
+    ``capacity_block_id`` may be one: a group may hold Capacity Blocks ("A group supports all
+    reservation types, including On-Demand Capacity Reservations, interruptible Capacity
+    Reservations, and Capacity Blocks for ML", EC2 user guide, cr-groups.html).
+    """
+    return target is not None and target.startswith("arn:")
+
+
 _REPOSITORY_ARN = re.compile(
     r"^arn:aws(-[a-z]+)*:ecr:[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d:\d{12}:repository/[a-z0-9._/*-]+$"
 )
@@ -64,8 +76,13 @@ _REGISTRY_HOST = re.compile(
     r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+(:\d{1,5})?$"
 )
 _DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io")
-# A Capacity Block holds at most 64 instances (EC2 DescribeCapacityBlockOfferings, InstanceCount).
+# A Capacity Block holds at most 64 instances (EC2 DescribeCapacityBlockOfferings, InstanceCount),
+# and Capacity Blocks at most 256 together: "The total number of instances that can be reserved
+# in Capacity Blocks across all accounts in your AWS Organization can't exceed 256 instances on
+# a particular date" (EC2 user guide, ec2-capacity-blocks.html). A group of blocks is capped by
+# the latter.
 CAPACITY_BLOCK_MAX_INSTANCES = 64
+CAPACITY_BLOCKS_MAX_INSTANCES = 256
 # Batch runs a queue's jobStateTimeLimitActions after maxTimeSeconds, 600-86400 (10 min-24 h).
 _TIME_LIMIT_MINUTES = (10, 1440)
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
@@ -204,8 +221,9 @@ class ClusterConfig:
     # it first; they set this to keep their subnets where they are (infra/updates.py).
     public_subnet_first: bool = False
     # Where nodes launch: at most one of an On-Demand Capacity Reservation, an EC2 Capacity
-    # Block for ML (also a cr- id; the launch template then uses the capacity-block market) or
-    # a Capacity Reservation group (an AWS Resource Groups ARN). None: On-Demand, open ODCRs.
+    # Block for ML (also a cr- id, or the ARN of a Capacity Reservation group of Capacity
+    # Blocks; the launch template then uses the capacity-block market) or a Capacity
+    # Reservation group (an AWS Resource Groups ARN). None: On-Demand, open ODCRs.
     capacity_reservation_id: str | None = None
     capacity_block_id: str | None = None
     capacity_reservation_group_arn: str | None = None
@@ -662,15 +680,25 @@ class ClusterConfig:
         }
         given = [k for k, v in targets.items() if v is not None]
         if len(given) > 1:
+            hint = (
+                "; a group of Capacity Blocks is capacity_block_id=GROUP-ARN"
+                if "capacity_block_id" in given and "capacity_reservation_group_arn" in given
+                else ""
+            )
             raise ConfigError(
                 f"{at}{'/'.join(given)}: give at most one; a launch targets one Capacity "
-                "Reservation, one Capacity Block or one Capacity Reservation group"
+                f"Reservation, one Capacity Block or one Capacity Reservation group{hint}"
             )
+        block_group = is_group_arn(self.capacity_block_id)
         for key, what in (
             ("capacity_reservation_id", "the Capacity Reservation's id"),
-            ("capacity_block_id", "the Capacity Block's Capacity Reservation id"),
+            (
+                "capacity_block_id",
+                "the Capacity Block's Capacity Reservation id, or the ARN of "
+                "a Capacity Reservation group of Capacity Blocks",
+            ),
         ):
-            if targets[key] is not None:
+            if targets[key] is not None and not (key == "capacity_block_id" and block_group):
                 _check(
                     _RESERVATION,
                     at + key,
@@ -687,10 +715,23 @@ class ClusterConfig:
                     f"{self.instance_type}; "
                     f"{at}instance_type must be one of: {offered}"
                 )
-            if self.max_nodes > CAPACITY_BLOCK_MAX_INSTANCES:
+            # A group's nodes may span its blocks, up to what Capacity Blocks hold at all.
+            most, holds = (
+                (CAPACITY_BLOCKS_MAX_INSTANCES, "Capacity Blocks hold together")
+                if block_group
+                else (CAPACITY_BLOCK_MAX_INSTANCES, "a Capacity Block holds")
+            )
+            if self.max_nodes > most:
                 raise ConfigError(
-                    f"{at}max_nodes: {self.max_nodes} is more than a Capacity Block holds; allowed "
-                    f"with capacity_block_id: 1-{CAPACITY_BLOCK_MAX_INSTANCES}"
+                    f"{at}max_nodes: {self.max_nodes} is more than {holds}; allowed with "
+                    f"capacity_block_id: 1-{most}"
+                )
+            if self.capacity_reservation_fallback:
+                # "If no matching capacity is available, the instances fail to launch" (EC2 user
+                # guide, cr-groups-launch.html, Capacity Blocks in a group).
+                raise ConfigError(
+                    f"{at}capacity_reservation_fallback: Capacity Blocks never fall back to "
+                    "On-Demand, in a group or not; use a fallback pool, or leave it false"
                 )
         if self.capacity_reservation_fallback and self.capacity_reservation_group_arn is None:
             raise ConfigError(
@@ -705,27 +746,31 @@ class ClusterConfig:
                 self.placement_group,
                 "auto, none, or an existing cluster placement group's name (1-255 characters)",
             )
+            # A group of blocks too: "You can't specify a placement group when launching into
+            # Capacity Blocks in a Capacity Reservation Resource Group" (cr-groups-launch.html).
             if self.capacity_block_id is not None:
                 raise ConfigError(
                     f"{at}placement_group: {self.placement_group!r} with capacity_block_id; a "
                     "Capacity Block places its instances itself: use auto or none"
                 )
-        arn = self.capacity_reservation_group_arn
-        if arn is not None:
-            _check(
-                _GROUP_ARN,
-                at + "capacity_reservation_group_arn",
-                arn,
-                "arn:aws[-PARTITION]:resource-groups:REGION:ACCOUNT:group/NAME",
+        if self.capacity_reservation_group_arn is not None:
+            self._validate_group_arn(
+                at + "capacity_reservation_group_arn", self.capacity_reservation_group_arn
             )
-            found = _GROUP_ARN.match(arn)
-            assert found is not None
-            if (found["region"], found["account"]) != (self.region, self.account):
-                raise ConfigError(
-                    f"{at}capacity_reservation_group_arn: {arn!r} is in {found['region']} of "
-                    f"account {found['account']}; the group must be in the cluster's region "
-                    f"{self.region} and account {self.account}"
-                )
+        elif self.capacity_block_id is not None and block_group:
+            self._validate_group_arn(at + "capacity_block_id", self.capacity_block_id)
+
+    def _validate_group_arn(self, key: str, arn: str) -> None:
+        _check(
+            _GROUP_ARN, key, arn, "arn:aws[-PARTITION]:resource-groups:REGION:ACCOUNT:group/NAME"
+        )
+        found = _GROUP_ARN.match(arn)
+        assert found is not None
+        if (found["region"], found["account"]) != (self.region, self.account):
+            raise ConfigError(
+                f"{key}: {arn!r} is in {found['region']} of account {found['account']}; the "
+                f"group must be in the cluster's region {self.region} and account {self.account}"
+            )
 
 
 # AWS tag limits (Tagging AWS resources, tag naming limits); aws: is reserved, and the stack

@@ -33,12 +33,24 @@ class InstanceType:
     # EFA network bandwidth of one instance, Gbps (EC2 instance type specifications).
     efa_gbps: int = 0
     # Offered as EC2 Capacity Blocks for ML, so a capacity_block_id may target it. The EC2 user
-    # guide lists the types under "Capacity Blocks for ML", supported instance types
-    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html), and in
-    # "How Amazon EC2 Capacity Blocks work"
-    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-how.html): p6-b200,
-    # p5, p5e, p5en, p4d, p4de, trn1 and trn2 (Trainium is unsupported here, see UNSUPPORTED).
+    # guide lists the types under "Capacity Blocks for ML", supported instance types and
+    # Regions (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html):
+    # p6-b300 (us-west-2 only), p6-b200, p5, p5e, p4d, p4de, trn1 and trn2; "How Amazon EC2
+    # Capacity Blocks work" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    # capacity-blocks-how.html) names p5en too. Trainium is unsupported here (UNSUPPORTED).
     capacity_blocks: bool = False
+    # Network card 0 takes an EFA device. P6-B300's does not: it has "17 network cards, where
+    # the primary network card supports only an ENA network interface", so its EFA devices sit
+    # on cards 1-16 (EC2 user guide, efa-acc-inst-types.html).
+    primary_card_efa: bool = True
+
+    @property
+    def efa_cards(self) -> range:
+        """The network cards that carry an EFA device, one each ("Instance types that support
+        multiple network cards can be configured with one EFA per network card", EC2 user
+        guide, efa.html)."""
+        first = 0 if self.primary_card_efa else 1
+        return range(first, first + self.efa_interfaces)
 
     @property
     def allreduce_floor_gbs(self) -> float:
@@ -124,6 +136,22 @@ _TYPES = (
     InstanceType("p5e.48xlarge", 192, 2048, 8, 32, efa_gbps=3200, **_TRAINING),
     InstanceType("p5en.48xlarge", 192, 2048, 8, 16, efa_gbps=3200, **_TRAINING),
     InstanceType("p6-b200.48xlarge", 192, 2048, 8, 8, efa_gbps=3200, **_TRAINING),
+    # 8 NVIDIA B300 GPUs (2148 GiB of GPU memory, 8 x 268 GiB), 192 vCPUs, 4096 GiB, 6400
+    # Gigabit, 17 network cards (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html);
+    # "up to 6400 Gbps for EFA traffic", card 0 ENA only, EFA on each of the 16 others
+    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html, EFA
+    # configuration for P6-B300 instances); RDMA read and write (efa.html, Nitro v6 (EFA v4));
+    # Capacity Blocks in us-west-2 (ec2-capacity-blocks.html).
+    InstanceType(
+        "p6-b300.48xlarge",
+        192,
+        4096,
+        8,
+        16,
+        efa_gbps=6400,
+        primary_card_efa=False,
+        **_TRAINING,
+    ),
     InstanceType("g5.48xlarge", 192, 768, 8, 1, efa_gbps=100),
     InstanceType("g5.12xlarge", 48, 192, 4, 1, efa_gbps=40),
     InstanceType("g6e.48xlarge", 192, 1536, 8, 4, efa_gbps=400),

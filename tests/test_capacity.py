@@ -10,6 +10,8 @@ from botocore.exceptions import ParamValidationError
 
 from devenv.synth import synthesize
 from infra.cluster import job_queue_name
+from infra.config import ConfigError, load
+from launcher.outputs import OutputKey
 from tests.conftest import cdk_context
 from tests.rules import compute_rules
 from tests.rules.deployment import Deployment
@@ -252,3 +254,191 @@ def test_capacity_rule_catches_a_market_without_a_block(synth_default):
     assert problems == [
         "InstanceMarketOptions {'MarketType': 'capacity-block'} without a Capacity Block"
     ]
+
+
+# --- a Capacity Reservation group of Capacity Blocks ------------------------------------------
+
+PROD_BLOCKS = "arn:aws:resource-groups:us-west-2:210987654321:group/b300-blocks"
+DEMO_BLOCKS = "arn:aws:resource-groups:us-east-1:123456789012:group/p4d-blocks"
+P6_B300_BLOCKS = {
+    "env": "prod",
+    "instance_type": "p6-b300.48xlarge",
+    "capacity_block_id": PROD_BLOCKS,
+    "max_nodes": "80",
+    "min_nodes": "2",
+}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        P6_B300_BLOCKS,
+        {"capacity_block_id": DEMO_BLOCKS, "max_nodes": "256", "placement_group": "none"},
+    ],
+)
+def test_a_group_of_capacity_blocks_is_a_capacity_block_target(overrides):
+    """Groups take Capacity Blocks: "A group supports all reservation types, including
+    On-Demand Capacity Reservations, interruptible Capacity Reservations, and Capacity Blocks
+    for ML" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups.html). Its nodes
+    may span the group's blocks, so more than one block's 64, up to the 256 that "can be
+    reserved in Capacity Blocks across all accounts in your AWS Organization"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html)."""
+    config = load(cdk_context(**overrides))
+    assert config.capacity_block_id == overrides["capacity_block_id"]
+    assert config.capacity_reservation_group_arn is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"capacity_block_id": DEMO_BLOCKS, "max_nodes": "257"},
+            "max_nodes: 257 is more than Capacity Blocks hold together; allowed with "
+            "capacity_block_id: 1-256",
+        ),
+        (
+            {"capacity_block_id": DEMO_BLOCKS, "capacity_reservation_fallback": "true"},
+            "capacity_reservation_fallback: Capacity Blocks never fall back to On-Demand, in a "
+            "group or not; use a fallback pool, or leave it false",
+        ),
+        (
+            {"capacity_block_id": DEMO_BLOCKS, "placement_group": "mine"},
+            "placement_group: 'mine' with capacity_block_id; a Capacity Block places its "
+            "instances itself: use auto or none",
+        ),
+        (
+            {"capacity_block_id": PROD_BLOCKS},
+            f"capacity_block_id: {PROD_BLOCKS!r} is in us-west-2 of account 210987654321; the "
+            "group must be in the cluster's region us-east-1 and account 123456789012",
+        ),
+        (
+            {"capacity_block_id": "arn:aws:ec2:us-east-1:123456789012:group/ml"},
+            "capacity_block_id: 'arn:aws:ec2:us-east-1:123456789012:group/ml' is malformed; "
+            "expected arn:aws[-PARTITION]:resource-groups:REGION:ACCOUNT:group/NAME",
+        ),
+        (
+            {"capacity_block_id": "blocks"},
+            "capacity_block_id: 'blocks' is malformed; expected cr- followed by 8 or 17 hex "
+            "digits (the Capacity Block's Capacity Reservation id, or the ARN of a Capacity "
+            "Reservation group of Capacity Blocks)",
+        ),
+        (
+            {"capacity_block_id": DEMO_BLOCKS, "instance_type": "g5.48xlarge"},
+            "capacity_block_id: EC2 offers no Capacity Blocks for g5.48xlarge; instance_type "
+            "must be one of: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, "
+            "p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge",
+        ),
+        (
+            {"capacity_block_id": "cr-01234567", "capacity_reservation_group_arn": DEMO_BLOCKS},
+            "capacity_block_id/capacity_reservation_group_arn: give at most one; a launch "
+            "targets one Capacity Reservation, one Capacity Block or one Capacity Reservation "
+            "group; a group of Capacity Blocks is capacity_block_id=GROUP-ARN",
+        ),
+    ],
+)
+def test_a_group_of_capacity_blocks_is_held_to_what_ec2_allows_it(overrides, message):
+    """Launching into a group's Capacity Blocks: "If no matching capacity is available, the
+    instances fail to launch" (no On-Demand fallback) and "You can't specify a placement group
+    when launching into Capacity Blocks in a Capacity Reservation Resource Group"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html); "The total
+    number of instances that can be reserved in Capacity Blocks across all accounts in your AWS
+    Organization can't exceed 256 instances on a particular date"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html). A launch
+    still names one target (a group ARN or a reservation id, "The ARN of the Capacity
+    Reservation resource group in which to run the instance", EC2 API,
+    CapacityReservationTarget), in the cluster's region and account as any group."""
+    with pytest.raises(ConfigError) as caught:
+        load(cdk_context(**overrides))
+    assert str(caught.value) == message
+
+
+@pytest.fixture(scope="module")
+def synth_p6_b300_blocks(tmp_path_factory):
+    return synthesize(cdk_context(**P6_B300_BLOCKS), tmp_path_factory.mktemp("cdk-b300"))
+
+
+def _launch_template_data(synth) -> dict:
+    (lt,) = [
+        r for r in synth.template()["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"
+    ]
+    return lt["Properties"]["LaunchTemplateData"]
+
+
+def test_p6_b300_nodes_use_cards_1_to_16_for_efa(synth_p6_b300_blocks):
+    """ "P6-B300 instances have a total network bandwidth capacity of up to 6400 Gbps for EFA
+    traffic ... They have 8 GPUs and 17 network cards, where the primary network card supports
+    only an ENA network interface"; the guide's layout: "For the primary network interface
+    (network card index 0, device index 0), use an ENA network interface. For the remaining
+    network cards (network card indexes 1-16, device index 0), use EFA-only network interfaces"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html, EFA
+    configuration for P6-B300 instances, whose example has "InterfaceType=interface" on card
+    0). The primary "EFA with ENA" of the other types would ask card 0 for an EFA device it
+    does not have."""
+    interfaces = _launch_template_data(synth_p6_b300_blocks)["NetworkInterfaces"]
+    assert [(i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"]) for i in interfaces] == [
+        (0, 0, "interface"),
+        *[(card, 0, "efa-only") for card in range(1, 17)],
+    ]
+    assert all(i["DeleteOnTermination"] is True for i in interfaces)
+    # Jobs get one EFA device per EFA interface, 16, beside the 8 GPUs.
+    outputs = synth_p6_b300_blocks.template()["Outputs"]
+    assert outputs[OutputKey.EFA_INTERFACES]["Value"] == "16"
+    assert outputs[OutputKey.GPUS_PER_NODE]["Value"] == "8"
+
+
+def test_a_group_of_capacity_blocks_is_launched_into_on_their_market(synth_p6_b300_blocks):
+    """ "To launch instances into Capacity Blocks in a group, specify the group ARN and select
+    the Capacity Blocks purchasing option", as the guide's example does with
+    "--instance-market-options MarketType=capacity-block" and
+    "CapacityReservationTarget={CapacityReservationResourceGroupArn=...}"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html): no preference,
+    nothing to fall back to, and no placement group ("You can't specify a placement group when
+    launching into Capacity Blocks in a Capacity Reservation Resource Group")."""
+    data = _launch_template_data(synth_p6_b300_blocks)
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationResourceGroupArn": PROD_BLOCKS}
+    }
+    resources = synth_p6_b300_blocks.template()["Resources"].values()
+    assert not [r for r in resources if r["Type"] == "AWS::EC2::PlacementGroup"]
+
+
+def test_every_stack_rule_holds_for_p6_b300_in_a_group_of_blocks(synth_p6_b300_blocks):
+    deployment = Deployment(synth_p6_b300_blocks.templates(), synth_p6_b300_blocks.config)
+    failures = {r.name: r.check(deployment) for r in RULES if r.kind == "stack"}
+    assert {k: v for k, v in failures.items() if v} == {}
+
+
+def test_the_rules_catch_a_p6_b300_or_block_group_launched_wrong(synth_p6_b300_blocks):
+    layout = compute_rules.launch_template_has_one_efa_device_per_card_and_room_for_the_task
+    launch = compute_rules.nodes_launch_into_the_configured_capacity
+
+    def efa_on_card_0(type_, props):
+        if type_ == "AWS::EC2::LaunchTemplate":
+            props["LaunchTemplateData"]["NetworkInterfaces"][0]["InterfaceType"] = "efa"
+
+    assert layout(_broken(synth_p6_b300_blocks, efa_on_card_0)) == [
+        "card 0: device 0 efa; expected device 0 interface"
+    ]
+
+    def seventeen_efa_cards(type_, props):
+        if type_ == "AWS::EC2::LaunchTemplate":
+            interfaces = props["LaunchTemplateData"]["NetworkInterfaces"]
+            interfaces.append({**interfaces[-1], "NetworkCardIndex": 17})
+
+    assert layout(_broken(synth_p6_b300_blocks, seventeen_efa_cards))
+
+    def on_demand_market(type_, props):
+        if type_ == "AWS::EC2::LaunchTemplate":
+            props["LaunchTemplateData"].pop("InstanceMarketOptions")
+
+    assert launch(_broken(synth_p6_b300_blocks, on_demand_market)) == [
+        "InstanceMarketOptions None; a Capacity Block needs capacity-block"
+    ]
+
+    def block_id_target(type_, props):
+        if type_ == "AWS::EC2::LaunchTemplate":
+            spec = props["LaunchTemplateData"]["CapacityReservationSpecification"]
+            spec["CapacityReservationTarget"] = {"CapacityReservationId": "cr-01234567"}
+
+    assert launch(_broken(synth_p6_b300_blocks, block_id_target))

@@ -147,13 +147,13 @@ def test_real_cdk_cli_synthesizes_each_environment(env_name, tmp_path):
             "c7i.48xlarge, c7i.metal-48xl, g4dn.12xlarge, g5.12xlarge, g5.48xlarge, "
             "g6e.48xlarge, hpc7g.16xlarge, m7i.48xlarge, m7i.metal-48xl, p4d.24xlarge, "
             "p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge, "
-            "r7i.48xlarge, r7i.metal-48xl",
+            "p6-b300.48xlarge, r7i.48xlarge, r7i.metal-48xl",
         ),
         (
             ["instance_type=g5.48xlarge", "capacity_block_id=cr-0123456789abcdef0"],
             "capacity_block_id: EC2 offers no Capacity Blocks for g5.48xlarge; instance_type "
             "must be one of: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, "
-            "p5en.48xlarge, p6-b200.48xlarge",
+            "p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge",
         ),
         (["max_node=8"], "max_node: not a setting; did you mean max_nodes?"),
         (

@@ -52,7 +52,7 @@ def test_command_line_overrides_win_over_the_environment():
             {"capacity_block_id": BLOCK, "instance_type": "g5.48xlarge"},
             "capacity_block_id: EC2 offers no Capacity Blocks for g5.48xlarge; instance_type must "
             "be one of: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, "
-            "p6-b200.48xlarge",
+            "p6-b200.48xlarge, p6-b300.48xlarge",
         ),
         (
             {"capacity_block_id": BLOCK, "max_nodes": "65"},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from infra.config import ClusterConfig
 from launcher import catalog
 from tests.rules.deployment import Deployment
 from tests.rules.registry import CloudFormation, Model, Page, rule
@@ -32,6 +33,22 @@ AWS_SAMPLES_EFA_EVERY_CARD = Page(
     "https://github.com/aws-samples/awsome-distributed-training/blob/main/1.architectures/"
     "3.aws-batch/aws-batch-distributed-training-p6.yaml",
     "InterfaceType: efa",
+)
+P6_B300_PRIMARY_CARD_ENA_ONLY = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
+    "They have 8 GPUs and 17 network cards, where the primary network card supports only an ENA "
+    "network interface with up to 350 Gbps of bandwidth.",
+)
+P6_B300_EFA_ON_CARDS_1_TO_16 = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
+    "For the remaining network cards (network card indexes 1-16, device index 0), use EFA-only "
+    "network interfaces.",
+)
+ENA_INTERFACE_TYPE = Model(
+    "ec2",
+    "LaunchTemplateInstanceNetworkInterfaceSpecificationRequest",
+    "InterfaceType",
+    "If you are not creating an EFA, specify interface or omit this parameter.",
 )
 AWSVPC_TASK_ENI = Page(
     "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-networking.html",
@@ -259,6 +276,28 @@ CAPACITY_BLOCK_TYPES = Page(
     "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html",
     "Capacity Blocks are available for select instance types in some AWS Regions.",
 )
+GROUP_HOLDS_CAPACITY_BLOCKS = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups.html",
+    "A group supports all reservation types, including On-Demand Capacity Reservations, "
+    "interruptible Capacity Reservations, and Capacity Blocks for ML.",
+)
+GROUP_OF_BLOCKS_LAUNCH = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html",
+    "To launch instances into Capacity Blocks in a group, specify the group ARN and select the "
+    "Capacity Blocks purchasing option. Amazon EC2 places instances into any active Capacity "
+    "Block in the group with matching attributes and available capacity. If no matching "
+    "capacity is available, the instances fail to launch.",
+)
+GROUP_OF_BLOCKS_NO_PLACEMENT_GROUP = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html",
+    "You can't specify a placement group when launching into Capacity Blocks in a Capacity "
+    "Reservation Resource Group.",
+)
+CAPACITY_BLOCKS_TOTAL = Page(
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html",
+    "The total number of instances that can be reserved in Capacity Blocks across all accounts "
+    "in your AWS Organization can't exceed 256 instances on a particular date.",
+)
 CAPACITY_BLOCK_NO_PLACEMENT_GROUP = Page(
     "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html",
     "By default, Capacity Blocks deliver low-latency, high-throughput network connectivity "
@@ -308,6 +347,9 @@ def _type(d: Deployment) -> catalog.InstanceType:
     EC2_GUIDE_EFA_CARDS,
     PRIMARY_NOT_EFA_ONLY,
     PRIMARY_ON_CARD_0,
+    P6_B300_PRIMARY_CARD_ENA_ONLY,
+    P6_B300_EFA_ON_CARDS_1_TO_16,
+    ENA_INTERFACE_TYPE,
     AWSVPC_TASK_ENI,
     EFA_ONLY_EVERYWHERE,
     AWS_SAMPLES_EFA_EVERY_CARD,
@@ -319,7 +361,8 @@ def _type(d: Deployment) -> catalog.InstanceType:
     ),
 )
 def launch_template_has_one_efa_device_per_card_and_room_for_the_task(d: Deployment) -> list[str]:
-    """One EFA device on every network card, one IP address per node, a free slot on card 0.
+    """One EFA device on every network card that takes one, one IP address per node, a free
+    slot on card 0.
 
     https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html: "You can't
     use an EFA-only network interface as the primary network interface", and "For each
@@ -337,25 +380,36 @@ def launch_template_has_one_efa_device_per_card_and_room_for_the_task(d: Deploym
     secondary interface, with the primary interface being either EFA coupled with ENA or just
     ENA", and EFA-only is "available on all EFA supported instances" (EC2's announcement,
     https://www.amazonaws.cn/en/new/2024/amazon-ec2-announces-efa-updates-for-scalability-with-aiml-applications/),
-    so one layout serves every type of the catalog. AWS's Batch samples (p4d, p5, p6-b200) put
-    "InterfaceType: efa" on every card (https://github.com/aws-samples/
+    so one layout serves every type of the catalog whose card 0 takes EFA. AWS's Batch samples
+    (p4d, p5, p6-b200) put "InterfaceType: efa" on every card (https://github.com/aws-samples/
     awsome-distributed-training/blob/main/1.architectures/3.aws-batch/
     aws-batch-distributed-training-p6.yaml): they predate EFA-only interfaces, and each such
     interface takes an IP address of the subnet (32 a p5 node). Interfaces are deleted with
     the instance, or every replaced node would leak one per card.
+
+    P6-B300 has "8 GPUs and 17 network cards, where the primary network card supports only an
+    ENA network interface with up to 350 Gbps of bandwidth"; the guide's layout for it: "For
+    the remaining network cards (network card indexes 1-16, device index 0), use EFA-only
+    network interfaces" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    efa-acc-inst-types.html). Its primary is then a plain ENA interface: "If you are not
+    creating an EFA, specify interface or omit this parameter"
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.html), and its EFA devices
+    sit on cards 1-16.
     """
-    expected = d.config.efa_interfaces
-    if not expected:
+    if not d.config.efa_interfaces:
         return ["no EFA interfaces"] if d.interfaces else []
+    efa_cards = d.config.instance.efa_cards
+    expected = sorted({0, *efa_cards})
     problems = []
     cards = [i["NetworkCardIndex"] for i in d.interfaces]
-    if sorted(cards) != list(range(expected)):
+    if sorted(cards) != expected:
         problems.append(
-            f"network cards {cards}; expected one interface on each of 0-{expected - 1}"
+            f"network cards {cards}; expected one interface on each of 0-{expected[-1]}"
         )
     for i in d.interfaces:
         card, device, kind = i["NetworkCardIndex"], i["DeviceIndex"], i.get("InterfaceType")
-        want = "efa" if card == 0 else "efa-only"
+        want = "interface" if card not in efa_cards else "efa" if card == 0 else "efa-only"
         if (device, kind) != (0, want):
             problems.append(f"card {card}: device {device} {kind}; expected device 0 {want}")
         if i.get("DeleteOnTermination") is not True:
@@ -471,6 +525,7 @@ def compute_environment_updates_in_place(d: Deployment) -> list[str]:
     MNP_NO_SPOT,
     PLACEMENT_GROUP,
     CAPACITY_BLOCK_NO_PLACEMENT_GROUP,
+    GROUP_OF_BLOCKS_NO_PLACEMENT_GROUP,
     RESERVATION_IN_PLACEMENT_GROUP,
     MAXVCPUS,
     MINVCPUS,
@@ -503,11 +558,15 @@ def compute_environment_runs_multi_node_jobs_in_one_placement_group(d: Deploymen
     A Capacity Block is the exception to the placement group: "there is no need to use a
     cluster placement group with a Capacity Block"
     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html), and a
-    group of the stack's own only constrains placement inside the block. An On-Demand Capacity
-    Reservation created in a cluster placement group belongs to it ("After you create a
-    Capacity Reservation in a placement group, you can't modify it to reserve capacity outside
-    of the placement group", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html),
-    and only instances launched into that group match it: placement_group names it, or none.
+    group of the stack's own only constrains placement inside the block; a group of Capacity
+    Blocks takes none at all: "You can't specify a placement group when launching into
+    Capacity Blocks in a Capacity Reservation Resource Group"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html). An
+    On-Demand Capacity Reservation created in a cluster placement group belongs to it ("After
+    you create a Capacity Reservation in a placement group, you can't modify it to reserve
+    capacity outside of the placement group",
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html), and only instances
+    launched into that group match it: placement_group names it, or none.
     """
     ce = d.compute_environment
     props, resources = ce.props, ce.props["ComputeResources"]
@@ -789,6 +848,13 @@ def queue_cancels_jobs_that_wait_at_its_head_too_long(d: Deployment) -> list[str
     return problems
 
 
+def _group_elsewhere(config: ClusterConfig, arn: str) -> list[str]:
+    found = re.match(r"arn:[^:]+:resource-groups:([^:]+):(\d{12}):group/", arn)
+    if not found or found.groups() != (config.region, config.account):
+        return [f"{arn}: not a group in the cluster's region and account"]
+    return []
+
+
 @rule(
     RESERVATION_DEFAULT_OPEN,
     RESERVATION_TARGET_ID,
@@ -801,6 +867,9 @@ def queue_cancels_jobs_that_wait_at_its_head_too_long(d: Deployment) -> list[str
     CAPACITY_BLOCK_MARKET,
     CAPACITY_BLOCK_TYPES,
     CAPACITY_BLOCK_SIZE,
+    GROUP_HOLDS_CAPACITY_BLOCKS,
+    GROUP_OF_BLOCKS_LAUNCH,
+    CAPACITY_BLOCKS_TOTAL,
     MNP_NO_SPOT,
     covers=(
         "AWS::EC2::LaunchTemplate.LaunchTemplateData.InstanceMarketOptions",
@@ -847,6 +916,21 @@ def nodes_launch_into_the_configured_capacity(d: Deployment) -> list[str]:
     (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeCapacityBlockOfferings.html).
     No other market: "Multi-node parallel jobs aren't supported on Spot Instances"
     (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeResource.html).
+
+    A group may hold Capacity Blocks: "A group supports all reservation types, including
+    On-Demand Capacity Reservations, interruptible Capacity Reservations, and Capacity Blocks
+    for ML" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups.html). A
+    capacity_block_id that is a group's ARN is launched into as the guide says: "To launch
+    instances into Capacity Blocks in a group, specify the group ARN and select the Capacity
+    Blocks purchasing option. Amazon EC2 places instances into any active Capacity Block in the
+    group with matching attributes and available capacity. If no matching capacity is
+    available, the instances fail to launch"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html): the group's
+    ARN as the target, the capacity-block market, no preference (nothing to fall back to). Its
+    nodes may span the group's blocks, so the cap is what Capacity Blocks hold together: "The
+    total number of instances that can be reserved in Capacity Blocks across all accounts in
+    your AWS Organization can't exceed 256 instances on a particular date"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html).
     """
     config = d.config
     data = d.launch_template.props["LaunchTemplateData"]
@@ -854,16 +938,23 @@ def nodes_launch_into_the_configured_capacity(d: Deployment) -> list[str]:
     spec = data.get("CapacityReservationSpecification")
     problems = []
     target: dict[str, str] | None = None
-    if config.capacity_block_id:
-        target = {"CapacityReservationId": config.capacity_block_id}
+    block = config.capacity_block_id
+    if block:
+        block_group = block.startswith("arn:")  # a Capacity Reservation group of blocks
+        target = {
+            "CapacityReservationResourceGroupArn" if block_group else "CapacityReservationId": block
+        }
         if market != {"MarketType": "capacity-block"}:
             problems.append(
                 f"InstanceMarketOptions {market}; a Capacity Block needs capacity-block"
             )
         if not config.instance.capacity_blocks:
             problems.append(f"{config.instance_type} is not offered as Capacity Blocks")
-        if config.max_nodes > 64:
-            problems.append(f"max_nodes {config.max_nodes}: a Capacity Block holds at most 64")
+        most = 256 if block_group else 64
+        if config.max_nodes > most:
+            problems.append(f"max_nodes {config.max_nodes}: Capacity Blocks hold at most {most}")
+        if block_group:
+            problems += _group_elsewhere(config, block)
     elif market is not None:
         problems.append(f"InstanceMarketOptions {market} without a Capacity Block")
     if config.capacity_reservation_id:
@@ -874,9 +965,7 @@ def nodes_launch_into_the_configured_capacity(d: Deployment) -> list[str]:
         want = {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": arn}}
         if not config.capacity_reservation_fallback:
             want["CapacityReservationPreference"] = "capacity-reservations-only"
-        found = re.match(r"arn:[^:]+:resource-groups:([^:]+):(\d{12}):group/", arn)
-        if not found or found.groups() != (config.region, config.account):
-            problems.append(f"{arn}: not a group in the cluster's region and account")
+        problems += _group_elsewhere(config, arn)
     if spec != want:
         problems.append(f"CapacityReservationSpecification {spec}; expected {want}")
     if (
