@@ -160,7 +160,37 @@ def adapt(template: Template, batch_client: Any = None) -> Template:
         gap(t)
     if batch_client is not None:
         scheduling_policies(t, batch_client)
+    deployed_template(t, template)
     return t
+
+
+# Where the adapted copy carries the template it was made from (see deployed_template).
+DEPLOYED_TEMPLATE = "efa-batch:deployed-template"
+
+
+def deployed_template(t: Template, original: Template) -> None:
+    # Gap: moto's GetTemplate answers with the body moto was given, here the copy adapted for
+    # its other gaps; CloudFormation answers with the template that was deployed, which
+    # `python -m infra.predeploy` plans against. The copy carries the original in its
+    # Metadata (moto ignores Metadata) and get_template_as_deployed answers with it.
+    t.setdefault("Metadata", {})[DEPLOYED_TEMPLATE] = json.dumps(original)
+
+
+def get_template_as_deployed() -> None:
+    from moto.cloudformation.models import CloudFormationBackend
+
+    answer = CloudFormationBackend.get_template
+
+    def get_template(self: CloudFormationBackend, name_or_stack_id: str) -> Any:
+        body = answer(self, name_or_stack_id)
+        try:
+            parsed = json.loads(body) if isinstance(body, str) else body
+        except ValueError:
+            return body
+        original = (parsed.get("Metadata") or {}).get(DEPLOYED_TEMPLATE)
+        return original if original is not None else body
+
+    CloudFormationBackend.get_template = get_template  # type: ignore[method-assign]
 
 
 def scheduling_policies(t: Template, batch_client: Any) -> None:
@@ -400,6 +430,7 @@ def patch_moto_models() -> None:
 
     fsx_file_systems()
     iam_role_managed_policies()
+    get_template_as_deployed()
     batch_bulk_job_calls()
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that

@@ -235,8 +235,8 @@ class LustreFileSystem(Construct):
         policy = CfnDeletionPolicy.RETAIN if retain else CfnDeletionPolicy.DELETE
         self.file_system.cfn_options.deletion_policy = policy
         self.file_system.cfn_options.update_replace_policy = policy
-        repository = settings.repository
-        if repository is not None:
+        repository, path = settings.repository, settings.file_system_path
+        if repository is not None and path is not None:
             # Import and export both ways at the link's directory (FSx API,
             # AutoImportPolicy/AutoExportPolicy Events: NEW, CHANGED, DELETED). Automatic
             # import needs the bucket in the file system's Region (FSx user guide,
@@ -245,7 +245,7 @@ class LustreFileSystem(Construct):
                 self,
                 "S3Link",
                 file_system_id=self.file_system.ref,
-                file_system_path=settings.file_system_path,
+                file_system_path=path,
                 data_repository_path=repository.uri,
                 batch_import_meta_data_on_create=True,
                 s3=fsx.CfnDataRepositoryAssociation.S3Property(

@@ -104,7 +104,7 @@ class Change:
 @cache
 def create_only(type_: str) -> tuple[tuple[str, ...], ...]:
     """The type's createOnlyProperties as property paths (``('ComputeResources', 'Tags')``)."""
-    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER  # type: ignore[import-untyped]
 
     try:
         schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", type_).schema
@@ -372,7 +372,11 @@ def association_collision(old: dict, new: dict) -> str | None:
     paths = (old.get("FileSystemPath"), new.get("FileSystemPath"))
     repositories = (old.get("DataRepositoryPath"), new.get("DataRepositoryPath"))
     twice = "deploy once without fsx_lustre.s3, then with the new link"
-    if all(isinstance(p, str) for p in paths) and _overlap(*paths, "/"):
+    if (
+        isinstance(paths[0], str)
+        and isinstance(paths[1], str)
+        and _overlap(paths[0], paths[1], "/")
+    ):
         advice = (
             f"{twice} at a link_path other than /"
             if "/" in paths
@@ -382,7 +386,11 @@ def association_collision(old: dict, new: dict) -> str | None:
             f"FSx refuses an S3 link at {paths[1]} while the one at {paths[0]} exists (their "
             f"file system paths overlap): {advice}"
         )
-    if all(isinstance(r, str) for r in repositories) and _overlap(*repositories, "/"):
+    if (
+        isinstance(repositories[0], str)
+        and isinstance(repositories[1], str)
+        and _overlap(repositories[0], repositories[1], "/")
+    ):
         return (
             f"FSx refuses a link to {repositories[1]} while {repositories[0]} is linked (their "
             f"S3 locations overlap): {twice}"

@@ -1,0 +1,180 @@
+"""Before ``cdk deploy``: what the deploy would replace, and what CloudFormation or the service
+behind a resource would refuse and roll back, from the deployed templates and the new ones.
+
+    cdk synth -c fsx_lustre='{"s3": "datasets/v2"}' && python -m infra.predeploy
+
+Like ParallelCluster's ``pcluster update-cluster --dryrun``, it reads the deployed stacks
+(CloudFormation GetTemplate, with the credentials ``cdk deploy`` uses) and plans the change
+with ``infra.update_plan``: create-only properties, references that follow a replaced resource,
+exports in use, and the refusals of Batch and FSx that CloudFormation only meets half way
+through a deploy. It changes nothing. Exit status: 0 when nothing would be refused, 1 when
+something would be (or the stacks could not be read), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import boto3
+import botocore.exceptions
+
+from infra.update_plan import Change, Templates, of, plan
+from launcher.aws import RETRY_CONFIG
+from launcher.errors import LauncherError, RemoteError, UsageError
+
+PROG = "python -m infra.predeploy"
+EXAMPLE = (
+    "example:\n"
+    '  cdk synth -c fsx_lustre=\'{"storage_gib": 2400, "s3": "datasets/v2"}\'\n'
+    f"  {PROG}                 # every stack of cdk.out\n"
+    f"  {PROG} EfaBatch-Storage"
+)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A stack of the cloud assembly: its name, where it deploys, its new template."""
+
+    name: str
+    region: str | None
+    template: dict[str, Any]
+
+
+def assembly_stacks(directory: Path, names: Sequence[str] = ()) -> list[Stack]:
+    """The stacks ``cdk synth`` wrote to ``directory`` (its manifest.json), in its order."""
+    manifest = directory / "manifest.json"
+    if not manifest.is_file():
+        raise UsageError(f"--app {directory}: no cloud assembly there; run `cdk synth` first")
+    artifacts = json.loads(manifest.read_text())["artifacts"]
+    stacks = []
+    for artifact_id, artifact in artifacts.items():
+        if artifact.get("type") != "aws:cloudformation:stack":
+            continue
+        properties = artifact.get("properties", {})
+        region = artifact.get("environment", "").rpartition("/")[2]
+        stacks.append(
+            Stack(
+                properties.get("stackName", artifact_id),
+                None if region in ("", "unknown-region") else region,
+                json.loads((directory / properties["templateFile"]).read_text()),
+            )
+        )
+    unknown = sorted(set(names) - {s.name for s in stacks})
+    if unknown:
+        known = ", ".join(s.name for s in stacks)
+        raise UsageError(f"{', '.join(unknown)}: not a stack of {directory} (it has {known})")
+    return [s for s in stacks if not names or s.name in names]
+
+
+def deployed_template(session: boto3.Session, stack: Stack) -> dict[str, Any] | None:
+    """The template the stack was last deployed with, or None if it was never deployed."""
+    client = session.client("cloudformation", region_name=stack.region, config=RETRY_CONFIG)
+    try:
+        body = client.get_template(StackName=stack.name, TemplateStage="Original")["TemplateBody"]
+    except botocore.exceptions.ClientError as exc:
+        if "does not exist" in str(exc):
+            return None
+        error = exc.response.get("Error", {})
+        raise RemoteError(
+            f"AWS GetTemplate failed for {stack.name}: {error.get('Code')}: {error.get('Message')}"
+        ) from exc
+    except botocore.exceptions.NoCredentialsError as exc:
+        raise RemoteError(
+            "AWS credentials not found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY), as for cdk deploy"
+        ) from exc
+    except botocore.exceptions.BotoCoreError as exc:
+        raise RemoteError(f"AWS GetTemplate failed for {stack.name}: {exc}") from exc
+    # JSON bodies arrive parsed; a template deployed as YAML arrives as text.
+    if isinstance(body, str):
+        raise UsageError(f"{stack.name}: deployed from a YAML template, which this cannot read")
+    return dict(body)
+
+
+def report(stacks: Sequence[Stack], deployed: Templates, changes: list[Change]) -> list[str]:
+    """Per stack, a summary line, then one line for each replacement and refusal."""
+    lines = []
+    for stack in stacks:
+        mine = [c for c in changes if c.stack == stack.name]
+        if stack.name not in deployed:
+            lines.append(f"{stack.name}: not deployed yet ({len(mine)} resources to create)")
+            continue
+        counts = {a: len(of(mine, a)) for a in ("update", "add", "remove", "replace", "refuse")}
+        if not any(counts.values()):
+            lines.append(f"{stack.name}: no change")
+            continue
+        lines.append(
+            f"{stack.name}: {counts['update']} updated, {counts['add']} added, "
+            f"{counts['remove']} removed, {counts['replace']} replaced, "
+            f"{counts['refuse']} refused"
+        )
+        lines += [f"  {c}" for c in of(mine, "refuse", "replace")]
+    refused = of(changes, "refuse")
+    if refused:
+        lines.append(
+            f"refused: {len(refused)} change{'s' if len(refused) > 1 else ''} that CloudFormation "
+            "would roll back; do not deploy this as it is (each line above says what works)"
+        )
+    return lines
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _Parser(
+        prog=PROG,
+        description="Plan the next cdk deploy against the deployed stacks: what it would "
+        "replace, and what CloudFormation, Batch or FSx would refuse and roll back. Run it "
+        "after cdk synth, with the credentials cdk deploy uses; it changes nothing.",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "stacks",
+        nargs="*",
+        metavar="STACK",
+        help="the stacks to plan (default: every stack of the cloud assembly)",
+    )
+    parser.add_argument(
+        "--app",
+        default="cdk.out",
+        type=Path,
+        metavar="DIR",
+        help="the cloud assembly cdk synth wrote (default: cdk.out)",
+    )
+    parser.add_argument("--profile", help="the AWS profile to read the stacks with")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    args = parser.parse_args(argv)
+    try:
+        stacks = assembly_stacks(args.app, args.stacks)
+        try:
+            session = boto3.Session(profile_name=args.profile)
+        except botocore.exceptions.ProfileNotFound as exc:
+            raise UsageError(f"--profile: {exc}") from None
+        deployed = {}
+        for stack in stacks:
+            template = deployed_template(session, stack)
+            if template is not None:
+                deployed[stack.name] = template
+        changes = plan(deployed, {s.name: s.template for s in stacks})
+    except LauncherError as exc:
+        if args.debug:
+            raise
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print("\n".join(report(stacks, deployed, changes)))
+    return 1 if of(changes, "refuse") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
