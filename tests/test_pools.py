@@ -164,12 +164,27 @@ def _synth(tmp_path_factory, **context) -> dict[str, dict]:
     return {s.stack_name: s.template for s in app.synth().stacks}
 
 
+# What this version changes on every cluster besides pools, in place: the instance role loses
+# AmazonSSMManagedInstanceCore for Session Manager's own statement (tests/rules/data_rules.py,
+# instance_role_reads_no_data_or_secrets).
+SINCE_POOLS = {
+    ("AWS::IAM::Role", "update", ("ManagedPolicyArns",)),
+    ("AWS::IAM::Policy", "add", ()),
+}
+
+
+def _since_pools(change) -> bool:
+    return change.logical_id.startswith("InstanceRole") and (
+        (change.type, change.action, change.reasons) in SINCE_POOLS
+    )
+
+
 def test_the_same_settings_change_no_resource(tmp_path_factory):
     """The top-level keys are the default pool: a single-pool stack's templates come out with
     the same resources (outputs aside: the schema version and the pools)."""
     for name, context in (("demo", {}), ("prod", {"env": "prod"})):
         changes = plan(_pre_pools(name), _synth(tmp_path_factory, **context))
-        assert [c for c in changes if c.type != "Export"] == [], name
+        assert [c for c in changes if c.type != "Export" and not _since_pools(c)] == [], name
 
 
 def test_adding_pools_to_a_deployed_cluster_replaces_nothing(synth_pools):
@@ -177,7 +192,9 @@ def test_adding_pools_to_a_deployed_cluster_replaces_nothing(synth_pools):
     team weights: everything it had is updated in place, nothing is replaced or removed."""
     changes = plan(_pre_pools("prod-capacity-block"), synth_pools.templates())
     assert of(changes, "refuse", "replace", "remove") == []
-    updated = {(c.type, c.logical_id): c.reasons for c in of(changes, "update")}
+    updated = {
+        (c.type, c.logical_id): c.reasons for c in of(changes, "update") if not _since_pools(c)
+    }
     assert set(updated) <= {
         (QUEUE, "JobQueue"),
         ("AWS::Batch::SchedulingPolicy", "FairSharePolicy"),
@@ -189,7 +206,7 @@ def test_adding_pools_to_a_deployed_cluster_replaces_nothing(synth_pools):
         r.startswith("ComputeResources.MinvCpus")
         for r in updated.get((CE, "ComputeEnvironment"), ())
     )
-    added = {c.type for c in of(changes, "add")}
+    added = {c.type for c in of(changes, "add") if not _since_pools(c)}
     assert added == {CE, QUEUE, "AWS::EC2::LaunchTemplate", "AWS::EC2::PlacementGroup"}
     assert [c for c in changes if c.type in KEPT and c.action in ("replace", "remove")] == []
 

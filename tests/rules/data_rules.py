@@ -1069,13 +1069,14 @@ def lustre_comes_back_after_a_reboot_before_the_agent(d: Deployment) -> list[str
     (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RequestLaunchTemplateData.html):
     terminate, as ParallelCluster's compute nodes, instance_initiated_shutdown_behavior=
     "terminate" (https://github.com/aws/aws-parallelcluster/blob/develop/cli/src/pcluster/
-    templates/queues_stack.py), so a node that cannot mount does not linger stopped.
+    templates/queues_stack.py), so a node that cannot mount does not linger stopped (a cluster
+    without FSx never powers a node off, and keeps EC2's default).
     """
     problems = []
     behaviour = d.launch_template.props["LaunchTemplateData"].get(
         "InstanceInitiatedShutdownBehavior"
     )
-    if behaviour != "terminate":
+    if _lustre(d) is not None and behaviour != "terminate":
         problems.append(f"a node that powers off is {behaviour or 'stopped'}, not terminated")
     parts, _ = _user_data_parts(d)
     mounts = [p.get_payload() for p in parts if "mount -t lustre" in p.get_payload()]
