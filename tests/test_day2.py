@@ -19,7 +19,7 @@ import pytest
 
 from infra.config import ClusterConfig
 from infra.lustre import FsxLustre
-from infra.update_plan import Change, of, plan
+from infra.update_plan import Change, create_only, of, plan
 from infra.updates import UPDATES, Effect, markdown_table
 from launcher.buckets import DataBucket
 from tests.conftest import ROOT, cdk_context, context_value, synth_templates
@@ -68,6 +68,57 @@ def test_every_key_of_fsx_lustre_and_of_a_data_bucket_says_what_a_change_does(se
     and FSx refuses some replacements (infra/update_plan.py): each key speaks for itself."""
     keys = {k.split(".", 1)[1] for k in UPDATES if k.startswith(f"{setting}.")}
     assert sorted(keys ^ {f.name for f in fields(parts)}) == []
+
+
+# Every create-only property of FSx's resources (the provider schemas, and DeploymentType by
+# the reference): the setting whose row says what changing it does, or None where the stacks
+# set a value no setting changes.
+FSX_CREATE_ONLY = {
+    ("AWS::FSx::FileSystem", ("SubnetIds",)): "availability_zone",
+    ("AWS::FSx::FileSystem", ("SecurityGroupIds",)): None,  # its own group, never replaced
+    ("AWS::FSx::FileSystem", ("FileSystemType",)): None,
+    ("AWS::FSx::FileSystem", ("KmsKeyId",)): None,
+    ("AWS::FSx::FileSystem", ("BackupId",)): None,
+    ("AWS::FSx::FileSystem", ("LustreConfiguration", "DeploymentType")): "fsx_lustre.deployment",
+    ("AWS::FSx::DataRepositoryAssociation", ("FileSystemId",)): "fsx_lustre.deployment",
+    ("AWS::FSx::DataRepositoryAssociation", ("FileSystemPath",)): "fsx_lustre.link_path",
+    ("AWS::FSx::DataRepositoryAssociation", ("DataRepositoryPath",)): "fsx_lustre.s3",
+    ("AWS::FSx::DataRepositoryAssociation", ("BatchImportMetaDataOnCreate",)): None,
+}
+
+
+@pytest.mark.cdk
+def test_every_create_only_fsx_property_has_a_row_that_does_not_say_in_place(tmp_path_factory):
+    """A create-only property replaces its resource when it changes (cfn-lint's bundled
+    provider schemas, createOnlyProperties): each is either the work of a setting whose row
+    says it replaces or is refused, or never changes across every FSx example of the table."""
+    examples = [
+        synth(tmp_path_factory, **settings)
+        for k, u in UPDATES.items()
+        if k.startswith("fsx_lustre")
+        for settings in (u.example, u.baseline)
+        if settings
+    ]
+    for type_ in ("AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"):
+        assert {p for t, p in FSX_CREATE_ONLY if t == type_} == set(create_only(type_)), type_
+    for (type_, path), setting in FSX_CREATE_ONLY.items():
+        if setting is not None:
+            assert UPDATES[setting].effect in (Effect.REPLACES, Effect.REFUSED), setting
+            continue
+        values = {
+            json.dumps(_at(r.get("Properties", {}), path))
+            for t in examples
+            for stack in t.values()
+            for r in stack["Resources"].values()
+            if r["Type"] == type_
+        }
+        assert len(values) <= 1, (type_, path, values)
+
+
+def _at(value, path):
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def _rolls_nodes(changes: list[Change]) -> bool:

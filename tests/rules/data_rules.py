@@ -21,7 +21,7 @@ from tests.rules.copy_rules import DEFAULT_ENDPOINT_POLICY
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.flows import Flow
 from tests.rules.registry import CloudFormation, Model, Page, Schema, rule
-from tests.rules.roles import action_matches, as_list, reachable_statements
+from tests.rules.roles import action_matches, as_list, iam_glob, reachable_statements
 
 # --- S3 -------------------------------------------------------------------------------------
 S3_LIST_PREFIX = Page(
@@ -375,9 +375,8 @@ def bucket_grants(locations: tuple[DataBucket, ...]) -> set[Grant]:
 
 
 def string_like(pattern: str, value: str) -> bool:
-    """IAM's StringLike: case-sensitive; * any run of characters, ? exactly one."""
-    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, re.S) is not None
+    """IAM's StringLike condition operator, which is case-sensitive."""
+    return iam_glob(pattern, value)
 
 
 def literal_head(pattern: str) -> str:

@@ -103,10 +103,15 @@ def aws_managed_document(arn: str) -> dict | None:
     return found["Document"] if found else None
 
 
-def action_matches(pattern: str, action: str) -> bool:
-    """IAM's Action matching: case-insensitive, * any run of characters, ? one character."""
+def iam_glob(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
+    """IAM's wildcards: * any run of characters, ? exactly one, the rest literal."""
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, action, re.I) is not None
+    return re.fullmatch(regex, value, re.S | (re.I if ignore_case else 0)) is not None
+
+
+def action_matches(pattern: str, action: str) -> bool:
+    """IAM's Action matching, which ignores case."""
+    return iam_glob(pattern, action, ignore_case=True)
 
 
 def reachable_statements(d: Deployment, role: Resource) -> tuple[list[dict], list[str]]:
