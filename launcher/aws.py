@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -144,10 +145,18 @@ class Aws:
     def __init__(self, profile: str | None = None, region: str | None = None) -> None:
         try:
             self.session = boto3.Session(profile_name=profile, region_name=region)
+            if not self.session.region_name and os.environ.get("AWS_REGION"):
+                # botocore reads AWS_DEFAULT_REGION and the profile, not AWS_REGION, which the
+                # AWS CLI v2 and the other SDKs read (and which this message once advised).
+                self.session = boto3.Session(
+                    profile_name=profile, region_name=os.environ["AWS_REGION"]
+                )
         except botocore.exceptions.ProfileNotFound as exc:
             raise UsageError(f"--profile: {exc}") from None
         if not self.session.region_name:
-            raise UsageError("no AWS region: pass --region or set AWS_REGION")
+            raise UsageError(
+                "no AWS region: pass --region, or set AWS_REGION or region in your AWS profile"
+            )
         self.calls = 0
         self._clients: dict[str, Any] = {}
         # Clients are thread-safe once made, their session is not while it makes them (boto3
