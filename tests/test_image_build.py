@@ -7,9 +7,11 @@ import json
 import os
 import subprocess
 
+import pytest
 import requests
 
-from launcher.image import manifest
+from launcher.errors import RemoteError
+from launcher.image import manifest, reference
 from tests.support import cli
 
 
@@ -136,6 +138,7 @@ def test_basic_auth_from_the_docker_config(auth_registry, registry, busybox_base
         json.dumps({"auths": {auth_registry.host: {"auth": token}}})
     )
     # The base is in another registry: without --stream-base nothing moves through here.
+    auth_registry.requests()  # the log from here on (other tests push to this registry too)
     refused = patch_into(
         busybox_base, ws, f"{auth_registry.host}/private", env={"DOCKER_CONFIG": str(config)}
     )
@@ -348,3 +351,69 @@ def test_no_docker_daemon_is_one_line(registry, busybox_base, tmp_path):
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert "no Docker daemon at unix://" in line and "start one" in line
+
+
+def copy_base_into(auth_registry, registry, repository: str = "base") -> str:
+    """REGISTRY/base:1 copied into the registry that wants a login; its pinned reference."""
+    from launcher.image.registry import Registry
+    from launcher.image.transfer import copy_image
+
+    source = Registry(registry.host, lambda: None)
+    digest = source.head_manifest("base", "1", manifest.ACCEPT)
+    return copy_image(
+        reference.parse(f"{registry.host}/base@{digest}"),
+        reference.parse(f"{auth_registry.host}/{repository}"),
+        source,
+        Registry(auth_registry.host, lambda: ("ci", "s3cret")),
+    ).reference
+
+
+def test_docker_builder_with_credentials_on_the_registry(
+    auth_registry, registry, busybox_base, docker_engine, tmp_path
+):
+    """The issue's sixth finding: `--builder docker` crashed with a TypeError whenever the
+    target registry had credentials, since docker 7's ``APIClient.build`` takes no
+    ``auth_config`` (the SDK sends the Docker config's logins with a build as
+    X-Registry-Config; ``pull`` and ``push`` take ``auth_config`` for their one registry). The
+    base and the target are both in the registry that wants the login: the engine pulls the
+    one and pushes the other with it."""
+    base = copy_base_into(auth_registry, registry)
+    config = tmp_path / "docker"
+    config.mkdir()
+    login = base64.b64encode(b"ci:s3cret").decode()
+    auths = {"auths": {auth_registry.host: {"auth": login}}}
+    (config / "config.json").write_text(json.dumps(auths))
+    ws = workspace(tmp_path / "ws", "built with a login")
+    ref = ok(
+        patch_into(
+            base,
+            ws,
+            f"{auth_registry.host}/dockauth",
+            "--builder",
+            "docker",
+            env={"DOCKER_CONFIG": str(config)},
+            docker=docker_engine,
+        )
+    )
+    assert ref.startswith(f"{auth_registry.host}/dockauth@sha256:")
+    client = docker_engine.client()
+    client.images.pull(ref, auth_config={"username": "ci", "password": "s3cret"})
+    out = client.containers.run(ref, ["/workspace/run.sh"], network_mode="host", remove=True)
+    assert out.decode().strip() == "ran built with a login"
+
+
+def test_a_base_the_engine_may_not_pull_is_one_line(
+    auth_registry, registry, busybox_base, docker_engine
+):
+    """The engine refuses a pull it has no access for with an HTTP error before any stream
+    (the SDK's APIError: "500 Server Error for http+docker://..."), which is one line here."""
+    from launcher.image.docker_build import _pull
+    from launcher.image.registry import Registry
+    from launcher.progress import Transfer
+
+    base = copy_base_into(auth_registry, registry, "never-pulled")  # nothing in the engine
+    wrong = Registry(auth_registry.host, lambda: ("ci", "wrong"))
+    with pytest.raises(RemoteError) as refused:
+        _pull(docker_engine.client(), base, "linux/amd64", wrong, Transfer("pull", None))
+    (line,) = str(refused.value).splitlines()
+    assert line == f"docker pull of the base {base} failed: unauthorized: authentication required"

@@ -3,6 +3,12 @@
 The workspace is built against the user's daemon with the base image as a build argument
 (``ARG BASE_IMAGE``), tagged by content (base digest + context + Dockerfile), skipped when the
 registry already has that tag, and pushed with credentials passed in-process.
+
+Credentials reach the engine the ways the Docker SDK (7.x) has for them: ``pull`` and ``push``
+take ``auth_config`` for their one registry (``X-Registry-Auth``); ``build`` takes none and
+sends the Docker config's logins itself (``X-Registry-Config``). A login that is not in the
+Docker config (ECR's, from boto3) is therefore given to an explicit pull of the base before
+the build, which then finds the base in the engine, pinned by digest, and pulls nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import io
 import os
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.docker_client import docker_client
 from launcher.errors import RemoteError, UsageError
@@ -20,6 +26,11 @@ from launcher.image.patch import Patched, RegistryFor, lookup
 from launcher.image.reference import Reference
 from launcher.image.workspace import Workspace
 from launcher.progress import ProgressFn, Transfer
+
+if TYPE_CHECKING:
+    import docker
+
+    from launcher.image.registry import Registry
 
 BUILD_ARG = "BASE_IMAGE"
 # Used with --builder docker when the workspace has no Dockerfile of its own.
@@ -69,8 +80,10 @@ def docker_build(
 
     client = docker_client()
     steps = Transfer("docker build", progress)
+    pinned_base = str(base.with_digest(base_digest))
+    _pull(client, pinned_base, str(platform), registry_for(base), steps)
     kwargs: dict[str, Any] = {  # docker's APIClient.build keywords
-        "buildargs": {BUILD_ARG: str(base.with_digest(base_digest))},
+        "buildargs": {BUILD_ARG: pinned_base},
         "tag": f"{repo.name}:{tag}",
         "platform": str(platform),
         "rm": True,
@@ -80,15 +93,13 @@ def docker_build(
         kwargs.update(path=os.fspath(workspace), dockerfile=dockerfile)
     else:
         kwargs.update(fileobj=_generated_context(found.workspace), custom_context=True)
-    auth = {"username": credentials[0], "password": credentials[1]} if credentials else None
-    if auth:
-        kwargs["auth_config"] = auth  # to pull the base from a private registry
     for event in client.api.build(**kwargs):
         if "error" in event:
             raise UsageError(f"docker build failed: {event['error'].strip()}")
         if event.get("stream", "").strip():
             steps.message(event["stream"].rstrip())
     digest = None
+    auth = _auth_config(credentials)
     for event in client.api.push(repo.name, tag=tag, auth_config=auth, stream=True, decode=True):
         if "error" in event:
             raise RemoteError(f"docker push to {repo.name} failed: {event['error']}")
@@ -98,3 +109,34 @@ def docker_build(
     if not digest:
         raise RemoteError(f"docker push to {repo.name} reported no digest")
     return Patched(str(repo.with_digest(digest)), tag, False)
+
+
+def _auth_config(login: tuple[str, str] | None) -> dict[str, str] | None:
+    """The SDK's ``auth_config`` for one registry; None lets it look in the Docker config."""
+    return {"username": login[0], "password": login[1]} if login else None
+
+
+def _pull(
+    client: docker.DockerClient, image: str, platform: str, registry: Registry, steps: Transfer
+) -> None:
+    """The base into the engine with the base registry's own login (none of another's).
+    The engine refuses some pulls (no access, no such manifest) before it streams a thing,
+    as an HTTP error the SDK raises."""
+    import docker.errors
+
+    failed = f"docker pull of the base {image} failed"
+    try:
+        events = client.api.pull(
+            image,
+            platform=platform,
+            auth_config=_auth_config(registry.login()),
+            stream=True,
+            decode=True,
+        )
+        for event in events:
+            if "error" in event:
+                raise RemoteError(f"{failed}: {event['error'].strip()}")
+            if event.get("status") and event.get("id"):
+                steps.message(f"{event['id']}: {event['status']}")
+    except docker.errors.APIError as exc:
+        raise RemoteError(f"{failed}: {exc.explanation or exc}") from None

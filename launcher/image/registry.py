@@ -4,6 +4,11 @@ Basic and Bearer (token with pull/push scopes) auth, plain HTTP for loopback reg
 retries with backoff on 429/5xx and connection errors, one re-authentication on 401. Blob
 uploads go in resumable chunks (``launcher.image.upload``); a blob download cut midway goes
 on from where it stopped (an HTTP Range request).
+
+The login (and the token it buys) goes only where ``auth.destination`` says: the registry's
+own origin and the token service it challenges with. An upload ``Location`` on another host is
+followed without it, or refused when that would be plain HTTP; redirects keep requests' own
+rule (``Authorization`` dropped on a redirect to another host).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
-from urllib.parse import urlencode, urljoin
+from urllib.parse import urlencode, urlsplit
 
 import requests
 import requests.auth
@@ -21,6 +26,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from launcher.errors import RemoteError
+from launcher.image import auth
 from launcher.image.manifest import ACCEPT, digest_of, media_type
 from launcher.image.reference import is_loopback
 
@@ -55,6 +61,17 @@ class BearerAuth(requests.auth.AuthBase):
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         request.headers["Authorization"] = f"Bearer {self.token}"
         return request
+
+
+class _Anonymous(requests.auth.AuthBase):
+    """No login at all: also keeps requests from filling one in from ~/.netrc."""
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers.pop("Authorization", None)
+        return request
+
+
+ANONYMOUS = _Anonymous()
 
 
 def _session(retries: int, backoff: float) -> requests.Session:
@@ -93,6 +110,11 @@ class Registry:
         self._scopes = list(scopes)
         self._auth: requests.auth.AuthBase | None = None
 
+    def login(self) -> tuple[str, str] | None:
+        """The user's login for this registry, for a program that speaks to it on the user's
+        behalf (the Docker engine pulling a base); None without one."""
+        return self._credentials()
+
     # --- transport --------------------------------------------------------------------------
 
     def request(
@@ -104,20 +126,21 @@ class Registry:
         retry: bool = True,
         **kwargs: Any,
     ) -> requests.Response:
-        """One call (retried by the session unless ``retry`` is False); on 401, one
-        authentication and the call again."""
-        url = path_or_url if "://" in path_or_url else self.base + path_or_url
+        """One call (retried by the session unless ``retry`` is False); on 401 from the
+        registry itself, one authentication and the call again. The login goes only where
+        ``auth.destination`` allows."""
+        where = auth.destination(self.base, path_or_url)
+        url, login = where.url, (self._auth if where.credentials else ANONYMOUS)
         session = self.http if retry else self.once
         for first in (True, False):
             try:
-                response = session.request(
-                    method, url, auth=self._auth, timeout=(10, 300), **kwargs
-                )
+                response = session.request(method, url, auth=login, timeout=(10, 300), **kwargs)
             except requests.RequestException as exc:
                 reason = exc.__class__.__name__
                 raise RegistryError(f"registry {self.host} unreachable: {reason}") from exc
-            if response.status_code == 401 and first:
+            if response.status_code == 401 and first and where.credentials:
                 self._authenticate(response.headers.get("WWW-Authenticate", ""))
+                login = self._auth
                 if retry:
                     continue
             break
@@ -132,7 +155,8 @@ class Registry:
             detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors)
         except ValueError:
             pass
-        path = url.split(self.host, 1)[-1].split("?", 1)[0]
+        parts = urlsplit(url)
+        path = parts.path if parts.netloc == self.host else f"{parts.netloc}{parts.path}"
         status = response.status_code
         if status in (401, 403):
             return RegistryError(
@@ -160,13 +184,21 @@ class Registry:
         if scheme != "bearer":
             raise RemoteError(f"registry {self.host}: unsupported auth challenge {challenge!r}")
         params = dict(_CHALLENGE.findall(challenge))
+        if "realm" not in params:
+            raise RemoteError(f"registry {self.host}: token challenge without a realm")
+        # The realm gets the login because the registry challenged with it (the token spec),
+        # over HTTPS only (plain HTTP between loopback hosts): ``auth.destination``.
+        realm = auth.destination(self.base, params["realm"], realm=True).url
         query = [("service", params.get("service", ""))]
         query += [("scope", s) for s in self._scopes] or [("scope", params.get("scope", ""))]
+        sep = "&" if "?" in realm else "?"
         try:
             response = self.http.get(
-                f"{params['realm']}?{urlencode(query)}", auth=creds or None, timeout=(10, 60)
+                f"{realm}{sep}{urlencode(query)}",
+                auth=requests.auth.HTTPBasicAuth(*creds) if creds else ANONYMOUS,
+                timeout=(10, 60),
             )
-        except (requests.RequestException, KeyError) as exc:
+        except requests.RequestException as exc:
             raise RemoteError(f"registry {self.host}: token request failed: {exc}") from exc
         if response.status_code != 200:
             raise RemoteError(
@@ -290,7 +322,9 @@ class Registry:
         return self.upload(repo, self.start_upload(repo), lambda: [data], lambda: digest_of(data))
 
     def location_of(self, response: requests.Response) -> str:
+        """The upload's next URL, resolved against the registry; RemoteError now, before a
+        byte goes there, when it would be plain HTTP off loopback (``auth.destination``)."""
         location = response.headers.get("Location")
         if not location:
             raise RemoteError(f"registry {self.host}: upload answered without a Location")
-        return urljoin(self.base + "/", location)
+        return auth.destination(self.base, location).url

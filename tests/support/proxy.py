@@ -6,14 +6,22 @@ midway), ``cut_down(n, times)`` likewise for bytes towards the client (a downloa
 ``cut_request(b"PATCH ", 2)`` drops the connection that is about to send the second request
 starting so, before the server sees a byte of it. It also counts connections and how many
 were open at once.
+
+``Host`` is an HTTP(S) server of its own on a loopback address (another host, as far as a
+client can tell): it records the Authorization of every request, may answer some itself and
+forwards the others to a registry, rewriting the Location and WWW-Authenticate it answers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
+import http.server
 import socket
+import ssl
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -121,3 +129,144 @@ class CuttingProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 with contextlib.suppress(OSError):
                     s.close()
+
+
+# --- an HTTP(S) host of its own, in front of a registry or standing alone -------------------
+
+Answer = tuple[int, dict[str, str], bytes]  # (status, headers, body)
+
+
+@dataclass
+class Seen:
+    """One request a ``Host`` received: what it was and the Authorization it carried."""
+
+    method: str
+    path: str
+    authorization: str | None
+
+
+@dataclass
+class Host:
+    """An HTTP(S) server on a loopback address, playing a host of its own: another registry
+    front, a storage backend, a token service.
+
+    It records every request (``seen``). ``local`` may answer a request itself; the others go
+    to ``upstream`` (a registry on 127.0.0.1) with the Authorization ``upstream_auth`` makes of
+    the one received (a storage backend's pre-signed URL carries its own authority; a token
+    service's front trades its token for the registry's login), and the answer's Location and
+    WWW-Authenticate pass through ``rewrite`` (pointing them at another host). Bodies are read
+    whole: the blobs the tests move are small.
+    """
+
+    address: str  # 127.0.0.x it listens on
+    name: str  # the host name clients use for it (resolved to ``address`` by the test)
+    upstream: str | None = None  # host:port of the registry behind it
+    tls: ssl.SSLContext | None = None
+    local: Callable[[str, str, str | None], Answer | None] = lambda m, p, a: None
+    upstream_auth: Callable[[str | None], str | None] = lambda a: a
+    rewrite: Callable[[str, str], str] | None = None  # (header, value) -> value
+    seen: list[Seen] = field(default_factory=list)
+    server: http.server.ThreadingHTTPServer | None = None
+
+    def start(self) -> Host:
+        front = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def handle_one_request(self) -> None:
+                self.raw_requestline = self.rfile.readline(65537)
+                if not self.raw_requestline or not self.parse_request():
+                    self.close_connection = True
+                    return
+                front._serve(self)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer((self.address, 0), Handler)
+        self.server.daemon_threads = True
+        if self.tls is not None:
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.server_address[1])
+
+    @property
+    def netloc(self) -> str:
+        return f"{self.name}:{self.port}"
+
+    @property
+    def origin(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.netloc}"
+
+    def authorizations(self) -> list[str]:
+        return [s.authorization for s in self.seen if s.authorization]
+
+    def _serve(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        authorization = handler.headers.get("Authorization")
+        self.seen.append(Seen(handler.command, handler.path, authorization))
+        body = _read_body(handler)
+        answer = self.local(handler.command, handler.path, authorization)
+        if answer is None and self.upstream is not None:
+            answer = self._forward(handler, body, self.upstream_auth(authorization))
+        status, headers, payload = answer or (404, {}, b"")
+        head = handler.command == "HEAD"  # its Content-Length is the GET's, with no body
+        length = next((v for k, v in headers.items() if k.lower() == "content-length"), None)
+        handler.send_response(status)
+        for key, value in headers.items():
+            if key.lower() == "content-length":
+                continue
+            if key.lower() in ("location", "www-authenticate") and self.rewrite is not None:
+                value = self.rewrite(key.lower(), value)
+            handler.send_header(key, value)
+        handler.send_header("Content-Length", (length or "0") if head else str(len(payload)))
+        handler.end_headers()
+        if not head:
+            handler.wfile.write(payload)
+        handler.wfile.flush()
+
+    def _forward(
+        self, handler: http.server.BaseHTTPRequestHandler, body: bytes, authorization: str | None
+    ) -> Answer:
+        assert self.upstream is not None
+        host, port = self.upstream.rsplit(":", 1)
+        connection = http.client.HTTPConnection(host, int(port), timeout=60)
+        skip = {"host", "authorization", "content-length", "transfer-encoding", "connection"}
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in skip}
+        if authorization:
+            headers["Authorization"] = authorization
+        headers["Content-Length"] = str(len(body))
+        try:
+            connection.request(handler.command, handler.path, body=body, headers=headers)
+            response = connection.getresponse()
+            payload = response.read()
+        finally:
+            connection.close()
+        hop = {"transfer-encoding", "connection", "keep-alive"}
+        kept = {k: v for k, v in response.getheaders() if k.lower() not in hop}
+        return response.status, kept, payload
+
+
+def _read_body(handler: http.server.BaseHTTPRequestHandler) -> bytes:
+    """The request's body, sent with a Content-Length or chunked (a streamed PATCH)."""
+    if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        body = bytearray()
+        while True:
+            size = int(handler.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return bytes(body)
+            body += handler.rfile.read(size)
+            handler.rfile.readline()
+    return handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
