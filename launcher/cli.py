@@ -266,7 +266,10 @@ class Run(Command):
             "(default: $LAUNCHER_LOCAL_FSX or ~/.local/share/efa-batch/fsx/STACK)",
         )
         parser.add_argument(
-            "--dryrun", action="store_true", help="print the requests as JSON; change nothing"
+            "--dryrun",
+            action="store_true",
+            help="print the requests as JSON; change nothing (stderr lists the files the "
+            "workspace image would ship and those left out as secrets)",
         )
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
@@ -390,7 +393,10 @@ class Build(Command):
         parser.add_argument("--repo", help="target repository (default: the stack's ECR)")
         _image_arguments(parser)
         parser.add_argument(
-            "--dryrun", action="store_true", help="compute the image's digest without pushing"
+            "--dryrun",
+            action="store_true",
+            help="compute the image's digest without pushing; list the files it would ship "
+            "and those left out as secrets (on stderr)",
         )
 
     def run(self, args: argparse.Namespace) -> int:

@@ -46,6 +46,7 @@ def test_dryrun_computes_the_exact_image_and_pushes_nothing_then_run_pushes_it(
     registry.requests()
     dry = run(moto_server, registry, "--dryrun", *args)
     assert dry.returncode == 0, dry.stderr
+    assert "would ship 3 files and 0 directories: " in dry.stderr  # the listing, off stdout
     image = json.loads(dry.stdout)["registerJobDefinition"]["nodeProperties"][
         "nodeRangeProperties"
     ][0]["container"]["image"]

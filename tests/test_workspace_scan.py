@@ -36,6 +36,11 @@ TREE = [
     "notes.secret",
     ".env",
     "sub/.git/HEAD",
+    ".aws/credentials",
+    "id_rsa",
+    "keys/server.PEM",
+    "src/.env.local",
+    "src/credentials_test.py",
 ]
 
 PATTERN_SETS = [
@@ -53,6 +58,8 @@ PATTERN_SETS = [
     ["?ocs", "!docs/conf.py"],
     ["*.PY"],
     ["Dockerfile", ".dockerignore"],
+    ["!.env", "!**/*.pem"],
+    ["*", "!src", "!id_rsa"],
 ]
 
 
@@ -69,7 +76,8 @@ def test_the_same_paths_as_the_docker_sdk(tmp_path, patterns):
     root = _make(tmp_path / "ws")
     (root / ".dockerignore").write_text("# a comment\n\n" + "\n".join(patterns) + "\n")
     ours = {e.path for e in workspace.scan(root).entries}
-    all_patterns = list(workspace.DEFAULT_IGNORES) + patterns
+    # The secret patterns head the file: the user's lines come later and win.
+    all_patterns = [*workspace.SECRET_PATTERNS, *workspace.DEFAULT_IGNORES, *patterns]
     theirs = {p for p in exclude_paths(str(root), all_patterns) if p and p != "."}
     assert ours == theirs
 

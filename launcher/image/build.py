@@ -1,19 +1,26 @@
-"""Build and push the workspace image with whichever builder applies; return REPO@digest."""
+"""Build and push the workspace image with whichever builder applies; return REPO@digest.
+
+Every build says in one line which files it left out because they look like secrets
+(``launcher.image.workspace.SECRET_PATTERNS``), and a dry run lists what the layer would
+ship, each path with its size, before that line.
+"""
 
 from __future__ import annotations
 
 import enum
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launcher.errors import UsageError
-from launcher.image import auth, manifest, reference
+from launcher.image import auth, manifest, reference, scan_ahead
 from launcher.image.compress import Compression
 from launcher.image.patch import CopyJobs, Patched, RegistryFor, base_image, patch, resolve_base
 from launcher.image.pullers import ANYONE, Puller, choose
 from launcher.image.registry import Registry
 from launcher.image.transfer import copied_tag
+from launcher.image.workspace import DIRECTORY, SYMLINK, Workspace
 from launcher.progress import ProgressFn, size_text
 from launcher.progress import say as progress_say
 
@@ -25,6 +32,7 @@ DEFAULT_DOCKERFILE = "Dockerfile.launcher"
 # Push workspace images to this registry host instead of the stack's (an air-gapped mirror,
 # or a local registry next to an emulated AWS whose ECR host does not exist).
 REGISTRY_ENV = "LAUNCHER_REGISTRY"
+NAMED = 10  # paths the left-out line names at most (a dry run names them all)
 
 
 class Builder(str, enum.Enum):
@@ -84,32 +92,127 @@ def workspace_image(
     target_platform = manifest.parse_platform(platform)
     kind, dockerfile = choose_builder(builder, workspace)
     registry_for = _registries(base_ref, repo_ref, aws)
-    if kind is Builder.DOCKER:
-        from launcher.image.docker_build import docker_build
+    with scan_ahead.held(workspace) as walked:  # the builder's walk, looked at first
+        say = progress_say(progress)
+        for line in what_ships(walked, dryrun=dryrun, dockerfile=dockerfile, kind=kind):
+            say(line)
+        if kind is Builder.DOCKER:
+            from launcher.image.docker_build import docker_build
 
-        return docker_build(
+            return docker_build(
+                base_ref,
+                repo_ref,
+                workspace,
+                dockerfile,
+                target_platform,
+                registry_for,
+                auth.credentials(repo_ref.registry, aws),
+                dryrun=dryrun,
+                progress=progress,
+            )
+        return patch(
             base_ref,
             repo_ref,
             workspace,
-            dockerfile,
             target_platform,
             registry_for,
-            auth.credentials(repo_ref.registry, aws),
             dryrun=dryrun,
             progress=progress,
+            copy_jobs=copy_jobs,
+            stream_base=stream_base,
+            compression=chosen,
         )
-    return patch(
-        base_ref,
-        repo_ref,
-        workspace,
-        target_platform,
-        registry_for,
-        dryrun=dryrun,
-        progress=progress,
-        copy_jobs=copy_jobs,
-        stream_base=stream_base,
-        compression=chosen,
+
+
+def what_ships(
+    walked: Workspace, *, dryrun: bool, dockerfile: str | None, kind: Builder
+) -> Iterator[str]:
+    """What a build says of the workspace before it builds: with ``dryrun``, every path the
+    layer ships (``shipped_lines``); the line naming what was left out as a secret, and the
+    one naming what a ``!`` line brought back, when there is any. A Dockerfile of the
+    workspace builds from Docker's own context, which only .dockerignore screens: nothing is
+    left out there, and the line says so."""
+    own_context = kind is Builder.DOCKER and dockerfile is not None
+    if dryrun and not own_context:
+        yield from shipped_lines(walked)
+    lines = (
+        left_out_line(walked.left_out, every=dryrun, context=dockerfile, own=own_context),
+        None if own_context else brought_back_line(walked.brought_back, every=dryrun),
     )
+    yield from (line for line in lines if line)
+
+
+def shipped_lines(walked: Workspace) -> Iterator[str]:
+    """What the workspace layer ships, for a dry run: a total, then each path with its size
+    in bytes (a directory with a /, a link with its target), in the layer's order."""
+    files = sum(1 for e in walked.entries if e.kind not in (DIRECTORY, SYMLINK))
+    links = sum(1 for e in walked.entries if e.kind == SYMLINK)
+    directories = len(walked.entries) - files - links
+    size = walked.bytes
+    counted = _count(files, "file") + (f", {_count(links, 'link')}" if links else "")
+    yield (
+        f"would ship {counted} and {_count(directories, 'directory')}: "
+        f"{size:,} bytes ({size_text(size)})"
+    )
+    for e in walked.entries:
+        if e.kind == DIRECTORY:
+            yield f"{'-':>14}  {e.path}/"
+        elif e.kind == SYMLINK:
+            yield f"{'-':>14}  {e.path} -> {e.link}"
+        else:
+            yield f"{e.size:>14,}  {e.path}"
+
+
+def left_out_line(
+    left_out: Sequence[str], *, every: bool = False, context: str | None = None, own: bool = False
+) -> str | None:
+    """The one line that names what was left out as a secret (None when nothing was): up to
+    ``NAMED`` paths, or ``every`` one. ``own``: the Docker builder sends the workspace as
+    Docker's own rules say and ``context``, the Dockerfile, decides what it copies, so the
+    line warns instead."""
+    if not left_out:
+        return None
+    count, names = len(left_out), _names(left_out, every)
+    more = "" if every or count <= NAMED else "a dry run names them all; "
+    looks = "looks like a secret" if count == 1 else "look like secrets"
+    if own:
+        return (
+            f"launcher: {_count(count, 'file')} that {looks} "
+            f"{'is' if count == 1 else 'are'} in the build context {context} copies from: "
+            f"{names} ({more}add {'it' if count == 1 else 'them'} to .dockerignore to leave "
+            f"{'it' if count == 1 else 'them'} out)"
+        )
+    only = left_out[0]
+    if count == 1 and not any(c in only for c in "*?[\\") and not only.endswith("/"):
+        how = f"add !{only} to .dockerignore to ship it"
+    else:
+        how = "add !PATTERN to .dockerignore to ship one"
+    return f"launcher: left out {_count(count, 'file')} that {looks}: {names} ({more}{how})"
+
+
+def brought_back_line(brought_back: Sequence[str], *, every: bool = False) -> str | None:
+    """The line that names what looks like a secret and ships because a ``!`` line of
+    .dockerignore brings it back (None when nothing does): shipped as asked, not unsaid."""
+    if not brought_back:
+        return None
+    count, names = len(brought_back), _names(brought_back, every)
+    looks = "looks like a secret" if count == 1 else "look like secrets"
+    return (
+        f"launcher: shipping {_count(count, 'path')} that {looks}, as .dockerignore "
+        f"brings {'it' if count == 1 else 'them'} back: {names}"
+    )
+
+
+def _names(paths: Sequence[str], every: bool) -> str:
+    """``paths`` joined, or the first ``NAMED`` of them and how many more."""
+    if every or len(paths) <= NAMED:
+        return ", ".join(paths)
+    return f"{', '.join(paths[:NAMED])} and {len(paths) - NAMED} more"
+
+
+def _count(n: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{n:,} {noun if n == 1 else plural}"
 
 
 def _registries(

@@ -43,7 +43,12 @@ from typing import Any
 from launcher import cache
 from launcher.image.workspace import FILE, Workspace
 
-VERSION = 7
+# 8: workspaces are walked without the files that look like secrets. An index of 7 may
+# remember full layers that shipped them, and a delta over one would hide them with a
+# whiteout yet keep them in the image's lower layer: so none of it is read (one full read
+# and one full layer after the upgrade). The content key needs no change: it is the shipped
+# state's, so a layer that held a secret has another key.
+VERSION = 8
 RACY_NS = 2_000_000_000
 KEEP_UPLOADS = 8  # uploads remembered per workspace
 # Up to this many files read again (changed, or racy) leave the file list as it is: they are
@@ -257,7 +262,11 @@ class Index:
             same = (uploaded.key, uploaded.compression, uploaded.repository)
             rest = [u for u in self.uploads if (u.key, u.compression, u.repository) != same]
             self.uploads = [uploaded, *rest][:KEEP_UPLOADS]
-            if tree is not None:
+            # A full layer that ships what looks like a secret (a ``!`` line brought it back)
+            # is no delta's base: once the file goes, a delta would only hide it with a
+            # whiteout, and the image would still hold it in this layer. Without its state,
+            # the next change is a full layer again.
+            if tree is not None and not workspace.brought_back:
                 tree_bytes = marshal.dumps(tree, cache.MARSHAL_VERSION)
                 cache.write_atomically(self._tree_path(uploaded.key), tree_bytes)
             uploads = json.dumps([u.as_dict() for u in self.uploads]).encode()

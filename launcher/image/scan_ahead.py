@@ -9,9 +9,13 @@ thread while the main thread imported measured slower than both in turn). A fork
 can: it shares what is already imported, walks, and hands the entries back through an
 anonymous memory file (``memfd_create(2)``), which it fills and leaves without waiting for a
 reader. Those bytes are the workspace's ``listing``, so its fingerprint (``stamps``) is their
-hash, not a second marshalling. The garbage collector is paused in the child (it exits right
-after) and here while 50,000 entries are rebuilt (nothing in them can be garbage; the
-collections it would run cost as much as the rest): about 0.05 s on this side.
+hash, not a second marshalling; the paths that look like secrets follow them. The garbage
+collector is paused in the child (it exits right after) and here while 50,000 entries are
+rebuilt (nothing in them can be garbage; the collections it would run cost as much as the
+rest): about 0.05 s on this side.
+
+A caller that needs the walk before the build does (to say what it left out) takes it with
+``held``, which hands that very walk to the build's ``scanned``: one walk, not two.
 
 The child only speeds things up. Whatever stops its walk (an unreadable directory, a FIFO in
 the workspace) ends it with a non-zero status, and ``scanned`` walks again in-process, where
@@ -25,11 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import marshal
 import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from launcher import cache
 from launcher.image.workspace import Workspace, scan
 
 
@@ -40,7 +46,11 @@ class _Child:
 
 
 _STARTED: dict[str, _Child] = {}  # absolute workspace path -> its walk under way
-_STARTED_NS = 8  # bytes of the walk's start time (``Workspace.scanned_ns``) before the listing
+_HELD: dict[str, Workspace] = {}  # absolute workspace path -> a walk ``held`` hands on
+# The memory file: the walk's start time (``Workspace.scanned_ns``), the listing's length,
+# the listing, then the paths left out and brought back (marshal: two tuples).
+_STARTED_NS = 8
+_LENGTH = 8
 
 
 @contextlib.contextmanager
@@ -73,7 +83,10 @@ def start(root: str | os.PathLike[str]) -> int | None:
                 listing = found.listing()
             with open(fd, "wb", closefd=False) as out:
                 out.write(found.scanned_ns.to_bytes(_STARTED_NS, "little"))
+                out.write(len(listing).to_bytes(_LENGTH, "little"))
                 out.write(listing)
+                named = (found.left_out, found.brought_back)
+                out.write(marshal.dumps(named, cache.MARSHAL_VERSION))
             status = 0
         finally:
             os._exit(status)
@@ -82,8 +95,13 @@ def start(root: str | os.PathLike[str]) -> int | None:
 
 
 def scanned(root: str | os.PathLike[str]) -> Workspace:
-    """``workspace.scan(root)``: the walk ``start`` began, when one did and it succeeded."""
-    child = _STARTED.pop(os.path.abspath(root), None)
+    """``workspace.scan(root)``: the walk ``held`` hands on, or the walk ``start`` began,
+    when one did and it succeeded."""
+    path = os.path.abspath(root)
+    kept = _HELD.pop(path, None)
+    if kept is not None:
+        return kept
+    child = _STARTED.pop(path, None)
     if child is not None:
         try:
             exited = os.waitstatus_to_exitcode(os.waitpid(child.pid, 0)[1])
@@ -94,6 +112,26 @@ def scanned(root: str | os.PathLike[str]) -> Workspace:
                 walked.seek(0)
                 data = memoryview(walked.read())
                 started = int.from_bytes(data[:_STARTED_NS], "little")
+                at = _STARTED_NS + _LENGTH
+                end = at + int.from_bytes(data[_STARTED_NS:at], "little")
+                left_out, brought_back = marshal.loads(data[end:])
                 with _no_collection():
-                    return Workspace.from_listing(os.fspath(root), data[_STARTED_NS:], started)
+                    return Workspace.from_listing(
+                        os.fspath(root), data[at:end], started, left_out, brought_back
+                    )
     return scan(root)
+
+
+@contextlib.contextmanager
+def held(root: str | os.PathLike[str]) -> Iterator[Workspace]:
+    """The walk of ``root`` (``scanned``), handed on to the first ``scanned(root)`` within the
+    block, so a caller may look at what the build will ship without a second walk. What the
+    block did not take is dropped when it ends: a later build walks again."""
+    path = os.path.abspath(root)
+    walked = scanned(root)
+    _HELD[path] = walked
+    try:
+        yield walked
+    finally:
+        if _HELD.get(path) is walked:
+            del _HELD[path]

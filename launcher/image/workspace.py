@@ -5,6 +5,15 @@ unchanged workspace pays); ``.dockerignore`` is matched as the Docker SDK matche
 (``launcher.image.dockerignore``); virtual environments (a directory holding ``pyvenv.cfg``)
 are skipped whatever their name. Entries are sorted by path components, the order the layer
 is written in.
+
+Files that look like secrets (``SECRET_PATTERNS``: private keys, ``.env`` files, the AWS
+CLI's and SSH's directories, tool credentials) are left out too, and named
+(``Workspace.left_out``), unless ``.dockerignore`` brings them back: the patterns are read as
+if they headed the user's ``.dockerignore``, so a later ``!.env`` line ships ``.env`` as
+Docker's rules say (the last line to match decides). A directory left out as a secret is
+left out whole, even where Docker's own rules would let a path in it through (``**/.aws``
+does not match ``.aws/credentials`` in the SDK when ``!.aws/config`` makes the walk go in):
+inside it, only a path a ``!`` line matches ships.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from typing import NamedTuple
 from launcher import cache
 from launcher.errors import UsageError
 from launcher.image import dockerignore
+from launcher.image.dockerignore import Match
 
 # Skipped even without a .dockerignore: VCS data, caches and virtual environments.
 DEFAULT_IGNORES = (
@@ -38,6 +48,55 @@ DEFAULT_IGNORES = (
     ".mypy_cache",
     ".pytest_cache",
     ".ruff_cache",
+)
+# Files that look like secrets, left out unless a ``!`` line of .dockerignore brings them
+# back. Taken from the file-name rules of secret scanners (detect-secrets, TruffleHog and
+# GitHub secret scanning match file contents only, and have no such rules):
+#   gitleaks v8.30.1, config/gitleaks.toml (rule pkcs12-file: its one rule on paths alone);
+#   Talisman v1.37.0, detector/filename/filename_detector.go (filenamePatterns);
+#   shhgit (eth0izzle/shhgit, bac0c7d, 2025-02), config.yaml (filename/extension/path rules).
+# Left out of their lists on purpose, as too often not secret in a training workspace:
+# *.asc (mostly public keys and signatures), *.log, *.sql, *.sqlite, settings.py,
+# database.yml, shell rc and profile files, and names holding "password", "backup", "dump".
+# Bare "credentials" (a directory of source code as often as the AWS CLI's file, whose
+# directory is below) and credentials*.py/.md (code and docs about credentials) ship.
+SECRET_PATTERNS = (
+    "**/.env*",  # shhgit "^\.?env$"; Talisman "\.?env"; * for .env.local, direnv's .envrc
+    "**/.aws",  # shhgit "\.?aws/credentials$": the AWS CLI's credentials, config, caches
+    "**/.ssh",  # shhgit "\.?ssh/config$", and the keys below
+    "**/id_rsa*",  # OpenSSH's key names (ssh-keygen(1) FILES); * for .pub and _sk
+    "**/id_dsa*",
+    "**/id_ecdsa*",
+    "**/id_ed25519*",
+    "**/*_rsa",  # shhgit "^.*_rsa$"; Talisman "^.+_rsa$" (and _dsa, _ecdsa, _ed25519)
+    "**/*_dsa",
+    "**/*_ecdsa",
+    "**/*_ed25519",
+    "**/*.pem",  # shhgit extension .pem; Talisman "^.+\.pem$"
+    "**/*.key",  # Talisman "^.+\.key(pair)?$"; shhgit extension "^key(pair)?$"
+    "**/*.keypair",
+    "**/*.p12",  # gitleaks pkcs12-file "\.p(?:12|fx)$"; shhgit; Talisman
+    "**/*.pfx",
+    "**/*.pkcs12",  # shhgit; Talisman
+    "**/*.ppk",  # PuTTY keys: shhgit; Talisman
+    "**/*.jks",  # Java keystores: shhgit .jks; Talisman "^.*\.key(store|ring)$"
+    "**/*.keystore",
+    "**/*.kdbx",  # KeePass: shhgit "^kdbx?$"; Talisman "^.*\.kdb$"
+    "**/*.kdb",
+    "**/*.ovpn",  # OpenVPN, keys inline: shhgit; Talisman
+    "**/.netrc",  # shhgit "^(\.|_)?netrc$"; Talisman "^\.?netrc$" (wandb, HF logins)
+    "**/_netrc",
+    "**/.git-credentials",  # shhgit "^\.?git-credentials$"
+    "**/.pgpass",  # shhgit "^\.?pgpass$"
+    "**/.s3cfg",  # shhgit; Talisman "^\.?s3cfg$"
+    "**/.dockercfg",  # shhgit "^\.?dockercfg$"
+    "**/.htpasswd",  # shhgit; Talisman "^\.?htpasswd$"
+    "**/.npmrc",  # shhgit "^\.?npmrc$"
+    "**/.pypirc",  # none of the three; PyPA's .pypirc specification: passwords in plain text
+    "**/credentials.xml",  # shhgit; Talisman "^credentials\.xml$" (Jenkins)
+    "**/*credentials.json",  # none of the three: Google's credentials.json (API quickstarts)
+    # and application_default_credentials.json (gcloud auth application-default login)
+    "**/.*_history",  # Talisman "^\.\w+_history$"; shhgit's shell and client histories
 )
 IGNORE_FILE = ".dockerignore"
 VENV_MARKER = "pyvenv.cfg"
@@ -65,6 +124,12 @@ class Workspace:
     root: str
     entries: tuple[Entry, ...]
     scanned_ns: int  # wall clock when the walk started: the index's racy-entry rule
+    # What looks like a secret and does not ship (files and links; a directory with a /
+    # when it could not be read), in walk order; and what looks like one and ships, as a
+    # ``!`` line of .dockerignore says (a directory with a /). Not in ``listing``: for a
+    # layer the same, the same listing.
+    left_out: tuple[str, ...] = ()
+    brought_back: tuple[str, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -89,10 +154,16 @@ class Workspace:
 
     @classmethod
     def from_listing(
-        cls, root: str, listing: builtins.bytes | memoryview, scanned_ns: int
+        cls,
+        root: str,
+        listing: builtins.bytes | memoryview,
+        scanned_ns: int,
+        left_out: tuple[str, ...] = (),
+        brought_back: tuple[str, ...] = (),
     ) -> Workspace:
         """The workspace a ``listing`` holds, its ``stamps`` taken from those very bytes."""
-        found = cls(root, tuple([_NEW(Entry, e) for e in marshal.loads(listing)]), scanned_ns)
+        entries = tuple([_NEW(Entry, e) for e in marshal.loads(listing)])
+        found = cls(root, entries, scanned_ns, left_out, brought_back)
         found.__dict__["stamps"] = hashlib.sha256(listing).hexdigest()  # cached_property's slot
         return found
 
@@ -111,17 +182,27 @@ def ignore_patterns(root: str, extra: Sequence[str] = ()) -> list[str]:
     return patterns
 
 
-def scan(root: str | os.PathLike[str], extra_ignores: Sequence[str] = ()) -> Workspace:
-    """Every entry to ship, sorted, with its stat; UsageError for what cannot be shipped."""
+def scan(
+    root: str | os.PathLike[str],
+    extra_ignores: Sequence[str] = (),
+    secrets: Sequence[str] = SECRET_PATTERNS,
+) -> Workspace:
+    """Every entry to ship, sorted, with its stat; UsageError for what cannot be shipped.
+    What ``secrets`` alone leaves out is named in ``left_out``, what they match and a ``!``
+    line ships in ``brought_back``."""
     base = os.fspath(root)
     if not os.path.isdir(base):
         raise UsageError(f"--workspace {base!r}: not a directory")
-    matcher = dockerignore.Matcher(ignore_patterns(base, extra_ignores))
+    matcher = dockerignore.Matcher(ignore_patterns(base, extra_ignores), secrets)
     started = time.time_ns()
     entries: list[Entry] = []
+    left_out: list[str] = []
+    brought_back: list[str] = []
 
-    def visit(directory: str, rel_dir: str) -> bool:
+    def visit(directory: str, rel_dir: str, unmatched: Match | None = None) -> bool:
         """Add what ``directory`` holds, in order; False (nothing added) for a virtual env.
+        ``unmatched``: what a name no pattern matches gets (SECRET inside a directory left
+        out as a secret, which the walk enters only for ``!`` lines).
 
         Names sorted within each directory, each directory right before its contents: the
         component-wise order of the whole tree, without sorting it."""
@@ -129,25 +210,61 @@ def scan(root: str | os.PathLike[str], extra_ignores: Sequence[str] = ()) -> Wor
             found = sorted(listing, key=_NAME)
         if rel_dir and any(d.name == VENV_MARKER and d.is_file() for d in found):
             return False
-        ignored_names = matcher.ignored_names(rel_dir, [d.name for d in found])
+        said = matcher.matches(rel_dir, [d.name for d in found]).get
         prefix = f"{rel_dir}/" if rel_dir else ""
         for d in found:
             rel = prefix + d.name
-            ignored = d.name in ignored_names
+            verdict = said(d.name, unmatched)
+            if verdict is Match.KEPT and unmatched is not None:
+                verdict = Match.KEPT_SECRET  # brought back from a secret directory
             if d.is_dir(follow_symlinks=False):
-                if ignored and not matcher.may_reinclude(rel):
+                ships = verdict is None or verdict is Match.KEPT or verdict is Match.KEPT_SECRET
+                if not ships and not matcher.may_reinclude(rel):
+                    if verdict is Match.SECRET:
+                        name_all(d.path, rel)
                     continue
-                mark = len(entries)
-                if not ignored:
+                marks = len(entries), len(left_out), len(brought_back)
+                if ships:
                     entries.append(_entry(d, rel))
-                if not visit(d.path, rel):
-                    del entries[mark:]
-            elif not ignored:
+                if verdict is Match.KEPT_SECRET:
+                    brought_back.append(rel + "/")
+                # what a shipped directory holds ships as its patterns say
+                inner = None if ships else Match.SECRET if verdict is Match.SECRET else unmatched
+                if not visit(d.path, rel, inner):
+                    del entries[marks[0] :], left_out[marks[1] :], brought_back[marks[2] :]
+            elif verdict is None or verdict is Match.KEPT:
                 entries.append(_entry(d, rel))
+            elif verdict is Match.SECRET:
+                left_out.append(rel)
+            elif verdict is Match.KEPT_SECRET:
+                entries.append(_entry(d, rel))
+                brought_back.append(rel)
         return True
 
+    def name_all(directory: str, rel_dir: str) -> None:
+        """A directory left out as a secret, not walked for ``!`` lines: nothing in it ships;
+        what is in it is named, but for what .dockerignore or the defaults leave out anyway
+        (a virtual environment is not named either: it never ships)."""
+        try:
+            with os.scandir(directory) as listing:
+                found = sorted(listing, key=_NAME)
+        except OSError:  # never read before it was named: no reason to fail the build now
+            left_out.append(rel_dir + "/")
+            return
+        if any(d.name == VENV_MARKER and d.is_file() for d in found):
+            return
+        said = matcher.matches(rel_dir, [d.name for d in found]).get
+        for d in found:
+            if said(d.name) is Match.IGNORED:
+                continue
+            rel = f"{rel_dir}/{d.name}"
+            if d.is_dir(follow_symlinks=False):
+                name_all(d.path, rel)
+            else:
+                left_out.append(rel)
+
     visit(base, "")
-    return Workspace(base, tuple(entries), started)
+    return Workspace(base, tuple(entries), started, tuple(left_out), tuple(brought_back))
 
 
 _NAME = operator.attrgetter("name")
