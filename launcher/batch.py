@@ -24,7 +24,7 @@ from launcher.job import (
     LogLine,
     NodeStatus,
 )
-from launcher.jobdef import Requests, groups_of, node_ranges, resumption
+from launcher.jobdef import Requests, groups_of, node_ranges, resumption, watch_token
 from launcher.shapes import Dependency, is_single
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -217,6 +217,7 @@ class BatchBackend:
         if is_single(job):
             request["containerOverrides"] = {"environment": environment}
         else:
+            environment.append(watch_token())  # a new job: the node watch's new token
             request["nodeOverrides"] = {
                 "nodePropertyOverrides": [
                     {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
+from secrets import token_hex
 from typing import TYPE_CHECKING, Any
 
 from launcher import prelude
@@ -472,6 +473,8 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
         "propagateTags": True,
         "tags": {"efa-batch:stack": cluster.stack_name, **dict(spec.tags)},
     }
+    if not spec.single_node:
+        submit["nodeOverrides"] = node_overrides(body, [watch_token()])
     if spec.array_size is not None:
         submit["arrayProperties"] = {"size": spec.array_size}
     if spec.after:
@@ -481,6 +484,52 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
         if spec.priority is not None:
             submit["schedulingPriorityOverride"] = spec.priority
     return Requests(register, submit)
+
+
+def watch_token() -> dict[str, str]:
+    """A new token for the prelude's node watch (launcher.prelude), as an environment entry of a
+    submit's overrides.
+
+    It goes with each submit, not into the definition: definitions are named by their content
+    and registered once for every submit of the same job (``definition_name``), so a token there
+    would be every such job's, and a new one would register a new definition with each submit.
+    Batch starts every attempt of a job with its submit's overrides, so every node of every
+    attempt holds the same token; a resubmission is a new job with a new one."""
+    return {"name": prelude.WATCH_TOKEN_ENV, "value": token_hex(32)}
+
+
+def node_overrides(definition: dict[str, Any], environment: list[dict[str, str]]) -> dict[str, Any]:
+    """SubmitJob ``nodeOverrides`` giving ``environment`` to each node range of a multi-node
+    definition (or job), named as the definition names it."""
+    return {
+        "nodePropertyOverrides": [
+            {"targetNodes": r["targetNodes"], "containerOverrides": {"environment": environment}}
+            for r in definition["nodeProperties"]["nodeRangeProperties"]
+        ]
+    }
+
+
+def with_overrides(definition: dict[str, Any], submit: dict[str, Any]) -> dict[str, Any]:
+    """A job definition in ``nodeProperties`` form (``as_one_node``) with a submit's environment
+    overrides in its containers, as Batch applies them when each node starts: for the local
+    backend, which runs the definition itself."""
+    result = definition
+    if "containerOverrides" in submit:  # a container job's, now its one node's
+        result = with_environment(result, _override_env(submit["containerOverrides"]))
+    ranges = [r["targetNodes"] for r in result["nodeProperties"]["nodeRangeProperties"]]
+    for override in submit.get("nodeOverrides", {}).get("nodePropertyOverrides", []):
+        if override["targetNodes"] not in ranges:
+            raise UsageError(
+                f"nodeOverrides: targetNodes {override['targetNodes']} is none of the job "
+                f"definition's node ranges ({', '.join(ranges)})"
+            )
+        env = _override_env(override.get("containerOverrides", {}))
+        result = with_environment(result, env, override["targetNodes"])
+    return result
+
+
+def _override_env(overrides: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in overrides.get("environment", [])}
 
 
 def node_ranges(definition: dict[str, Any]) -> list[tuple[tuple[int, int], dict[str, Any]]]:
@@ -521,12 +570,17 @@ def as_one_node(register: dict[str, Any], parameters: dict[str, str]) -> dict[st
     }
 
 
-def with_environment(definition: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
-    """A copy of a job definition with ``env`` set in every node range's container."""
+def with_environment(
+    definition: dict[str, Any], env: dict[str, str], target_nodes: str | None = None
+) -> dict[str, Any]:
+    """A copy of a job definition with ``env`` set in every node range's container (or only in
+    the range named ``target_nodes``)."""
     import copy
 
     result = copy.deepcopy(definition)
     for node_range in result["nodeProperties"]["nodeRangeProperties"]:
+        if target_nodes is not None and node_range["targetNodes"] != target_nodes:
+            continue
         container = node_range["container"]
         merged = {e["name"]: e["value"] for e in container.get("environment", [])} | env
         container["environment"] = [{"name": k, "value": v} for k, v in sorted(merged.items())]

@@ -16,7 +16,9 @@
   node with exit code 75 when a worker is lost (its container killed, its host gone: no word
   within 30 s), which the job's retry rules turn into another attempt, and with the worker's
   own code when a worker fails by itself, which they do not. Batch itself retries only what
-  happens to the main node.
+  happens to the main node. The watch hears only the job's own nodes: each holds the job's
+  token (``LAUNCHER_WATCH_TOKEN``, new with every submit) and says it first; anyone else who
+  reaches the port is ignored and counted in one line.
 - NCCL's transport: NCCL's INFO output goes to files under ``/tmp/launcher-nccl`` (set by the
   job definition unless the user sets NCCL_DEBUG_FILE); a watcher forwards every NCCL WARN line
   and one ``launcher: NCCL network ...`` line per node, so the transport NCCL chose is in the
@@ -44,6 +46,10 @@ NODE_LOST_EXIT = 75  # EX_TEMPFAIL: a node was lost; the job's retry rules try a
 MONITOR_DIR = "/tmp/launcher-monitor"
 HEARTBEAT_SECONDS = 5
 LOST_AFTER_SECONDS = 30  # a worker silent this long is lost (a dead host sends no FIN)
+# The node watch's per-job secret (see MONITOR_MAIN), set with every submit (launcher.jobdef).
+WATCH_TOKEN_ENV = "LAUNCHER_WATCH_TOKEN"
+HELLO_SECONDS = 10  # a connection to the watch says hello within this long (workers do at once)
+PENDING_PEERS = 64  # connections yet to say hello, at most; more are cut off and counted
 # Every worker must say hello within this long of the main node's start ($LAUNCHER_START_SECONDS
 # overrides it): Batch starts the workers once the main node runs, and a worker whose image
 # cannot be pulled, whose volume cannot be mounted or whose host is lost before its command
@@ -183,19 +189,62 @@ esac
 # The node watch: workers say hello, beat every few seconds and report their exit code; the
 # main node's side ends the command when a worker is lost (silence or a dropped connection
 # without an exit code) or failed, and leaves a file saying which.
+#
+# Only the job's own nodes are heard. A connection counts for nothing until its first line is
+# "hello TOKEN N": TOKEN the job's own (WATCH_TOKEN_ENV, new with every submit, the same for
+# every node and attempt of it: launcher.jobdef.watch_token), compared in constant time, and N
+# a worker's rank. Anyone else who reaches the port (on AWS every pool shares one security
+# group that admits all traffic from itself, so other teams' jobs do) is cut off at its first
+# other line, or after HELLO_SECONDS of silence, and neither ends nor retries the job; the
+# main node counts them and says so in one line when its command ends. The token is taken out
+# of the command's environment, which has no use for it and could print it to the job log.
+#
+# Where it listens: the address the workers are given for the main node, and no other. On AWS
+# that is the task's own (awsvpc) address, which Batch gives the workers as
+# AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS but not the main node itself: the main node reads
+# it from ECS's task metadata ($ECS_CONTAINER_METADATA_URI_V4, which the ECS agent sets in every
+# container since 1.39.0; "Networks" of the container metadata), so loopback and the link-local
+# ecs-eth0 beside it are left out. Off ECS (the local backend) it is LAUNCHER_MAIN_ADDR, which
+# the backend gives every node (127.0.0.1). Where the metadata cannot be read, or the address is
+# not this node's, the watch keeps to every interface (0.0.0.0), not `hostname -i`, the
+# prelude's own guess for MASTER_ADDR: that depends on the image's resolver and /etc/hosts, and
+# a wrong guess would leave every worker unheard and retry the job until its attempts ran out.
+# The token is the protection; the address only narrows who can try.
 MONITOR_MAIN = f"""\
-import os, signal, socket, sys, threading, time
+import hmac, json, os, signal, socket, sys, threading, time, urllib.request
 port, child, d = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-nodes, start_seconds = int(sys.argv[4]), float(sys.argv[5])
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("", port)); s.listen()
-greeted, lock = set(), threading.Lock()
+nodes, start_seconds, given = int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+token = os.environ.pop("{WATCH_TOKEN_ENV}").encode()
+def task_address():
+    try:
+        get = urllib.request.build_opener(urllib.request.ProxyHandler({{}})).open
+        nets = json.load(get(os.environ["ECS_CONTAINER_METADATA_URI_V4"], timeout=5))["Networks"]
+        return [a for n in nets if n.get("NetworkMode") == "awsvpc" for a in n["IPv4Addresses"]][0]
+    except Exception: return ""
+def listen(address):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((address, port)); s.listen(); return s
+try: s = listen(task_address() if "ECS_CONTAINER_METADATA_URI_V4" in os.environ else given)
+except OSError: s = listen("")
+greeted, lock, pending = set(), threading.Lock(), threading.BoundedSemaphore({PENDING_PEERS})
+strangers, first = 0, ""
 def note(name, text):
     with open(os.path.join(d, name), "a") as f: f.write(text + "\\n")
     try: os.kill(child, signal.SIGTERM)
     except OSError: pass
-def watch(c):
-    c.settimeout({LOST_AFTER_SECONDS}); node, code, buf = "?", None, b""
+def stranger(peer):
+    global strangers, first
+    with lock:
+        strangers, first = strangers + 1, first or peer[0]
+        with open(os.path.join(d, ".strangers"), "w") as f: f.write(f"{{strangers}} {{first}}\\n")
+        os.replace(os.path.join(d, ".strangers"), os.path.join(d, "strangers"))
+def rank(line):
+    words = line.split(b" ")
+    if len(words) != 3 or words[0] != b"hello" or not hmac.compare_digest(words[1], token):
+        return None
+    return str(int(words[2])) if words[2].isdigit() and 0 < int(words[2]) < nodes else None
+def watch(c, peer):
+    c.settimeout({HELLO_SECONDS}); node, code, buf = None, None, b""
     try:
         while code is None:
             data = c.recv(256)
@@ -203,13 +252,17 @@ def watch(c):
             buf += data
             *lines, buf = buf.split(b"\\n")
             for line in lines:
-                word, _, value = line.decode().partition(" ")
-                if word == "hello":
-                    node = value
-                    with lock: greeted.add(value)
-                if word == "exit": code = int(value)
-    except OSError: pass
-    if code is None: note("lost", node)
+                if node is None:
+                    node = rank(line)
+                    if node is None: raise ValueError("not a hello of this job")
+                    pending.release(); c.settimeout({LOST_AFTER_SECONDS})
+                    with lock: greeted.add(node)
+                elif line.startswith(b"exit ") and line[5:].isdigit(): code = int(line[5:])
+            if node is None and len(buf) > 256: break
+    except (OSError, ValueError): pass
+    c.close()
+    if node is None: pending.release(); stranger(peer)
+    elif code is None: note("lost", node)
     elif code != 0: note("failed", f"{{node}} {{code}}")
 def roll_call():
     time.sleep(start_seconds)
@@ -217,17 +270,20 @@ def roll_call():
     if missing: note("missing", " ".join(missing))
 threading.Thread(target=roll_call, daemon=True).start()
 while True:
-    c, _ = s.accept(); threading.Thread(target=watch, args=(c,), daemon=True).start()
+    c, peer = s.accept()
+    if pending.acquire(blocking=False): threading.Thread(target=watch, args=(c, peer), daemon=True).start()
+    else: c.close(); stranger(peer)
 """
 
 MONITOR_WORKER = f"""\
 import os, socket, sys, time
 host, port, node, d = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+token = os.environ.pop("{WATCH_TOKEN_ENV}")
 for _ in range(600):
     try: c = socket.create_connection((host, port), timeout=5); break
     except OSError: time.sleep(1)
 else: sys.exit(0)
-c.sendall(f"hello {{node}}\\n".encode())
+c.sendall(f"hello {{token}} {{node}}\\n".encode())
 done = os.path.join(d, "exit")
 try:
     while not os.path.exists(done):
@@ -237,13 +293,15 @@ except OSError: pass
 """
 
 MONITOR = f"""\
-_monitor=""
+_monitor=""; _wtoken="${{{WATCH_TOKEN_ENV}:-}}"; unset {WATCH_TOKEN_ENV}
 if [ "${{LAUNCHER_RESTARTS:-}}" = on ] && [ "${{LAUNCHER_NNODES:-1}}" -gt 1 ]; then
-  if command -v python3 >/dev/null 2>&1; then
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "launcher: restarts WARNING: no python3 in the image, so a lost node is not noticed and the job is not tried again" >&2
+  elif [ -z "$_wtoken" ]; then
+    echo "launcher: restarts WARNING: no {WATCH_TOKEN_ENV} (the launcher sets it with every submit), so the nodes cannot vouch for each other: a lost node is not noticed and the job is not tried again" >&2
+  else
     _monitor="{MONITOR_DIR}"; rm -rf "$_monitor"; mkdir -p "$_monitor"
     _mport="$((LAUNCHER_MAIN_PORT + 1))"
-  else
-    echo "launcher: restarts WARNING: no python3 in the image, so a lost node is not noticed and the job is not tried again" >&2
   fi
 fi
 """
@@ -257,9 +315,9 @@ if [ -z "$_watch" ] && [ -z "$_monitor" ]; then exec "$@"; fi
 trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
 if [ -n "$_monitor" ]; then
   if [ "$LAUNCHER_NODE_RANK" = 0 ]; then
-    python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" & _mon=$!
+    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" "$LAUNCHER_MAIN_ADDR" & _mon=$!
   else
-    python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" & _mon=$!
+    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" & _mon=$!
   fi
 fi
 wait "$_child"; _code=$?
@@ -271,6 +329,10 @@ if [ -n "$_monitor" ]; then
     while kill -0 "$_mon" 2>/dev/null && [ "$_t" -lt 20 ]; do sleep 0.5; _t=$((_t + 1)); done
   else
     kill "$_mon" 2>/dev/null
+    if [ -s "$_monitor/strangers" ]; then
+      read -r _n _from < "$_monitor/strangers"
+      echo "launcher: node watch: ignored $_n connection(s) without this job's token, the first from $_from" >&2
+    fi
     if [ -s "$_monitor/missing" ]; then
       echo "launcher: node(s) $(cat "$_monitor/missing") never started (no word within ${{LAUNCHER_START_SECONDS:-{START_SECONDS}}} s): ending with exit code {NODE_LOST_EXIT} so that the job is tried again" >&2
       exit {NODE_LOST_EXIT}

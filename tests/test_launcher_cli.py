@@ -150,9 +150,9 @@ def test_resubmit_reuses_the_definition_and_the_first_jobs_checkpoint_directory(
         )
         (node_range,) = overrides["nodePropertyOverrides"]
         assert node_range["targetNodes"] == "0:"  # as the definition names its range
-        assert node_range["containerOverrides"]["environment"] == [
-            {"name": "LAUNCHER_CHECKPOINT_DIR", "value": directory}
-        ]
+        checkpoint, token = node_range["containerOverrides"]["environment"]
+        assert checkpoint == {"name": "LAUNCHER_CHECKPOINT_DIR", "value": directory}
+        assert token["name"] == "LAUNCHER_WATCH_TOKEN"  # the node watch's: new with each job
         assert jobs[job_id]["tags"]["efa-batch:checkpoint"] == directory
 
 

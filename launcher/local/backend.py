@@ -36,6 +36,7 @@ from launcher.jobdef import (
     node_ranges,
     resumption,
     with_environment,
+    with_overrides,
 )
 from launcher.local import engine, secret_values, supervisor
 from launcher.local.containers import PREFIX, is_local, parse_log_line
@@ -160,6 +161,7 @@ class LocalBackend:
 
         submit = requests.submit
         register = as_one_node(requests.register, submit.get("parameters", {}))
+        register = with_overrides(register, submit)  # e.g. the node watch's token, as on Batch
         containers = [c for _, c in node_ranges(register)]
         depends_on: list[dict[str, str]] = list(submit.get("dependsOn", []))
         array_size = submit.get("arrayProperties", {}).get("size")

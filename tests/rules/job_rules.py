@@ -501,3 +501,49 @@ def submission_matches_the_queue_and_the_log_group(job: Job) -> list[str]:
         if not container.get("linuxParameters", {}).get("initProcessEnabled"):
             problems.append("no init process: signals never reach the training processes")
     return problems
+
+
+OVERRIDE_ENV = Model(
+    "batch",
+    "ContainerOverrides",
+    "environment",
+    "You can add new environment variables, which are added to the container at launch, or you "
+    "can override the existing environment variables from the Docker image or the job "
+    "definition.",
+)
+OVERRIDE_RANGE = Model(
+    "batch",
+    "NodePropertyOverride",
+    "targetNodes",
+    "The range of nodes, using node index values, that's used to override.",
+)
+
+
+@rule(OVERRIDE_ENV, OVERRIDE_RANGE, kind="job", covers=("nodeOverrides",))
+def every_node_gets_the_submits_one_watch_token(job: Job) -> list[str]:
+    """Every node range of the job, named as the definition names it, gets one node-watch
+    token (launcher.prelude) from the submit; the definition, reused by every submit of the
+    same job, holds none.
+
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_ContainerOverrides.html
+    (environment): "You can add new environment variables, which are added to the container at
+    launch, or you can override the existing environment variables from the Docker image or the
+    job definition": the submit's token reaches every node it names when it starts. (targetNodes,
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_NodePropertyOverride.html) "The
+    range of nodes, using node index values, that's used to override": a range the definition
+    does not have would leave some nodes without the token, and their watch off.
+    """
+    from launcher.prelude import WATCH_TOKEN_ENV
+
+    ranges = [r["targetNodes"] for r in job.register["nodeProperties"]["nodeRangeProperties"]]
+    overrides = job.submit.get("nodeOverrides", {}).get("nodePropertyOverrides", [])
+    tokens = {
+        o["targetNodes"]: Job.env(o.get("containerOverrides", {})).get(WATCH_TOKEN_ENV)
+        for o in overrides
+    }
+    problems = []
+    if list(tokens) != ranges or None in tokens.values() or len(set(tokens.values())) != 1:
+        problems.append("not one node-watch token for every node range in the submit")
+    if any(WATCH_TOKEN_ENV in Job.env(c) for c in job.containers):
+        problems.append("a node-watch token in the job definition, which every submit reuses")
+    return problems
