@@ -146,3 +146,30 @@ def test_a_supervisor_leaves_a_job_not_handed_to_it(tmp_path):
     assert result.returncode == 1
     assert "not handed to this supervisor" in result.stderr
     assert store.load(record.job_id) == record
+
+
+def test_a_job_waiting_for_an_array_child_not_yet_written_waits(tmp_path):
+    """The race behind a consumer array failing with "Dependency ...:N gone" at random: its
+    children start waiting before the producer's supervisor has written the producer's
+    children. A child that its array has not written yet is waited for; a child of an array
+    that ended without it, or of no array, is gone."""
+    import threading
+
+    from launcher.local import supervisor
+
+    store = Store(tmp_path)
+    store.create(_record("local-1111", status=JobState.PENDING, array_size=2))
+    later = threading.Timer(
+        0.5,
+        lambda: store.create(
+            _record("local-1111:0", status=JobState.SUCCEEDED, array_size=2, array_index=0)
+        ),
+    )
+    later.start()
+    started = time.monotonic()
+    assert supervisor._wait_for(store, ["local-1111:0"], threading.Event(), 0.05) is None
+    assert time.monotonic() - started >= 0.4
+    store.create(_record("local-2222", status=JobState.FAILED, array_size=2))
+    gone = supervisor._wait_for(store, ["local-2222:1"], threading.Event(), 0.05)
+    assert gone is not None and "gone" in gone
+    assert "gone" in (supervisor._wait_for(store, ["local-3333:0"], threading.Event(), 0.05) or "")

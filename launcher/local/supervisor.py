@@ -105,6 +105,8 @@ def _wait_for(store: Store, job_ids: list[str], cancelled: Stop, poll: float) ->
             try:
                 state = store.load(job_id).status
             except UsageError:
+                if _not_made_yet(store, job_id):
+                    continue
                 return DEPENDENCY_REASON.format(job_id=job_id, state="gone")
             if state is JobState.FAILED:
                 return DEPENDENCY_REASON.format(job_id=job_id, state="FAILED")
@@ -113,6 +115,20 @@ def _wait_for(store: Store, job_ids: list[str], cancelled: Stop, poll: float) ->
         if waiting:
             time.sleep(poll)
     return None
+
+
+def _not_made_yet(store: Store, job_id: str) -> bool:
+    """An array child whose record its parent's supervisor has not written yet: the parent is
+    an array that has not ended (its supervisor writes the children when it starts, which may
+    be after a job that waits for them starts waiting)."""
+    parent_id, sep, index = job_id.rpartition(":")
+    if not sep or not index.isdigit():
+        return False
+    try:
+        parent = store.load(parent_id)
+    except UsageError:
+        return False
+    return parent.is_array and not parent.status.terminal
 
 
 def _run_job(client: Any, store: Store, record: Record, cancelled: Stop, poll: float) -> None:
