@@ -345,17 +345,20 @@ class Cluster:
         self,
         efs_dir: str | os.PathLike[str] | None = None,
         fsx_dir: str | os.PathLike[str] | None = None,
+        network: str | None = None,
     ) -> Cluster:
         """This cluster's jobs on the local Docker engine instead: the same job definitions,
         one container per node, ``efs_dir`` (default ``$LAUNCHER_LOCAL_EFS``, then
         ``~/.local/share/efa-batch/efs/STACK``) standing in for EFS and ``fsx_dir`` (likewise
         ``$LAUNCHER_LOCAL_FSX``, ``.../fsx/STACK``) for FSx for Lustre, where the stack has
-        it; secrets from ``$LAUNCHER_LOCAL_SECRETS`` (launcher.local.secret_values)."""
+        it; secrets from ``$LAUNCHER_LOCAL_SECRETS`` (launcher.local.secret_values);
+        ``network`` (default ``$LAUNCHER_LOCAL_NETWORK``, then ``none``): ``none`` (the job's
+        own, loopback only), ``bridge`` (and outbound traffic) or ``host`` (this machine's)."""
         return Cluster(
             self.info,
             self._aws,
             self._copier,
-            LocalTarget(self.info, efs_dir, self._aws, fsx_dir),
+            LocalTarget(self.info, efs_dir, self._aws, fsx_dir, network),
         )
 
     def in_pool(self, name: str | None) -> Cluster:

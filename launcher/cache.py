@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from launcher import private
+
 # marshal's format for what is kept here: version 2 has no back-references (3 added them), so
 # it writes 50,000 stat tuples five times faster than the default, and its bytes depend on
 # the values alone (never on reference counts). Any version reads back.
@@ -21,11 +23,10 @@ def directory() -> Path:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` whole (a reader sees the old or the new file); errors are ignored."""
+    """Replace ``path`` whole (a reader sees the old or the new file), the user's alone
+    (``launcher.private``); errors are ignored."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        private.directory(path.parent, own_from=directory())
+        private.write(path, data)
     except OSError:
         pass

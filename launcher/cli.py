@@ -62,7 +62,21 @@ def _cluster(args: argparse.Namespace, local: bool = False) -> Cluster:
     cluster = Cluster.from_stack(args.stack, profile=args.profile, region=args.region)
     if not local:
         return cluster
-    return cluster.local(getattr(args, "local_efs", None), getattr(args, "local_fsx", None))
+    return cluster.local(
+        getattr(args, "local_efs", None),
+        getattr(args, "local_fsx", None),
+        getattr(args, "local_network", None),
+    )
+
+
+def _local_network_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--local-network",
+        choices=("none", "bridge", "host"),
+        help="what a --local job's nodes reach: none, their own network with loopback only "
+        "(default, or $LAUNCHER_LOCAL_NETWORK); bridge, that and outbound traffic through the "
+        "engine's bridge; host, this machine's own network and every service on it",
+    )
 
 
 def _job(args: argparse.Namespace, job_id: str) -> Job:
@@ -265,6 +279,7 @@ class Run(Command):
             help="directory standing in for FSx for Lustre with --local "
             "(default: $LAUNCHER_LOCAL_FSX or ~/.local/share/efa-batch/fsx/STACK)",
         )
+        _local_network_argument(parser)
         parser.add_argument(
             "--dryrun",
             action="store_true",
@@ -655,6 +670,7 @@ class Check(Command):
         parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
         parser.add_argument("--local-efs", metavar="DIR", help="EFS stand-in with --local")
         parser.add_argument("--local-fsx", metavar="DIR", help="FSx stand-in with --local")
+        _local_network_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from launcher import jobspec

@@ -60,6 +60,10 @@ class Requests:
         return {"registerJobDefinition": self.register, "submitJob": self.submit}
 
 
+# NCCL's bootstrap interfaces on AWS: any but loopback, Docker's bridges and veths, and ECS's.
+AWS_NCCL_INTERFACES = "^lo,docker,veth,ecs"
+
+
 def efa_environment(spec: JobSpec, cluster: ClusterInfo) -> dict[str, str]:
     """EFA/NCCL defaults for the node type; each can be overridden with ``--env``."""
     if not spec.efa.on:
@@ -72,7 +76,7 @@ def efa_environment(spec: JobSpec, cluster: ClusterInfo) -> dict[str, str]:
         # NCCL's bootstrap must use the task's own interface (eth0): not loopback, Docker's
         # bridges or veths, nor ECS's link-local ecs-eth0 (169.254.172.0/22) that awsvpc tasks
         # get beside it, which other nodes cannot reach (ECS guide, task-networking-awsvpc).
-        "NCCL_SOCKET_IFNAME": "^lo,docker,veth,ecs",
+        "NCCL_SOCKET_IFNAME": AWS_NCCL_INTERFACES,
         # INFO for init and the network goes to files the prelude watches: the job log gets
         # NCCL's warnings and one line naming the transport, not every rank's INFO lines.
         "NCCL_DEBUG": "INFO",

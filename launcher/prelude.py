@@ -97,6 +97,20 @@ false || [ "$0" = {ARGV0} ] || {{
 }}
 """
 
+# Local runs only: the job's secrets arrive as a file of quoted shell assignments, mounted
+# read-only ($LAUNCHER_SECRETS_FILE, launcher.local.secret_values), not as the container's own
+# environment, which `docker inspect` shows to anyone who may use the engine. The command gets
+# them as environment, as on AWS, where the ECS agent sets them and there is no file.
+SECRETS = f"""\
+if [ -n "${{LAUNCHER_SECRETS_FILE:-}}" ]; then
+  if [ -r "$LAUNCHER_SECRETS_FILE" ]; then . "$LAUNCHER_SECRETS_FILE"; else
+    echo "launcher: ERROR: cannot read the job's secrets ($LAUNCHER_SECRETS_FILE)" >&2
+    exit {EFA_REQUIRED_EXIT}
+  fi
+  unset LAUNCHER_SECRETS_FILE
+fi
+"""
+
 RENDEZVOUS = """\
 main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-${LAUNCHER_MAIN_ADDR:-}}"
 if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d' ' -f1)"; fi
@@ -350,7 +364,7 @@ fi
 exit "$_code"
 #"""
 
-SCRIPT = REPARSE_GUARD + RENDEZVOUS + EFA_CHECK + NCCL_WATCH + MONITOR + RUN
+SCRIPT = REPARSE_GUARD + SECRETS + RENDEZVOUS + EFA_CHECK + NCCL_WATCH + MONITOR + RUN
 
 
 def command(user_command: list[str] | tuple[str, ...]) -> list[str]:

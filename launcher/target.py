@@ -164,7 +164,8 @@ class AwsTarget:
 
 
 class LocalTarget:
-    """The local Docker engine: one container per node, host networking, a directory for EFS."""
+    """The local Docker engine: one container per node, the job's own network (``network``:
+    launcher.local.containers.LocalNetwork), a directory for EFS."""
 
     name = BackendName.LOCAL
     rehearsal = True
@@ -175,10 +176,11 @@ class LocalTarget:
         efs_dir: str | os.PathLike[str] | None,
         aws: Aws | None,
         fsx_dir: str | os.PathLike[str] | None = None,
+        network: str | None = None,
     ) -> None:
         from launcher.local import LocalBackend
 
-        self.info, self.aws = info, aws
+        self.info, self.aws, self.network = info, aws, network
         share = Path.home() / ".local" / "share" / "efa-batch"
         self.efs_dir = os.fspath(
             efs_dir or os.environ.get(LOCAL_EFS_ENV) or share / "efs" / info.stack_name
@@ -189,11 +191,14 @@ class LocalTarget:
             else None
         )
         self._backend = LocalBackend(
-            queue=info.job_queue_name, efs_dir=self.efs_dir, fsx_dir=self.fsx_dir
+            queue=info.job_queue_name,
+            efs_dir=self.efs_dir,
+            fsx_dir=self.fsx_dir,
+            network=network,
         )
 
     def seen_from(self, info: ClusterInfo) -> LocalTarget:
-        return LocalTarget(info, self.efs_dir, self.aws, self.fsx_dir)
+        return LocalTarget(info, self.efs_dir, self.aws, self.fsx_dir, self.network)
 
     @property
     def jobs(self) -> Backend:
@@ -201,13 +206,23 @@ class LocalTarget:
 
     @property
     def copies(self) -> Backend:
-        return self._backend
+        """Copy jobs run on this machine's network: the copier is the stack's own image (not the
+        user's), and it reads a base where this machine reads it (``copy_source``)."""
+        from launcher.local import LocalBackend
+        from launcher.local.containers import LocalNetwork
+
+        return LocalBackend(
+            queue=self.info.job_queue_name,
+            efs_dir=self.efs_dir,
+            fsx_dir=self.fsx_dir,
+            network=LocalNetwork.HOST,
+        )
 
     def account_findings(self) -> None:
         return None
 
     def preflight(self, progress: ProgressFn | None = None) -> None:
-        pass  # the engine's network is this machine's
+        pass  # nothing of the account's network stands between the engine and its jobs
 
     def has_image(self, image: str) -> bool:
         """In the local engine, or else in its registry (where the engine pulls it from)."""

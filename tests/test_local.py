@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shlex
 import socket
 import subprocess
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +50,11 @@ def test_node_containers_reproduce_the_batch_environment(tmp_path):
         )
         for n in (0, 1)
     )
-    assert main["network_mode"] == worker["network_mode"] == "host"
+    # The job's own network: node 0's namespace, loopback only, which the worker joins.
+    assert (main["network_mode"], worker["network_mode"]) == ("none", "container:efa-batch-x-1-0")
+    assert main["cap_drop"] == worker["cap_drop"] == ["NET_RAW"]
+    assert main["security_opt"] == ["no-new-privileges"]
+    assert main["environment"]["NCCL_SOCKET_IFNAME"] == "lo"  # the only interface there
     assert main["environment"]["AWS_BATCH_JOB_NODE_INDEX"] == "0"
     assert main["environment"]["AWS_BATCH_JOB_NUM_NODES"] == "2"
     assert main["environment"]["AWS_BATCH_JOB_MAIN_NODE_INDEX"] == "0"
@@ -232,12 +240,18 @@ def run_true_locally(env, image: str, port: str, *extra: str) -> subprocess.Comp
 
 
 def test_port_in_use_is_a_clear_error(stack, env, busybox_base, docker_engine):
+    """On this machine's network (--local-network host) the rendezvous port is the machine's;
+    in the job's own network (the default) a port busy here is no conflict."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
+        own = run_true_locally(env, busybox_base, port, "--nodes", "2", "--follow")
+        assert own.returncode == 0, own.stderr
         # A gang's main node needs the port; a one-node job has no rendezvous to offer.
-        result = run_true_locally(env, busybox_base, port, "--nodes", "2")
+        result = run_true_locally(
+            env, busybox_base, port, "--nodes", "2", "--local-network", "host"
+        )
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert f"127.0.0.1:{port} is in use" in line
@@ -377,10 +391,13 @@ def test_a_secret_a_tmpfs_and_a_ulimit_on_the_local_engine(env, busybox_base, tm
 def test_two_nodes_share_the_fsx_stand_in(env, busybox_base, tmp_path, docker_engine):
     """Node 0 writes on FSx, node 1 reads it: the local backend maps the nodes' /fsx mount
     (the job definition's fsx host volume) to one directory, as it does EFS."""
+    # The main node waits for the worker's answer: a job ends with its main node, on Batch as
+    # here, so a worker that has not started by then never does.
     script = (
         'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 0 ]; then echo written-by-main > "$LAUNCHER_FSX/hi";'
+        ' for i in $(seq 100); do [ -f "$LAUNCHER_FSX/ack" ] && break; sleep 0.1; done;'
         ' else for i in $(seq 100); do [ -f "$LAUNCHER_FSX/hi" ] && break; sleep 0.1; done;'
-        ' echo "read $(cat "$LAUNCHER_FSX/hi")"; fi'
+        ' echo "read $(cat "$LAUNCHER_FSX/hi")"; touch "$LAUNCHER_FSX/ack"; fi'
     )
     job = make_spec(
         ["sh", "-c", script],
@@ -400,3 +417,132 @@ def test_two_nodes_share_the_fsx_stand_in(env, busybox_base, tmp_path, docker_en
         m.message for m in local.LocalBackend().log_iter(job_id, node=1)
     ]
     assert no_job_containers(docker_engine)
+
+
+# --- what a local job reaches on this machine ------------------------------------------------
+#
+# A local job runs the user's chosen image, as root, on the user's own machine: beside the
+# user's traffic (a registry push with its Authorization header) and loopback services
+# (credential helpers, notebooks, databases). Its nodes get a network of their own.
+
+
+def _one_node(paths, command: str, image: str, network: str | None = None, **spec_kwargs):
+    job = make_spec(
+        ["sh", "-c", command],
+        image=image,
+        nodes=1,
+        efa="off",
+        rendezvous_port=rendezvous_port(),
+        **spec_kwargs,
+    )
+    requests = jobdef.build(job, cluster_info(efa=False))
+    backend = local.LocalBackend("q", paths["LAUNCHER_LOCAL_EFS"], network=network)
+    job_id = backend.schedule(requests)
+    info = local.LocalBackend().wait(job_id, timeout=60)
+    return info, [line.message for line in local.LocalBackend().log_iter(job_id, node=0)]
+
+
+def test_a_local_job_reaches_no_loopback_service_of_this_machine(env, busybox_base):
+    """A server on this machine's 127.0.0.1 (where a notebook or a credential helper listens)
+    is out of reach of a local job by default, and within reach of one run with
+    --local-network host, which says what it is."""
+    connections = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+
+        def serve() -> None:  # answer and hang up, as a service would for a stranger
+            with contextlib.suppress(OSError):
+                while True:
+                    connection, _ = server.accept()
+                    connections.append(connection.close())
+
+        threading.Thread(target=serve, daemon=True).start()
+        command = f"nc -w 2 127.0.0.1 {port} </dev/null && echo reached || echo unreachable"
+        for network, outcome in ((None, "unreachable"), ("host", "reached")):
+            info, lines = _one_node(env, command, busybox_base, network)
+            assert info.state == "SUCCEEDED", info
+            assert outcome in lines, (network, lines)
+    assert len(connections) == 1  # the host-network run's, and only it
+
+
+def test_a_local_job_has_loopback_only_and_no_raw_sockets(env, busybox_base):
+    """What a packet sniffer needs: an interface carrying the machine's traffic and a raw
+    socket (CAP_NET_RAW, which Docker grants by default). A local job has neither: its network
+    is loopback alone, and every node runs without NET_RAW and with no-new-privileges."""
+    import sys
+
+    from devenv.host_python import host_python_mounts
+
+    probe = (
+        "import os, socket\n"
+        "print('interfaces', ' '.join(sorted(os.listdir('/sys/class/net'))))\n"
+        "try:\n"
+        "    socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(3))\n"
+        "    print('raw socket opened')\n"
+        "except PermissionError:\n"
+        "    print('raw sockets refused')\n"
+        "print('NoNewPrivs', open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0])\n"
+    )
+    command = f"{sys.executable} -c {shlex.quote(probe)}"
+    info, lines = _one_node(env, command, busybox_base, mounts=host_python_mounts())
+    assert info.state == "SUCCEEDED", (info, lines)
+    assert {"interfaces lo", "raw sockets refused", "NoNewPrivs 1"} <= set(lines), lines
+
+
+def test_local_secrets_stay_out_of_the_container_configuration(
+    env, busybox_base, tmp_path, docker_engine
+):
+    """`docker inspect` shows a container's environment to anyone who may use the engine; a
+    local job's secrets reach the command through a file on a tmpfs of the user's (0700
+    directory) that the prelude reads, and the file goes when the attempt ends."""
+    value = "s3cret-" + os.urandom(6).hex()
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"team/wandb": value}))
+    job = make_spec(
+        [
+            "sh",
+            "-c",
+            'printf %s "$WANDB_API_KEY" | sha256sum; env | grep -c LAUNCHER_SECRETS; sleep 30',
+        ],
+        image=busybox_base,
+        nodes=1,
+        efa="off",
+        rendezvous_port=rendezvous_port(),
+        secrets={"WANDB_API_KEY": "team/wandb"},
+    )
+    backend = local.LocalBackend("q", env["LAUNCHER_LOCAL_EFS"], secrets_file=secrets)
+    job_id = backend.schedule(jobdef.build(job, cluster_info(efa=False)))
+    record = local.Store().load(job_id)
+    container = docker_engine.client().containers.get(record.containers[0])
+    assert value not in json.dumps(container.attrs)
+    (delivered,) = [m["Source"] for m in container.attrs["Mounts"] if "secrets" in m["Destination"]]
+    assert os.stat(os.path.dirname(delivered)).st_mode & 0o777 == 0o700
+    assert value in Path(delivered).read_text()
+    local.LocalBackend().cancel(job_id)
+    local.LocalBackend().wait(job_id, timeout=60)
+    lines = [line.message for line in local.LocalBackend().log_iter(job_id, node=0)]
+    assert f"{hashlib.sha256(value.encode()).hexdigest()}  -" in lines
+    assert "0" in lines  # the variable naming the file is unset before the command runs
+    assert not os.path.exists(delivered)
+
+
+def test_what_the_launcher_writes_is_the_users_alone(env, busybox_base, tmp_path):
+    """Job records hold --env values, node logs the job's output, the cache every workspace
+    file's sha256: directories 0700 and files 0600, whatever the umask."""
+    from launcher import cache
+
+    old = os.umask(0o022)
+    try:
+        info, _ = _one_node(env, "echo hello", busybox_base, env={"TOKEN": "t0ken"})
+        cache.write_atomically(cache.directory() / "workspaces" / "probe.index", b"x")
+    finally:
+        os.umask(old)
+    assert info.state == "SUCCEEDED"
+    for root in (tmp_path / "state", cache.directory()):
+        found = [root, *root.rglob("*")]
+        assert len(found) > 1
+        modes = {p: p.stat().st_mode & 0o777 for p in found}
+        assert {p: m for p, m in modes.items() if p.is_dir() and m != 0o700} == {}
+        assert {p: m for p, m in modes.items() if p.is_file() and m != 0o600} == {}

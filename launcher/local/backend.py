@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from launcher import private
 from launcher.backend import Say, already_ended, newest_first, no_such_jobs
 from launcher.errors import LauncherError, RemoteError, UsageError
 from launcher.job import (
@@ -39,7 +40,7 @@ from launcher.jobdef import (
     with_overrides,
 )
 from launcher.local import engine, secret_values, supervisor
-from launcher.local.containers import PREFIX, is_local, parse_log_line
+from launcher.local.containers import PREFIX, LocalNetwork, is_local, parse_log_line
 from launcher.local.state import Owner, OwnershipError, Process, Record, Store, now_ms
 from launcher.shapes import Dependency, is_single
 
@@ -101,6 +102,19 @@ def job_info(record: Record, store: Store | None = None) -> JobInfo:
     )
 
 
+NETWORK_ENV = "LAUNCHER_LOCAL_NETWORK"
+
+
+def local_network(value: LocalNetwork | str | None) -> LocalNetwork:
+    """``--local-network`` (or ``$LAUNCHER_LOCAL_NETWORK``), default none; one line if bad."""
+    chosen = value or os.environ.get(NETWORK_ENV) or LocalNetwork.NONE.value
+    try:
+        return LocalNetwork(chosen)
+    except ValueError:
+        allowed = ", ".join(n.value for n in LocalNetwork)
+        raise UsageError(f"--local-network {chosen}: allowed: {allowed}") from None
+
+
 def _check_port(port: int) -> None:
     with socket.socket() as s:
         # SO_REUSEADDR: a connection of an earlier run in TIME_WAIT is no conflict; a listener is.
@@ -121,10 +135,13 @@ def _validate(
     secrets_file: Path,
     *,
     starts_now: bool,
+    network: LocalNetwork,
 ) -> None:
     """Everything a local run refuses, before the first container starts."""
     env = {e["name"]: e["value"] for e in containers[0].get("environment", [])}
-    if "LAUNCHER_MAIN_PORT" in env and starts_now:
+    # On the machine's network the rendezvous port is the machine's; in the job's own
+    # namespace nothing else listens there.
+    if "LAUNCHER_MAIN_PORT" in env and starts_now and network is LocalNetwork.HOST:
         _check_port(int(env["LAUNCHER_MAIN_PORT"]))
     for container in containers:
         secret_values.values(container, secrets_file)  # every secret is there (values unkept)
@@ -144,8 +161,10 @@ class LocalBackend:
         *,
         fsx_dir: str | None = None,
         secrets_file: str | os.PathLike[str] | None = None,
+        network: LocalNetwork | str | None = None,
     ) -> None:
         self.queue = queue  # the queue (a pool's) jobs go to and list() reads; None: any
+        self.network = local_network(network)
         self.efs_dir = efs_dir
         self.fsx_dir = fsx_dir  # stands in for the nodes' FSx for Lustre mount
         self.secrets_file = (
@@ -169,7 +188,13 @@ class LocalBackend:
         # starts now needs its rendezvous port (a one-node job's torchrun finds its own).
         waits = bool(depends_on) or array_size is not None
         single = is_single(requests.register)
-        _validate(containers, self.efs_dir, self.secrets_file, starts_now=not (waits or single))
+        _validate(
+            containers,
+            self.efs_dir,
+            self.secrets_file,
+            starts_now=not (waits or single),
+            network=self.network,
+        )
         self._check_dependencies(depends_on, array_size)
         client = docker_client()
         infiniband = Path("/dev/infiniband").is_dir()
@@ -208,6 +233,7 @@ class LocalBackend:
             single_node=single,
             array_size=array_size,
             depends_on=depends_on,
+            network=self.network.value,
         )
         self.store.create(record)
         try:
@@ -245,7 +271,7 @@ class LocalBackend:
     def _hand_to_supervisor(self, record: Record) -> None:
         """Start the supervisor, make it the record's writer, then let it go."""
         job_dir = self.store.job_dir(record.job_id)
-        with open(job_dir / "supervisor.log", "ab") as log:
+        with os.fdopen(private.append(job_dir / "supervisor.log"), "ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", supervisor.__name__, str(self.store.base), record.job_id],
                 start_new_session=True,  # a Ctrl-C in this terminal is not the job's end

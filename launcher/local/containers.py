@@ -1,26 +1,54 @@
 """A job definition's node as a container: pure translation, no engine involved.
 
 The job definition is the one ``jobdef.build`` made for AWS; ``node_container`` turns each
-node's range of it into the keyword arguments of ``docker.containers.run``: host networking
-(all traffic stays on 127.0.0.1), Batch's multi-node environment, the EFS stand-in directory,
-devices, ulimits and shared memory as Batch would give them.
+node's range of it into the keyword arguments of ``docker.containers.run``: the job's own
+network (``LocalNetwork``), Batch's multi-node environment, the EFS stand-in directory, devices,
+ulimits and shared memory as Batch would give them.
+
+A local job runs the user's chosen image, as root, on the user's machine: by default its nodes
+share one network namespace of their own with loopback only (node 0's, which the others join),
+so the rendezvous stays on 127.0.0.1 while the machine's interfaces, its traffic and its
+loopback services (credential helpers, notebooks, databases) are out of reach; every node runs
+without CAP_NET_RAW and with no-new-privileges unless the job is privileged.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 import resource
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from launcher.jobdef import FSX_VOLUME
+from launcher.jobdef import AWS_NCCL_INTERFACES, FSX_VOLUME
 from launcher.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
+from launcher.local import secret_values
 from launcher.shapes import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV
 
 if TYPE_CHECKING:
     import docker.types
 
 PREFIX = "local-"  # a local job id's
+
+
+class LocalNetwork(str, enum.Enum):
+    """What a local job's nodes reach (``--local-network``)."""
+
+    NONE = "none"  # their own namespace, loopback only: nothing outside the job
+    BRIDGE = "bridge"  # that, and the engine's default bridge for outbound traffic
+    HOST = "host"  # the machine's own network: every interface and loopback service
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The interface names a job definition gives NCCL on AWS exclude loopback, the only interface
+# of a job's own network: there NCCL, Gloo and TensorPipe are pointed at it instead.
+LOOPBACK_SOCKETS = {
+    "NCCL_SOCKET_IFNAME": "lo",
+    "GLOO_SOCKET_IFNAME": "lo",
+    "TP_SOCKET_IFNAME": "lo",
+}
 LABEL = "efa-batch.job"  # the label naming a container's job
 _LETTERS = {word: letter for letter, word in DEVICE_PERMISSIONS.items()}
 
@@ -61,17 +89,23 @@ def node_container(
     attempt: int = 1,
     ulimit_caps: dict[str, int] | None = None,
     fsx_dir: str | None = None,
-    secret_values: dict[str, str] | None = None,
     single: bool = False,
     array: tuple[int, int] | None = None,
     main_port: int | None = None,
+    network: LocalNetwork = LocalNetwork.NONE,
+    secrets_file: str | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``docker.containers.run`` for one node of the job; ``secret_values``
-    are the container's ``secrets``, read as the ECS agent would read them at start.
+    """Keyword arguments for ``docker.containers.run`` for one node of the job;
+    ``secrets_file``: the host file holding the container's ``secrets`` (read as the ECS agent
+    would read them at start, launcher.local.secret_values), mounted read-only for the prelude.
     ``single``: a container job (Batch's single-job variables, no node ones); ``array``: an
-    array child's (index, size); ``main_port``: the rendezvous port instead of the job's."""
+    array child's (index, size); ``main_port``: the rendezvous port instead of the job's;
+    ``network``: what the nodes reach (node 0's namespace, which the others join)."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
-    env.update(secret_values or {})
+    if network is not LocalNetwork.HOST:
+        for name, value in LOOPBACK_SOCKETS.items():
+            if env.get(name, AWS_NCCL_INTERFACES) == AWS_NCCL_INTERFACES:  # unset, or AWS's
+                env[name] = value
     env.update(
         {
             "AWS_BATCH_JOB_ID": job_id if single else f"{job_id}#{node}",
@@ -100,6 +134,9 @@ def node_container(
         # The devices are dropped here (warned about once): the prelude expects none.
         env["LAUNCHER_EFA_DEVICES"] = "0"
     volumes: dict[str, dict[str, str]] = {}
+    if secrets_file is not None:
+        env[secret_values.FILE_ENV] = secret_values.CONTAINER_PATH
+        volumes[secrets_file] = {"bind": secret_values.CONTAINER_PATH, "mode": "ro"}
     sources = {v["name"]: v for v in container.get("volumes", [])}
     for mount in container.get("mountPoints", []):
         volume = sources[mount["sourceVolume"]]
@@ -121,11 +158,16 @@ def node_container(
     ]
     import docker.types
 
+    privileged = bool(container.get("privileged"))
+    if network is LocalNetwork.HOST or node == 0:
+        network_mode = network.value
+    else:  # the job's nodes share node 0's namespace: its loopback is the rendezvous
+        network_mode = f"container:{container_name(job_id, attempt, 0)}"
     kwargs: dict[str, Any] = {
         "image": container["image"],
         "command": container["command"],
         "environment": env,
-        "network_mode": "host",
+        "network_mode": network_mode,
         "name": container_name(job_id, attempt, node),
         "labels": {LABEL: job_id, f"{LABEL}.node": str(node), f"{LABEL}.name": job_name},
         "ulimits": [
@@ -136,9 +178,14 @@ def node_container(
         "devices": devices,
         "volumes": volumes,
         "tmpfs": {t["containerPath"]: f"size={t['size']}m" for t in linux.get("tmpfs", [])},
-        "privileged": bool(container.get("privileged")),
+        "privileged": privileged,
         "detach": True,
     }
+    if not privileged:
+        # A sniffer needs raw sockets (Docker grants NET_RAW by default), and a setuid binary
+        # of the image would give its caller more than the job asked for.
+        kwargs["cap_drop"] = ["NET_RAW"]
+        kwargs["security_opt"] = ["no-new-privileges"]
     wanted = next(
         (int(r["value"]) for r in container.get("resourceRequirements", []) if r["type"] == "GPU"),
         0,

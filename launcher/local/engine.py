@@ -14,7 +14,7 @@ from launcher.backend import Say
 from launcher.errors import RemoteError, UsageError
 from launcher.jobdef import node_ranges
 from launcher.local import secret_values
-from launcher.local.containers import host_ulimit_caps, node_container
+from launcher.local.containers import LocalNetwork, host_ulimit_caps, node_container
 from launcher.local.state import Record
 
 
@@ -64,6 +64,11 @@ def free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _main_ended(client: Any, main: str, exc: Exception) -> bool:
+    """Whether a worker could not start because the main node (whose network it joins) ended."""
+    return "non running container" in str(exc) and exit_code(client, main) is not None
+
+
 def _container_for(record: Record, node: int) -> dict[str, Any]:
     for (first, last), container in node_ranges(record.register):
         if first <= node <= last:
@@ -76,9 +81,14 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
     (the machine's hard limits, where the daemon may not raise them)."""
     caps = record.ulimit_caps
     started: list[str] = []
-    # Array children share this machine's network, where on Batch each has its own node: a
-    # port of its own, so that children running torchrun at once do not meet on one.
-    port = free_loopback_port() if record.array_index is not None else None
+    network = LocalNetwork(record.network)
+    # On the machine's network, array children would share it, where on Batch each has its own
+    # node: a port of its own, so that children running torchrun at once do not meet on one.
+    port = (
+        free_loopback_port()
+        if record.array_index is not None and network is LocalNetwork.HOST
+        else None
+    )
     try:
         for node in range(record.nodes):
             container = _container_for(record, node)
@@ -86,6 +96,11 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                 secret_values.values(container, Path(record.secrets_file))
                 if record.secrets_file
                 else {}
+            )
+            secrets_file = (
+                str(secret_values.delivery(secrets, record.job_id, record.attempt, node))
+                if secrets
+                else None
             )
             while True:
                 run = node_container(
@@ -101,7 +116,8 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                     attempt=record.attempt,
                     ulimit_caps=caps,
                     fsx_dir=record.fsx_dir,
-                    secret_values=secrets,
+                    secrets_file=secrets_file,
+                    network=network,
                     single=record.single_node,
                     array=None
                     if record.array_index is None or record.array_size is None
@@ -112,6 +128,13 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                     started.append(client.containers.run(**run).id)
                     break
                 except Exception as exc:
+                    if node and _main_ended(client, started[0], exc):
+                        # A worker joins the main node's network, which is gone once the
+                        # main node has ended; its exit code is the attempt's, as on Batch,
+                        # where the workers stop when the main node ends.
+                        remove(client, run["name"])
+                        secret_values.forget(record.job_id)
+                        return started, caps
                     if caps is not None or "rlimit" not in str(exc):
                         raise
                     remove(client, run["name"])
@@ -123,7 +146,13 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
     except Exception as exc:
         for cid in started:
             remove(client, cid)
+        secret_values.forget(record.job_id)
         if isinstance(exc, UsageError):
             raise
+        if network is LocalNetwork.BRIDGE and "network bridge not found" in str(exc):
+            raise RemoteError(
+                "Docker: this engine has no default bridge network (dockerd --bridge=none), so "
+                "--local-network bridge cannot reach out; use none, or host"
+            ) from exc
         raise failure("could not start the job's containers", exc) from exc
     return started, caps

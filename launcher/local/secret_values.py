@@ -4,17 +4,24 @@ On AWS the ECS agent reads each value when a container starts; locally the backe
 from ``$LAUNCHER_LOCAL_SECRETS`` (default ``~/.config/efa-batch/secrets.json``), an object keyed
 by the reference as ``--secret`` gives it: a Secrets Manager name (``"team/wandb"``), an ARN,
 or ``"ssm:/team/token"``. A value is a string, or an object whose keys ``NAME#KEY`` picks from,
-as Secrets Manager picks a key of a secret's JSON. Values go to the containers' environment at
-each start and nowhere else: never into the job's record, its definition or a log line.
+as Secrets Manager picks a key of a secret's JSON. Values reach a container at each start as a
+file of shell assignments (``delivery``) on a tmpfs of the user's, which the prelude reads into
+the command's environment: never the container's own environment (``docker inspect`` shows
+that), the job's record, its definition or a log line.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from launcher import private
 from launcher.errors import UsageError
 from launcher.secrets import SSM_PREFIX, SecretError, SecretRef, Store
 
@@ -77,3 +84,47 @@ def _pick(value: Any, json_key: str | None, key: str, path: Path) -> str:
     if not isinstance(value, dict) or json_key not in value:
         raise UsageError(f"{path}: {key!r} has no JSON key {json_key!r}")
     return str(value[json_key])
+
+
+# Where the file appears in a container, and the variable that tells the prelude.
+CONTAINER_PATH = "/run/launcher-secrets.sh"
+FILE_ENV = "LAUNCHER_SECRETS_FILE"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def runtime_directory() -> Path:
+    """A directory of the user's alone on a tmpfs: ``$XDG_RUNTIME_DIR`` (systemd makes it per
+    user, 0700, in memory), else one under /dev/shm; never a disk a value would outlive."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and Path(base).is_dir():
+        return private.directory(Path(base) / "efa-batch", own_from=Path(base) / "efa-batch")
+    shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+    top = shm / f"efa-batch-{os.getuid()}"
+    return private.directory(top, own_from=top)
+
+
+def script(found: dict[str, str]) -> str:
+    """The values as POSIX shell assignments, each quoted (dash, bash and ash read them)."""
+    bad = sorted(name for name in found if not _NAME.match(name))
+    if bad:
+        raise UsageError(f"secret {bad[0]}: not a variable name (letters, digits, _)")
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in found.items())
+
+
+def delivery(found: dict[str, str], job_id: str, attempt: int, node: int) -> Path:
+    """A node's secrets written for one start (the job's own 0700 directory; the file is
+    bind-mounted read-only, so any user the image runs as can read it in the container)."""
+    directory = private.directory(runtime_directory() / _safe(job_id), own_from=runtime_directory())
+    path = directory / f"attempt-{attempt}-node-{node}.sh"
+    private.write(path, script(found).encode())
+    os.chmod(path, 0o644)  # its directory keeps it from the machine's other users
+    return path
+
+
+def forget(job_id: str) -> None:
+    """Remove a job's secret files (at each attempt's end: the next start writes them again)."""
+    shutil.rmtree(runtime_directory() / _safe(job_id), ignore_errors=True)
+
+
+def _safe(job_id: str) -> str:
+    return job_id.replace(":", "-")

@@ -1,7 +1,8 @@
 """The local backend's state: one typed record per job, and one writer at a time.
 
 State lives in ``$LAUNCHER_LOCAL_STATE`` (default ``~/.local/state/efa-batch``): ``jobs/ID.json``
-per job and ``jobs/ID/attempt-N/node-K.log`` per node. A record names its one writer:
+per job and ``jobs/ID/attempt-N/node-K.log`` per node, the user's alone (directories 0700,
+files 0600: records hold ``--env`` values, logs the job's output). A record names its one writer:
 its role (``Record.owner``) and its process (``Record.writer``). The launcher that schedules the
 job writes until it hands the job to the job's supervisor, the supervisor from then on, and a
 cancel only once the writer is gone. ``Store.save`` refuses a write by anyone else, and checks and
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from launcher import private
 from launcher.errors import UsageError
 from launcher.job import JobState
 from launcher.local.containers import PREFIX, local_id
@@ -138,6 +140,7 @@ class Record:
     array_index: int | None = None  # an array child's index (None: not a child)
     # Batch's dependsOn entries ({"jobId", "type"?}); a child's name its counterparts (N_TO_N).
     depends_on: list[dict[str, str]] = field(default_factory=list)
+    network: str = "none"  # what the nodes reach: a LocalNetwork's value
 
     @property
     def node_properties(self) -> dict[str, Any]:
@@ -189,10 +192,14 @@ class Store:
     def job_dir(self, job_id: str) -> Path:
         return self.root / job_id
 
+    def private_root(self) -> Path:
+        """The jobs directory, made 0700 with the state directory above it (launcher.private)."""
+        return private.directory(self.root, own_from=self.base)
+
     @contextlib.contextmanager
     def _locked(self, job_id: str) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / f"{job_id}.lock", "a") as lock:
+        self.private_root()
+        with os.fdopen(private.append(self.root / f"{job_id}.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -211,7 +218,17 @@ class Store:
             if self._path(record.job_id).exists():
                 raise OwnershipError(f"{record.job_id}: a record exists already")
             self._write(record)
-        (self.job_dir(record.job_id) / "attempt-1").mkdir(parents=True, exist_ok=True)
+        self.attempt_dir(record.job_id, 1)
+
+    def attempt_dir(self, job_id: str, attempt: int) -> Path:
+        """Where an attempt's node logs go, made 0700 (the job's output is the user's alone)."""
+        return private.directory(
+            self.log_path(job_id, 0, attempt).parent, own_from=self.job_dir(job_id)
+        )
+
+    def open_log(self, job_id: str, node: int, attempt: int) -> int:
+        """A descriptor appending to a node's log, created 0600."""
+        return private.append(self.log_path(job_id, node, attempt))
 
     def save(self, record: Record, by: Owner) -> None:
         """Write ``record`` as ``by``, who must own the record on disk."""
@@ -233,15 +250,12 @@ class Store:
             raise OwnershipError(f"{job_id}: written by the {by.value}; the {owner.value} owns it")
 
     def _write(self, record: Record) -> None:
-        path = self._path(record.job_id)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(record.to_json())
-        tmp.replace(path)
+        private.write(self._path(record.job_id), record.to_json().encode())
 
     def request_cancel(self, job_id: str) -> None:
         """Ask an array child's writer (its parent's supervisor) to cancel it: a file beside the
         record, which only the writer acts on, so the record keeps its one writer."""
-        (self.root / f"{job_id}.cancel").touch()
+        os.close(private.append(self.root / f"{job_id}.cancel"))
 
     def cancel_requested(self, job_id: str) -> bool:
         return (self.root / f"{job_id}.cancel").exists()

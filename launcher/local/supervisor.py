@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from launcher.errors import UsageError
 from launcher.job import CANCEL_REASON, JobState
-from launcher.local import engine
+from launcher.local import engine, secret_values
 from launcher.local.state import Attempt, Owner, Record, Store, now_ms
 
 GO = b"go\n"  # the launcher's word that the record is this supervisor's
@@ -169,7 +169,7 @@ def _run_job(client: Any, store: Store, record: Record, cancelled: Stop, poll: f
         if not again:
             break
         record.attempt += 1
-        store.log_path(record.job_id, 0, record.attempt).parent.mkdir(parents=True, exist_ok=True)
+        store.attempt_dir(record.job_id, record.attempt)
         try:
             record.containers, record.ulimit_caps = engine.start_nodes(
                 client, record, lambda _: None
@@ -270,7 +270,7 @@ def _run_attempt(
     containers = record.containers
 
     def copy_logs(node: int, cid: str) -> None:
-        with open(store.log_path(record.job_id, node, record.attempt), "ab") as out:
+        with os.fdopen(store.open_log(record.job_id, node, record.attempt), "ab") as out:
             try:
                 stream = client.containers.get(cid).logs(stream=True, follow=True, timestamps=True)
                 for chunk in stream:
@@ -303,6 +303,7 @@ def _run_attempt(
     codes = [engine.exit_code(client, cid) for cid in containers]
     for cid in containers:
         engine.remove(client, cid)
+    secret_values.forget(record.job_id)  # the next attempt's start writes them again
     if cancelled.is_set() and reason is None:
         reason = CANCEL_REASON  # the cancel arrived as the main node ended
     return reason, main_exit, codes
