@@ -322,6 +322,30 @@ def test_docker_builder_for_a_workspace_with_a_dockerfile(
     assert ok(again) == ref and "unchanged" in again.stderr
 
 
+def test_docker_builder_copies_from_the_screened_workspace(
+    registry, busybox_base, docker_engine, tmp_path
+):
+    """A workspace's own Dockerfile copies from the context the launcher sends, made from the
+    walk that leaves out files that look like secrets (issue 33), not from Docker's reading
+    of the directory, where `COPY . /app/` would take `.env` and `id_rsa` along."""
+    ws = workspace(tmp_path / "ws")
+    (ws / ".env").write_text("AWS_SECRET_ACCESS_KEY=abc\n")
+    (ws / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (ws / ".dockerignore").write_text("ignored.txt\n")
+    (ws / "ignored.txt").write_text("ignored\n")
+    (ws / "Dockerfile.launcher").write_text(
+        "ARG BASE_IMAGE\nFROM $BASE_IMAGE\nCOPY . /app/\nWORKDIR /app\n"
+    )
+    args = ("--image", busybox_base, "--workspace", str(ws), "--repo", f"{registry.host}/dock2")
+    done = build(*args, docker=docker_engine)
+    ref = ok(done)
+    assert "left out 2 files that look like secrets: .env, id_rsa" in done.stderr
+    out = docker_run(docker_engine, ref, "sh", "-c", "ls -a /app")
+    left_out = (".env", "id_rsa", "ignored.txt")
+    shipped = [p.name for p in ws.iterdir() if p.name not in left_out]
+    assert sorted(out.split()) == sorted([".", "..", *shipped])
+
+
 def test_docker_builder_without_a_dockerfile(registry, busybox_base, docker_engine, tmp_path):
     ws = workspace(tmp_path / "ws", "generated dockerfile")
     ref = ok(

@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from launcher.image import index, scan_ahead, workspace
-from launcher.image.build import Builder, left_out_line, what_ships, workspace_image
+from launcher.image.build import left_out_line, what_ships, workspace_image
 from tests.test_image_build import build, get_manifest, ok, uploads
 from tests.test_workspace_scan import _fresh_process, linux_only
 
@@ -171,17 +171,13 @@ def test_the_one_line():
         "k9.pem and 2 more (a dry run names them all; add !PATTERN to .dockerignore to ship one)"
     )
     assert "k11.pem" in left_out_line(many, every=True)
-    assert left_out_line([".env"], context="Dockerfile.launcher", own=True) == (
-        "launcher: 1 file that looks like a secret is in the build context "
-        "Dockerfile.launcher copies from: .env (add it to .dockerignore to leave it out)"
-    )
 
 
 def test_a_dry_run_lists_each_path_with_its_size(tmp_path):
     root = _workspace(tmp_path / "ws", secrets=[".env"], shipped=["train.py", "src/a.py"])
     (root / "latest").symlink_to("train.py")
     scanned = workspace.scan(root)
-    lines = list(what_ships(scanned, dryrun=True, dockerfile=None, kind=Builder.REGISTRY))
+    lines = list(what_ships(scanned, dryrun=True))
     assert lines == [
         "would ship 2 files, 1 link and 1 directory: 22 bytes (0.0 MB)",
         "             -  latest -> train.py",
@@ -191,11 +187,8 @@ def test_a_dry_run_lists_each_path_with_its_size(tmp_path):
         "launcher: left out 1 file that looks like a secret: .env "
         "(add !.env to .dockerignore to ship it)",
     ]
-    quiet = what_ships(scanned, dryrun=False, dockerfile=None, kind=Builder.REGISTRY)
+    quiet = what_ships(scanned, dryrun=False)
     assert list(quiet) == lines[-1:]
-    # A Dockerfile of the workspace copies from Docker's own context: no listing, a warning.
-    own = what_ships(scanned, dryrun=True, dockerfile="Dockerfile.launcher", kind=Builder.DOCKER)
-    assert list(own) == [left_out_line([".env"], context="Dockerfile.launcher", own=True)]
 
 
 # --- against the real registry -------------------------------------------------------------

@@ -94,7 +94,7 @@ def workspace_image(
     registry_for = _registries(base_ref, repo_ref, aws)
     with scan_ahead.held(workspace) as walked:  # the builder's walk, looked at first
         say = progress_say(progress)
-        for line in what_ships(walked, dryrun=dryrun, dockerfile=dockerfile, kind=kind):
+        for line in what_ships(walked, dryrun=dryrun):
             say(line)
         if kind is Builder.DOCKER:
             from launcher.image.docker_build import docker_build
@@ -124,20 +124,16 @@ def workspace_image(
         )
 
 
-def what_ships(
-    walked: Workspace, *, dryrun: bool, dockerfile: str | None, kind: Builder
-) -> Iterator[str]:
+def what_ships(walked: Workspace, *, dryrun: bool) -> Iterator[str]:
     """What a build says of the workspace before it builds: with ``dryrun``, every path the
-    layer ships (``shipped_lines``); the line naming what was left out as a secret, and the
-    one naming what a ``!`` line brought back, when there is any. A Dockerfile of the
-    workspace builds from Docker's own context, which only .dockerignore screens: nothing is
-    left out there, and the line says so."""
-    own_context = kind is Builder.DOCKER and dockerfile is not None
-    if dryrun and not own_context:
+    layer (or the Docker builder's context, made from the same walk) ships
+    (``shipped_lines``); the line naming what was left out as a secret, and the one naming
+    what a ``!`` line brought back, when there is any."""
+    if dryrun:
         yield from shipped_lines(walked)
     lines = (
-        left_out_line(walked.left_out, every=dryrun, context=dockerfile, own=own_context),
-        None if own_context else brought_back_line(walked.brought_back, every=dryrun),
+        left_out_line(walked.left_out, every=dryrun),
+        brought_back_line(walked.brought_back, every=dryrun),
     )
     yield from (line for line in lines if line)
 
@@ -163,25 +159,14 @@ def shipped_lines(walked: Workspace) -> Iterator[str]:
             yield f"{e.size:>14,}  {e.path}"
 
 
-def left_out_line(
-    left_out: Sequence[str], *, every: bool = False, context: str | None = None, own: bool = False
-) -> str | None:
+def left_out_line(left_out: Sequence[str], *, every: bool = False) -> str | None:
     """The one line that names what was left out as a secret (None when nothing was): up to
-    ``NAMED`` paths, or ``every`` one. ``own``: the Docker builder sends the workspace as
-    Docker's own rules say and ``context``, the Dockerfile, decides what it copies, so the
-    line warns instead."""
+    ``NAMED`` paths, or ``every`` one."""
     if not left_out:
         return None
     count, names = len(left_out), _names(left_out, every)
     more = "" if every or count <= NAMED else "a dry run names them all; "
     looks = "looks like a secret" if count == 1 else "look like secrets"
-    if own:
-        return (
-            f"launcher: {_count(count, 'file')} that {looks} "
-            f"{'is' if count == 1 else 'are'} in the build context {context} copies from: "
-            f"{names} ({more}add {'it' if count == 1 else 'them'} to .dockerignore to leave "
-            f"{'it' if count == 1 else 'them'} out)"
-        )
     only = left_out[0]
     if count == 1 and not any(c in only for c in "*?[\\") and not only.endswith("/"):
         how = f"add !{only} to .dockerignore to ship it"

@@ -40,16 +40,27 @@ GENERATED_DOCKERFILE = (
 )
 
 
-def _generated_context(workspace: Workspace) -> io.BytesIO:
-    """A build context of the workspace (under workspace/) plus the generated Dockerfile."""
+def _context(workspace: Workspace, dockerfile: str | None) -> io.BytesIO:
+    """The build context, from the screened walk (``.dockerignore`` and the files that look
+    like secrets left out, launcher.image.workspace), never Docker's own reading of the
+    directory: the workspace's files at the top and its Dockerfile, or the workspace under
+    workspace/ and the generated Dockerfile."""
     buffer = io.BytesIO()
-    body = b"".join(layer.uncompressed(workspace))[: -2 * tarfile.BLOCKSIZE]  # no end blocks
-    buffer.write(body)
-    dockerfile = GENERATED_DOCKERFILE.encode()
-    info = tarfile.TarInfo("Dockerfile")
-    info.size, info.mtime, info.mode = len(dockerfile), tarheader.MTIME, 0o644
-    buffer.write(info.tobuf(tarfile.PAX_FORMAT))
-    buffer.write(dockerfile + tarfile.NUL * (-len(dockerfile) % tarfile.BLOCKSIZE))
+    under = "" if dockerfile else layer.WORKSPACE_DIR
+    body = b"".join(layer.uncompressed(workspace, under=under))[: -2 * tarfile.BLOCKSIZE]
+    buffer.write(body)  # without its end blocks
+    shipped = {e.path for e in workspace.entries}
+    if dockerfile is None or dockerfile not in shipped:  # .dockerignore may name it
+        name = dockerfile or "Dockerfile"
+        text = (
+            (Path(workspace.root) / dockerfile).read_bytes()
+            if dockerfile
+            else GENERATED_DOCKERFILE.encode()
+        )
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = len(text), tarheader.MTIME, 0o644
+        buffer.write(info.tobuf(tarfile.PAX_FORMAT))
+        buffer.write(text + tarfile.NUL * (-len(text) % tarfile.BLOCKSIZE))
     buffer.write(tarfile.NUL * 2 * tarfile.BLOCKSIZE)
     buffer.seek(0)
     return buffer
@@ -89,10 +100,9 @@ def docker_build(
         "rm": True,
         "decode": True,
     }
+    kwargs.update(fileobj=_context(found.workspace, dockerfile), custom_context=True)
     if dockerfile:
-        kwargs.update(path=os.fspath(workspace), dockerfile=dockerfile)
-    else:
-        kwargs.update(fileobj=_generated_context(found.workspace), custom_context=True)
+        kwargs["dockerfile"] = dockerfile
     for event in client.api.build(**kwargs):
         if "error" in event:
             raise UsageError(f"docker build failed: {event['error'].strip()}")

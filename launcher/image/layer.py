@@ -105,19 +105,21 @@ def tar_chunks(
     file_digests: dict[str, str],
     whiteouts: Iterable[str] = (),
     size: int = CHUNK,
+    under: str = WORKSPACE_DIR,
 ) -> Iterator[bytearray]:
     """The layer's tar in ``size``-byte pieces (the last one shorter); each file's sha256 into
-    ``file_digests`` (larger files' on ``hasher``, which must run tasks in order)."""
+    ``file_digests`` (larger files' on ``hasher``, which must run tasks in order). Entries go
+    under the directory ``under`` ("": at the top, as a Docker build context has them)."""
     out = _Chunks(size)
     # Small entries are gathered and written in batches: most of a many-file workspace's cost
     # is per call, not per byte.
-    batch: list[bytes] = [tarheader.header(WORKSPACE_DIR, DIRECTORY, 0o755)]
+    batch: list[bytes] = [tarheader.header(under, DIRECTORY, 0o755)] if under else []
     batched = 0
+    prefix = f"{under}/" if under else ""
     for name in whiteouts:  # before the entries: a path hidden below may be written again
         parent, _, base = name.rpartition("/")
-        hidden = f"{WORKSPACE_DIR}/{parent + '/' if parent else ''}{WHITEOUT}{base}"
+        hidden = f"{prefix}{parent + '/' if parent else ''}{WHITEOUT}{base}"
         batch.append(tarheader.header(hidden, FILE, 0o644))
-    prefix = f"{WORKSPACE_DIR}/"
     header, sha256, pad = tarheader.header, hashlib.sha256, tarheader.PADDING  # 50,000 times
     for e in entries:
         rel, kind, mode, link, size = e[:5]
@@ -217,11 +219,13 @@ def stream(
     out.size, out.tar_size = size, tar_size
 
 
-def uncompressed(workspace: Workspace, entries: Iterable[Entry] | None = None) -> Iterator[bytes]:
+def uncompressed(
+    workspace: Workspace, entries: Iterable[Entry] | None = None, under: str = WORKSPACE_DIR
+) -> Iterator[bytes]:
     """The layer's tar, uncompressed (a Docker build context starts from it)."""
     chosen = workspace.entries if entries is None else tuple(entries)
     with ThreadPoolExecutor(1) as hasher:
-        for chunk in tar_chunks(workspace.root, chosen, hasher, {}):
+        for chunk in tar_chunks(workspace.root, chosen, hasher, {}, under=under):
             yield bytes(chunk)
 
 
