@@ -111,6 +111,20 @@ if [ -n "${{LAUNCHER_SECRETS_FILE:-}}" ]; then
 fi
 """
 
+# Local runs only: every node waits for the file $LAUNCHER_START_GATE names, which the local
+# backend makes once all of the job's nodes are up (they share the main node's network, which
+# a worker can join only while the main node runs), or 60 s, so that no node's command starts
+# before the others exist. On AWS the variable is not set.
+START_GATE = """\
+if [ -n "${LAUNCHER_START_GATE:-}" ]; then
+  _t=0
+  while [ ! -e "$LAUNCHER_START_GATE" ] && [ "$_t" -lt 600 ]; do
+    sleep 0.1 2>/dev/null || sleep 1; _t=$((_t + 1))
+  done
+  unset LAUNCHER_START_GATE
+fi
+"""
+
 RENDEZVOUS = """\
 main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-${LAUNCHER_MAIN_ADDR:-}}"
 if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d' ' -f1)"; fi
@@ -364,7 +378,7 @@ fi
 exit "$_code"
 #"""
 
-SCRIPT = REPARSE_GUARD + SECRETS + RENDEZVOUS + EFA_CHECK + NCCL_WATCH + MONITOR + RUN
+SCRIPT = REPARSE_GUARD + SECRETS + START_GATE + RENDEZVOUS + EFA_CHECK + NCCL_WATCH + MONITOR + RUN
 
 
 def command(user_command: list[str] | tuple[str, ...]) -> list[str]:

@@ -9,6 +9,8 @@ takes bits away from what ``os.open`` and ``mkdir`` ask for).
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 DIRECTORY_MODE = 0o700
@@ -45,3 +47,25 @@ def write(path: Path, data: bytes) -> None:
 def append(path: Path) -> int:
     """A descriptor appending to ``path``, created 0600 if missing."""
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+
+
+def runtime_directory() -> Path:
+    """A directory of the user's alone on a tmpfs: ``$XDG_RUNTIME_DIR`` (systemd makes it per
+    user, 0700, in memory), else one under /dev/shm; never a disk a value would outlive."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and Path(base).is_dir():
+        top = Path(base) / "efa-batch"
+    else:
+        shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+        top = shm / f"efa-batch-{os.getuid()}"
+    return directory(top, own_from=top)
+
+
+def job_runtime(job_id: str) -> Path:
+    """A local job's own 0700 directory in ``runtime_directory`` (its secrets, its start)."""
+    top = runtime_directory()
+    return directory(top / job_id.replace(":", "-"), own_from=top)
+
+
+def forget_runtime(job_id: str) -> None:
+    shutil.rmtree(runtime_directory() / job_id.replace(":", "-"), ignore_errors=True)

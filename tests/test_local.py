@@ -546,3 +546,14 @@ def test_what_the_launcher_writes_is_the_users_alone(env, busybox_base, tmp_path
         modes = {p: p.stat().st_mode & 0o777 for p in found}
         assert {p: m for p, m in modes.items() if p.is_dir() and m != 0o700} == {}
         assert {p: m for p, m in modes.items() if p.is_file() and m != 0o600} == {}
+
+
+def test_every_node_runs_even_when_the_main_node_ends_at_once(env, busybox_base):
+    """Workers join the main node's network, which exists only while the main node runs: the
+    prelude holds every node's command until the backend has started them all (the start
+    gate), so a main node that ends at once still had its workers beside it."""
+    job_id = _start(env, 'echo "node $AWS_BATCH_JOB_NODE_INDEX ran"', busybox_base, nodes=3)
+    assert local.LocalBackend().wait(job_id, timeout=60).state == "SUCCEEDED"
+    for node in range(3):
+        lines = [m.message for m in local.LocalBackend().log_iter(job_id, node=node)]
+        assert f"node {node} ran" in lines, (node, lines)

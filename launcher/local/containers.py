@@ -50,6 +50,10 @@ LOOPBACK_SOCKETS = {
     "TP_SOCKET_IFNAME": "lo",
 }
 LABEL = "efa-batch.job"  # the label naming a container's job
+# Where a node sees the start gate (launcher.prelude START_GATE), and the file it waits for.
+START_GATE_ENV = "LAUNCHER_START_GATE"
+START_GATE_DIR = "/run/launcher-start"
+START_GATE_FILE = "go"
 _LETTERS = {word: letter for letter, word in DEVICE_PERMISSIONS.items()}
 
 
@@ -94,13 +98,16 @@ def node_container(
     main_port: int | None = None,
     network: LocalNetwork = LocalNetwork.NONE,
     secrets_file: str | None = None,
+    start_gate: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``docker.containers.run`` for one node of the job;
     ``secrets_file``: the host file holding the container's ``secrets`` (read as the ECS agent
     would read them at start, launcher.local.secret_values), mounted read-only for the prelude.
     ``single``: a container job (Batch's single-job variables, no node ones); ``array``: an
     array child's (index, size); ``main_port``: the rendezvous port instead of the job's;
-    ``network``: what the nodes reach (node 0's namespace, which the others join)."""
+    ``network``: what the nodes reach (node 0's namespace, which the others join);
+    ``start_gate``: the host directory where the backend marks that every node is up, which
+    the prelude waits for (launcher.prelude START_GATE)."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
     if network is not LocalNetwork.HOST:
         for name, value in LOOPBACK_SOCKETS.items():
@@ -137,6 +144,9 @@ def node_container(
     if secrets_file is not None:
         env[secret_values.FILE_ENV] = secret_values.CONTAINER_PATH
         volumes[secrets_file] = {"bind": secret_values.CONTAINER_PATH, "mode": "ro"}
+    if start_gate is not None:
+        env[START_GATE_ENV] = f"{START_GATE_DIR}/{START_GATE_FILE}"
+        volumes[start_gate] = {"bind": START_GATE_DIR, "mode": "ro"}
     sources = {v["name"]: v for v in container.get("volumes", [])}
     for mount in container.get("mountPoints", []):
         volume = sources[mount["sourceVolume"]]

@@ -7,14 +7,21 @@ every failure leaves as ``RemoteError`` naming what Docker refused.
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
+from launcher import private
 from launcher.backend import Say
 from launcher.errors import RemoteError, UsageError
 from launcher.jobdef import node_ranges
 from launcher.local import secret_values
-from launcher.local.containers import LocalNetwork, host_ulimit_caps, node_container
+from launcher.local.containers import (
+    START_GATE_FILE,
+    LocalNetwork,
+    host_ulimit_caps,
+    node_container,
+)
 from launcher.local.state import Record
 
 
@@ -64,6 +71,15 @@ def free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _start_gate(record: Record) -> Path:
+    """An empty directory for the attempt's start gate, readable in any container (0755; its
+    parent, the job's runtime directory, stays the user's alone)."""
+    gate = private.job_runtime(record.job_id) / f"start-{record.attempt}"
+    gate.mkdir(exist_ok=True)
+    os.chmod(gate, 0o755)
+    return gate
+
+
 def _main_ended(client: Any, main: str, exc: Exception) -> bool:
     """Whether a worker could not start because the main node (whose network it joins) ended."""
     return "non running container" in str(exc) and exit_code(client, main) is not None
@@ -89,6 +105,7 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
         if record.array_index is not None and network is LocalNetwork.HOST
         else None
     )
+    gate = _start_gate(record) if record.nodes > 1 else None
     try:
         for node in range(record.nodes):
             container = _container_for(record, node)
@@ -118,6 +135,7 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                     fsx_dir=record.fsx_dir,
                     secrets_file=secrets_file,
                     network=network,
+                    start_gate=None if gate is None else str(gate),
                     single=record.single_node,
                     array=None
                     if record.array_index is None or record.array_size is None
@@ -143,6 +161,8 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                         "the Docker daemon may not raise ulimits here: the job's are capped at "
                         f"this machine's hard limits {caps}"
                     )
+        if gate is not None:
+            (gate / START_GATE_FILE).touch()  # every node is up: their commands may start
     except Exception as exc:
         for cid in started:
             remove(client, cid)

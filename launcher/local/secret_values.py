@@ -16,8 +16,6 @@ import json
 import os
 import re
 import shlex
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -92,17 +90,6 @@ FILE_ENV = "LAUNCHER_SECRETS_FILE"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def runtime_directory() -> Path:
-    """A directory of the user's alone on a tmpfs: ``$XDG_RUNTIME_DIR`` (systemd makes it per
-    user, 0700, in memory), else one under /dev/shm; never a disk a value would outlive."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and Path(base).is_dir():
-        return private.directory(Path(base) / "efa-batch", own_from=Path(base) / "efa-batch")
-    shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
-    top = shm / f"efa-batch-{os.getuid()}"
-    return private.directory(top, own_from=top)
-
-
 def script(found: dict[str, str]) -> str:
     """The values as POSIX shell assignments, each quoted (dash, bash and ash read them)."""
     bad = sorted(name for name in found if not _NAME.match(name))
@@ -114,8 +101,7 @@ def script(found: dict[str, str]) -> str:
 def delivery(found: dict[str, str], job_id: str, attempt: int, node: int) -> Path:
     """A node's secrets written for one start (the job's own 0700 directory; the file is
     bind-mounted read-only, so any user the image runs as can read it in the container)."""
-    directory = private.directory(runtime_directory() / _safe(job_id), own_from=runtime_directory())
-    path = directory / f"attempt-{attempt}-node-{node}.sh"
+    path = private.job_runtime(job_id) / f"attempt-{attempt}-node-{node}.sh"
     private.write(path, script(found).encode())
     os.chmod(path, 0o644)  # its directory keeps it from the machine's other users
     return path
@@ -123,8 +109,4 @@ def delivery(found: dict[str, str], job_id: str, attempt: int, node: int) -> Pat
 
 def forget(job_id: str) -> None:
     """Remove a job's secret files (at each attempt's end: the next start writes them again)."""
-    shutil.rmtree(runtime_directory() / _safe(job_id), ignore_errors=True)
-
-
-def _safe(job_id: str) -> str:
-    return job_id.replace(":", "-")
+    private.forget_runtime(job_id)
