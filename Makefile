@@ -92,8 +92,9 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy infra
 
 # Every tier: the emulator, the Docker engine, the CDK CLI, the TorchX and checkov venvs, torch.
+# All of them are installed above, so a service that cannot start fails the run (as under CI).
 test: deps lint
-	$(VENV)/bin/pytest -q
+	EFA_BATCH_TESTS_REQUIRE_ALL=1 $(VENV)/bin/pytest -q
 
 # The tier that needs nothing (tests/support/tiers.py): the inner loop, well under a minute.
 test-fast: $(FAST_STAMP) fast-system-deps

@@ -14,6 +14,7 @@ from devenv.registry_server import RegistryServer
 from devenv.synth import synthesize
 from tests.conftest import ROOT
 from tests.support import tiers
+from tests.support.processes import REQUIRE_ALL
 
 INNER_CONFTEST = """
 from tests.conftest import *  # noqa: F403 - the suite's fixtures and tier hooks
@@ -129,11 +130,17 @@ def test_a_fast_test_that_builds_constructs_fails(inner):
     result.stdout.fnmatch_lines(failure)
 
 
-@pytest.mark.parametrize("ci, outcome", [("true", "errors"), ("false", "skipped")])
-def test_a_missing_registry_fails_under_ci_and_is_skipped_elsewhere(
-    inner, monkeypatch, ci, outcome
+@pytest.mark.parametrize(
+    "ci, make_test, outcome",
+    [("true", "", "errors"), ("false", "1", "errors"), ("false", "", "skipped")],
+)
+def test_a_missing_registry_fails_under_ci_and_make_test_and_is_skipped_elsewhere(
+    inner, monkeypatch, ci, make_test, outcome
 ):
+    """`make test` installs every service, so a missing one fails it as it fails CI; only a
+    developer's own pytest run skips."""
     monkeypatch.setenv("CI", ci)
+    monkeypatch.setenv(REQUIRE_ALL, make_test)
     monkeypatch.setenv("PATH", str(inner.mkdir("no-programs")))  # no docker-registry
     result = inner.runpytest_subprocess("-k", "test_uses_the_registry")
     result.assert_outcomes(**{outcome: 1})
