@@ -478,6 +478,11 @@ class ClusterConfig:
             )
 
     def _validate_data(self) -> None:
+        if self.fsx_lustre is not None:  # first: its link joins data_locations below
+            try:
+                self.fsx_lustre.validate()
+            except LustreError as exc:
+                raise ConfigError(f"fsx_lustre.{exc}") from None
         try:
             _ = self.data_locations
         except buckets.BucketError as exc:
@@ -505,11 +510,6 @@ class ClusterConfig:
                 f"job_secrets: {elsewhere[0]} is in another Region; the VPC's endpoints reach "
                 f"{self.region} only: set nat_gateway=true, or copy the secret to {self.region}"
             )
-        if self.fsx_lustre is not None:
-            try:
-                self.fsx_lustre.validate()
-            except LustreError as exc:
-                raise ConfigError(f"fsx_lustre.{exc}") from None
 
     @property
     def _place(self) -> secrets.Place:

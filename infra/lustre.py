@@ -151,6 +151,7 @@ class FsxLustre:
             if self.s3.endswith(":ro"):
                 raise LustreError(f"s3: {self.s3!r}; the link imports and exports: no :ro")
             try:
+                DataBucket.parse(self.s3)  # the user's own text in any refusal
                 _ = self.repository
             except BucketError as exc:
                 raise LustreError(f"s3: {exc}") from None

@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from launcher.errors import UsageError
-from launcher.image import compress, layer, manifest, tarheader, workspace
+from launcher.image import compress, layer, manifest, patch, tarheader, workspace
 from launcher.image.compress import Compression
 
 
@@ -196,6 +196,19 @@ def test_content_tag_depends_on_base_platform_and_workspace():
         "sha256:a", manifest.parse_platform("linux/arm64"), "sha256:b"
     )
     assert tag.startswith("ws-") and len(tag) <= 128
+
+
+def test_content_tag_depends_on_how_the_layer_is_made():
+    """The recipe (the image's environment, working directory and layer compression,
+    ``patch.recipe``) is part of the tag: otherwise a zstd build of a workspace whose gzip
+    image is in the registry would find that image by its tag and reuse it without a word,
+    and a gzip build after a zstd one would hand a Docker engine before 23.0, which cannot
+    unpack zstd (``pullers.docker_engine``), an image it cannot run."""
+    key = ("sha256:a", manifest.Platform(), "sha256:b")
+    gzip_tag, zstd_tag = (manifest.content_tag(*key, patch.recipe(c)) for c in Compression)
+    assert gzip_tag != zstd_tag
+    assert gzip_tag == manifest.content_tag(*key, patch.recipe(Compression.GZIP))
+    assert manifest.content_tag(*key) not in (gzip_tag, zstd_tag)
 
 
 # --- the tar as tarfile writes it, compressed on every core ----------------------------------

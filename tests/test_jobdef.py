@@ -280,6 +280,30 @@ def test_memlock_stays_unlimited_with_efa():
     )["ulimits"]
 
 
+@pytest.mark.parametrize("limit", ["1024:unlimited", "0:unlimited", "65536:1048576"])
+def test_memlock_stays_unlimited_soft_and_hard_with_efa(limit):
+    """Both limits, not the hard one alone: the kernel enforces the soft limit ("The soft limit
+    is the value that the kernel enforces for the corresponding resource", setrlimit(2)), so
+    memlock=1024:unlimited caps what EFA may pin whatever the hard limit, and libfabric fails
+    ("EFA registers (pins) memory for RDMA: without an unlimited memlock, libfabric fails",
+    jobdef.ULIMITS).
+    Refused before anything is registered; with EFA off the limits are the user's."""
+    spec = make_spec(["x"], image="i", ulimits={"memlock": limit})
+    with pytest.raises(UsageError) as info:
+        jobdef.build(spec, cluster_info())
+    assert str(info.value) == (
+        "--ulimit memlock: EFA pins the memory it registers, so memlock stays unlimited with "
+        "EFA on (or pass --efa off)"
+    )
+    soft, hard = (-1 if v == "unlimited" else int(v) for v in limit.split(":"))
+    off = make_spec(["x"], image="i", efa="off", ulimits={"memlock": limit})
+    assert {"name": "memlock", "softLimit": soft, "hardLimit": hard} in _container(
+        off, cluster_info(efa=False)
+    )["ulimits"]
+    unlimited = make_spec(["x"], image="i", ulimits={"memlock": "unlimited"})
+    assert {"name": "memlock", "softLimit": -1, "hardLimit": -1} in _container(unlimited)["ulimits"]
+
+
 def test_tmpfs_is_linux_parameters_and_must_fit_in_memory():
     """linuxParameters.tmpfs takes containerPath and size in MiB (Batch API, Tmpfs)."""
     spec = make_spec(["x"], image="i", tmpfs={"/scratch": "8g"})

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from launcher import prelude
+from tests.support.chroot import copy_with_libraries
 
 DASH = shutil.which("dash")
 
@@ -91,3 +93,184 @@ def test_restarts_without_python3_in_the_image_say_so_and_run_the_command(tmp_pa
     result = run_dash(["sh", "-c", "echo trained; exit 3"], env)
     assert (result.returncode, result.stdout) == (3, "trained\n")
     assert "restarts WARNING: no python3 in the image" in result.stderr
+
+
+# --- the EFA userspace check, in an image made of files ----------------------------------------
+#
+# The check looks for libfabric, the aws-ofi-nccl plugin and /dev/infiniband/uverbs* at fixed
+# paths, so it runs in a chroot: dash and the few tools the prelude calls, plus whichever of
+# those files an image would have (empty files: presence is what the check reads), never this
+# machine's own libraries or devices. fi_info is a stub that says whether libfabric's efa
+# provider works.
+
+EFA_LIB = "/opt/amazon/efa/lib/libfabric.so.1"
+OFI_NCCL_LIB = "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so"
+FI_INFO = "/opt/amazon/efa/bin/fi_info"  # where the EFA installer puts it (not on PATH)
+IMAGE_TOOLS = ("dash", "ls", "grep", "tr", "mkdir", "cat")
+PROBE = 'echo "LD=${LD_LIBRARY_PATH:-} PLUGIN=${NCCL_NET_PLUGIN:-}"; echo trained'
+
+
+@pytest.fixture(scope="module")
+def base_image(tmp_path_factory) -> Path:
+    """dash as /bin/sh and the tools the prelude calls, with their libraries."""
+    root = tmp_path_factory.mktemp("image")
+    for tool in IMAGE_TOOLS:
+        copy_with_libraries(tool, root)
+    (root / "usr/bin/sh").symlink_to("dash")
+    (root / "bin").symlink_to("usr/bin")
+    return root
+
+
+@pytest.fixture
+def image(base_image, tmp_path):
+    """``image(*files, devices=N, fi_info=SHELL)``: the base plus ``files`` (empty), ``devices``
+    EFA devices and, with ``fi_info``, a stub fi_info whose body is that shell text."""
+
+    def make(*files: str, devices: int = 0, fi_info: str | None = None) -> Path:
+        root = tmp_path / "image"
+        shutil.copytree(base_image, root, symlinks=True, copy_function=os.link)
+        for path in files:
+            (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (root / path.lstrip("/")).touch()
+        (root / "dev/infiniband").mkdir(parents=True)
+        for index in range(devices):
+            (root / f"dev/infiniband/uverbs{index}").touch()
+        if fi_info is not None:
+            stub = root / FI_INFO.lstrip("/")
+            stub.parent.mkdir(parents=True, exist_ok=True)
+            stub.write_text(f"#!/bin/sh\n{fi_info}\n")
+            stub.chmod(0o755)
+        return root
+
+    return make
+
+
+def run_efa_check(root: Path, efa: str = "auto", want: int = 0, **env: str):
+    """The prelude in ``root`` as a node runs it, EFA on, with the probe as the command."""
+    return subprocess.run(
+        [
+            shutil.which("chroot") or "/usr/sbin/chroot",
+            str(root),
+            *prelude.command(["sh", "-c", PROBE]),
+        ],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "LAUNCHER_MAIN_ADDR": "10.0.0.5",
+            "LAUNCHER_EFA": efa,
+            "LAUNCHER_EFA_DEVICES": str(want),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def efa_line(result: subprocess.CompletedProcess) -> str:
+    (line,) = [
+        line for line in (result.stdout + result.stderr).splitlines() if "launcher: EFA" in line
+    ]
+    return line
+
+
+def test_an_image_without_the_userspace_gets_one_warning_and_runs(image):
+    """Without libfabric's efa provider and aws-ofi-nccl, NCCL quietly falls back to TCP
+    sockets: one line says so, and the command runs (``--efa auto``)."""
+    result = run_efa_check(image(), want=4)
+    assert (result.returncode, result.stdout.splitlines()[-1]) == (0, "trained")
+    assert result.stderr == (
+        "launcher: EFA WARNING: no libfabric (libfabric.so.1); no aws-ofi-nccl plugin "
+        "(libnccl-net-ofi.so or libnccl-net.so); 0 of 4 EFA devices visible: NCCL will fall "
+        "back to TCP sockets, not EFA; see the README's base image contract\n"
+    )
+
+
+def test_efa_require_fails_the_node_with_78_before_the_command(image):
+    """``--efa require``: a missing piece ends the node with EX_CONFIG before the command
+    starts, saying what is missing, instead of a training run on TCP sockets."""
+    result = run_efa_check(image(EFA_LIB), efa="require", want=4)
+    assert result.returncode == prelude.EFA_REQUIRED_EXIT == 78
+    assert "trained" not in result.stdout
+    assert result.stderr == (
+        "launcher: EFA ERROR: no aws-ofi-nccl plugin (libnccl-net-ofi.so or libnccl-net.so); 0 "
+        "of 4 EFA devices visible: failing the job (--efa require); see the README's base "
+        "image contract\n"
+    )
+
+
+def test_the_installers_paths_are_found_and_given_to_nccl(image):
+    """The EFA installer's directories are not on the loader's path: the check puts them there
+    and names the plugin to NCCL (libnccl-net-ofi.so, since aws-ofi-nccl 1.14, is loaded with
+    NCCL_NET_PLUGIN=ofi: prelude.PLUGIN_NAMES), then asks fi_info whether libfabric's efa
+    provider works on the node's devices."""
+    root = image(EFA_LIB, OFI_NCCL_LIB, devices=4, fi_info='[ "$*" = "-p efa -t FI_EP_RDM" ]')
+    result = run_efa_check(root, efa="require", want=4)
+    assert result.returncode == 0, result.stderr
+    assert efa_line(result) == (
+        f"launcher: EFA ready: 4/4 devices, libfabric {EFA_LIB} (efa provider usable (fi_info -p "
+        f"efa)), aws-ofi-nccl {OFI_NCCL_LIB}, /opt/amazon/efa/lib put on LD_LIBRARY_PATH, "
+        "/opt/amazon/ofi-nccl/lib put on LD_LIBRARY_PATH, NCCL_NET_PLUGIN=ofi"
+    )
+    assert result.stdout.splitlines()[-2:] == [
+        "LD=/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib PLUGIN=ofi",
+        "trained",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("devices", "fi_info", "missing"),
+    [
+        (2, "exit 0", "2 of 4 EFA devices visible"),
+        (4, "exit 1", "libfabric has no usable efa provider (fi_info -p efa failed)"),
+    ],
+)
+def test_missing_devices_or_a_broken_provider_fail_a_required_check(
+    image, devices, fi_info, missing
+):
+    """Fewer uverbs devices than the node type has (LAUNCHER_EFA_DEVICES, from the job
+    definition), or a libfabric whose efa provider does not start, are what is missing."""
+    root = image(EFA_LIB, OFI_NCCL_LIB, devices=devices, fi_info=fi_info)
+    result = run_efa_check(root, efa="require", want=4)
+    assert result.returncode == 78
+    assert efa_line(result) == (
+        f"launcher: EFA ERROR: {missing}: failing the job (--efa require); see the README's base "
+        "image contract"
+    )
+
+
+def test_without_fi_info_the_provider_is_present_not_verified(image):
+    result = run_efa_check(image(EFA_LIB, OFI_NCCL_LIB, devices=4), want=4)
+    assert "(efa provider present, not verified (no fi_info))" in efa_line(result)
+    assert efa_line(result).startswith("launcher: EFA ready: 4/4 devices")
+
+
+@pytest.mark.parametrize(
+    ("plugin", "env", "expected"),
+    [
+        # What NCCL loads when NCCL_NET_PLUGIN is unset: nothing to name.
+        ("/opt/amazon/aws-ofi-nccl/lib/libnccl-net.so", {}, ""),
+        ("/opt/aws-ofi-nccl/lib/libnccl-net-aws-ofi.so", {}, "aws-ofi"),
+        # The user's own choice is left alone.
+        (OFI_NCCL_LIB, {"NCCL_NET_PLUGIN": "/x/libnccl-net-ofi.so"}, "/x/libnccl-net-ofi.so"),
+    ],
+)
+def test_the_plugin_is_named_to_nccl_only_where_nccl_needs_it(image, plugin, env, expected):
+    result = run_efa_check(image(EFA_LIB, plugin), **env)
+    assert result.returncode == 0, result.stderr
+    assert efa_line(result).startswith(f"launcher: EFA ready: 0/0 devices, libfabric {EFA_LIB}")
+    assert f"aws-ofi-nccl {plugin}," in efa_line(result)
+    assert result.stdout.splitlines()[-2].endswith(f" PLUGIN={expected}")
+
+
+def test_libraries_already_on_the_loaders_path_are_left_there(image):
+    """An image that put libfabric in a system directory and the plugin on its own
+    LD_LIBRARY_PATH keeps the path it set: nothing is put in front of its choice."""
+    root = image("/usr/lib/libfabric.so.1", "/opt/nccl-net/libnccl-net-ofi.so")
+    result = run_efa_check(root, LD_LIBRARY_PATH="/opt/nccl-net")
+    assert efa_line(result) == (
+        "launcher: EFA ready: 0/0 devices, libfabric /usr/lib/libfabric.so.1 (efa provider not "
+        "checked (no EFA device here)), aws-ofi-nccl /opt/nccl-net/libnccl-net-ofi.so, "
+        "NCCL_NET_PLUGIN=ofi"
+    )
+    assert result.stdout.splitlines()[-2] == "LD=/opt/nccl-net PLUGIN=ofi"

@@ -3,6 +3,7 @@ travels with the job (pure; the local backend's reading is in tests/test_local.p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -74,6 +75,40 @@ def test_grants_allow_their_prefix_in_the_stacks_account_and_region_only():
     ]
     # A parameter's ARN drops the name's leading "/" (parameter/team/...).
     assert grants[1].iam_resource(HERE) == "arn:aws:ssm:us-east-1:123456789012:parameter/team/*"
+
+
+PARAMETER_ARN = "arn:aws:ssm:us-east-1:123456789012:parameter/team/wandb"
+TOKEN_ARN = ARN.replace("team/wandb", "team/token")
+
+
+@pytest.mark.parametrize(
+    ("grant", "own", "other"),
+    [
+        ("team/", "team/wandb", "ssm:/team/wandb"),
+        ("team/", "team/wandb", "ssm:team/wandb"),
+        ("ssm:/team/", "ssm:/team/wandb", "team/wandb"),
+        (TOKEN_ARN, "team/token", "ssm:/team/token"),
+        (TOKEN_ARN, TOKEN_ARN, PARAMETER_ARN.replace("wandb", "token")),
+        (PARAMETER_ARN, "ssm:/team/wandb", "team/wandb"),
+    ],
+)
+def test_a_grant_admits_its_own_store_only(grant, own, other):
+    """Secrets Manager and Parameter Store are two stores with names of their own: a grant in
+    one admits a name in it (``own``) and not the same name in the other (``other``), which
+    the execution role cannot read (its grant is secretsmanager:...:secret:NAME or
+    ssm:...:parameter/NAME, infra/data_access.py). Admitted, the job would be submitted and
+    its containers would fail to start on every node."""
+    granted = SecretGrant.parse(grant)
+    assert granted.allows(SecretRef.parse(own), HERE)
+    assert not granted.allows(SecretRef.parse(other), HERE)
+    cluster = dataclasses.replace(cluster_info(), job_secrets=(granted,))
+    spec = make_spec(["train"], image="i:1", secrets={"TOKEN": other})
+    with pytest.raises(UsageError) as info:
+        jobdef.build(spec, cluster)
+    assert str(info.value) == (
+        f"--secret TOKEN={other}: EfaBatch lets jobs read only secrets under its job_secrets: "
+        f"{grant}"
+    )
 
 
 def test_a_secret_outside_job_secrets_is_refused_naming_what_is_allowed():

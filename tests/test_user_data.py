@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from infra.lustre import AGENT_DROP_IN, MOUNT_UNIT, MOUNTER, mount_script
 from infra.user_data import ecs_agent_settings, mime_multipart
 from tests.rules.data_rules import unit_settings
+from tests.support.chroot import copy_with_libraries
 
 
 def test_user_data_is_a_mime_archive_of_shell_parts():
@@ -91,28 +91,13 @@ WantedBy=multi-user.target
 """
 
 
-def _copy_with_libraries(binary: str, root: Path) -> None:
-    found = shutil.which(binary)
-    assert found, f"{binary} is not on this machine"
-    paths = [found] + re.findall(
-        r"(/\S+) \(0x", subprocess.run(["ldd", found], capture_output=True, text=True).stdout
-    )
-    for path in paths:
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(os.path.realpath(path), target)
-    (root / "usr/bin" / binary).parent.mkdir(parents=True, exist_ok=True)
-    if not (root / "usr/bin" / binary).exists():
-        shutil.copy2(found, root / "usr/bin" / binary)
-
-
 @pytest.fixture
 def node(tmp_path) -> Path:
     """A root with bash, coreutils and the stubs, the ECS agent's and cloud-init's units, and
     systemd's own unit library (for systemd-analyze)."""
     root = tmp_path / "node"
     for binary in HOST_BINARIES:
-        _copy_with_libraries(binary, root)
+        copy_with_libraries(binary, root)
     for name, body in STUBS.items():
         stub = root / "usr/bin" / name
         stub.write_text(STUB.format(name=name, body=body))
