@@ -255,7 +255,8 @@ def _bucket_failure(kind: str, detail: str) -> str:
 # the launch template's hop limit of 1 keeps out bridge-mode containers, not host-mode ones.
 HOST_MODE_IMDS = (
     "reachable, as for every single-node job: host network mode, which ECS cannot fence off; "
-    "the instance role (ECS agent and SSM rights) is within reach of the job (README, job shapes)"
+    "the instance role (the ECS agent's and Session Manager's rights, no data or secrets) is "
+    "within reach of the job (README, security: what each job shape can reach)"
 )
 
 
