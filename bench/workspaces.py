@@ -120,9 +120,16 @@ def _rested() -> None:
 
 def _launcher_build(env: dict[str, str], base: str, ws: Path, repo: str, *extra: str) -> float:
     _rested()
+    return timed_build(env, base, ws, repo, *extra)
+
+
+def timed_build(
+    env: dict[str, str], base: str, ws: Path, repo: str, *extra: str, launcher: list[str] = LAUNCHER
+) -> float:
+    """Seconds one `launcher build` takes (RuntimeError with its stderr if it fails)."""
     start = time.perf_counter()
     result = subprocess.run(
-        [*LAUNCHER, "build", "--image", base, "--workspace", str(ws), "--repo", repo, *extra],
+        [*launcher, "build", "--image", base, "--workspace", str(ws), "--repo", repo, *extra],
         env=env,
         capture_output=True,
         text=True,

@@ -26,12 +26,63 @@ def cache(tmp_path, monkeypatch):
 
 
 def _indexed(root, scanned_ns: int) -> tuple[workspace.Workspace, index.Index]:
-    """The workspace indexed as if scanned at ``scanned_ns`` (with the real digests)."""
+    """The workspace indexed as if scanned at ``scanned_ns`` (with the real digests), as a
+    build does it: what the index trusts, then the save."""
     scanned = dataclasses.replace(workspace.scan(root), scanned_ns=scanned_ns)
     files = [e for e in scanned.entries if e.kind == workspace.FILE]
     found = index.Index.load(scanned.root)
+    found.known(scanned)
     found.save(scanned, layer.file_digests(scanned.root, files), None)
     return scanned, index.Index.load(scanned.root)
+
+
+def _files(root, count: int, text: str):
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root / f"f{i:03d}.txt").write_text(f"{text} {i}\n")
+    return root
+
+
+def _after_the_racy_window(root) -> int:
+    """A scan time at which every file of ``root`` is older than the racy window."""
+    newest = max(max(p.lstat().st_mtime_ns, p.lstat().st_ctime_ns) for p in root.rglob("*"))
+    return newest + index.RACY_NS + SECOND
+
+
+def test_the_list_a_workspace_left_at_its_path_gives_way_to_the_next_one(tmp_path):
+    """Issue 34 (a)'s cause: a workspace made again at its path (a fresh clone into the same
+    directory) has no file the old list vouches for. Fewer than REREAD_LIMIT files read again
+    used to leave a list as it was, so the old one stayed, every build read every file again,
+    and a workspace of more than 4 MiB was uploaded before it was looked up."""
+    root = _files(tmp_path / "ws", 40, "old")
+    _indexed(root, _after_the_racy_window(root))
+    shutil.rmtree(root)
+    root = _files(tmp_path / "ws", 40, "new")
+    scanned, again = _indexed(root, _after_the_racy_window(root))
+    assert set(again.known(scanned)) == {f"f{i:03d}.txt" for i in range(40)}
+
+
+def test_a_large_file_read_again_is_recorded_at_once(tmp_path, monkeypatch):
+    """One changed file leaves a long list as it is only while reading it again is cheap."""
+    monkeypatch.setattr(index, "REREAD_BYTES", 1000)
+    root = _files(tmp_path / "ws", 64, "small")
+    (root / "weights.bin").write_bytes(b"0" * 4096)
+    _indexed(root, _after_the_racy_window(root))
+    (root / "weights.bin").write_bytes(b"1" * 4096)
+    scanned, again = _indexed(root, _after_the_racy_window(root))
+    assert "weights.bin" in again.known(scanned)
+
+
+def test_a_few_small_files_read_again_leave_a_long_list_as_it_is(tmp_path):
+    """The other side (a 50,000-file list is not rewritten for one edit): one file of 64
+    changed, the list stays, and that file is read again next time."""
+    root = _files(tmp_path / "ws", 64, "small")
+    _indexed(root, _after_the_racy_window(root))
+    written = index.path_for(str(root)).read_bytes()
+    (root / "f000.txt").write_text("edited\n")
+    scanned, again = _indexed(root, _after_the_racy_window(root))
+    assert index.path_for(str(root)).read_bytes() == written
+    assert set(again.known(scanned)) == {f"f{i:03d}.txt" for i in range(1, 64)}
 
 
 def _tree(root):

@@ -51,9 +51,15 @@ from launcher.image.workspace import FILE, Workspace
 VERSION = 8
 RACY_NS = 2_000_000_000
 KEEP_UPLOADS = 8  # uploads remembered per workspace
-# Up to this many files read again (changed, or racy) leave the file list as it is: they are
-# read again next time, cheaply, and a 50,000-file list is not rewritten for one edit.
+# Files read again (changed, or not trusted) leave the file list as it is while that is
+# cheaper than rewriting it: they are read again next time, and a 50,000-file list is not
+# rewritten for one edit. So at most this many files, and this many bytes (rewriting 50,000
+# entries takes about 0.03 s here, the time hashing 16 MiB takes), and at most this share of
+# the list: a list most of whose files are read again describes another workspace (the one
+# that was at this path before a fresh clone), and would be read past on every build.
 REREAD_LIMIT = 256
+REREAD_BYTES = 16 << 20
+REREAD_SHARE = 16  # a sixteenth
 
 
 def path_for(root: str) -> Path:
@@ -122,7 +128,11 @@ class Index:
     stamps: dict[str, tuple[int, ...]] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     uploads: list[Uploaded] = field(default_factory=list)
-    untrusted: int = 0  # files of the last ``known`` call that were not trusted
+    # Of the last ``known`` call: the files not trusted and their bytes; whether any was
+    # racy (a rewrite, with a later scan time, is what trusts those once they are older).
+    untrusted: int = 0
+    untrusted_bytes: int = 0
+    racy: bool = False
     loaded: bool = True  # False until a lazy index is first needed whole
 
     @classmethod
@@ -189,6 +199,7 @@ class Index:
         self._load()
         if not self.stamps:  # a first build: the stamps are worked out later, off its path
             self.untrusted = sum(1 for e in workspace.entries if e[1] == FILE)
+            self.untrusted_bytes = sum(e[4] for e in workspace.entries if e[1] == FILE)
             return {}
         current = workspace.file_stamps
         recorded = self.stamps.get
@@ -200,8 +211,9 @@ class Index:
         found = dict(self.digests)
         for path in (found.keys() - current.keys()) | moved | racy:
             found.pop(path, None)
-        # a rewrite of the list, with a later scan time, would trust the racy ones
-        self.untrusted = REREAD_LIMIT + 1 if racy else len(current) - len(found)
+        self.untrusted = len(current) - len(found)
+        self.untrusted_bytes = sum(current[path][0] for path in moved | racy)
+        self.racy = bool(racy)
         return found
 
     def uploaded(self, key: str, compression: str, repository: str) -> Uploaded | None:
@@ -272,7 +284,7 @@ class Index:
             uploads = json.dumps([u.as_dict() for u in self.uploads]).encode()
             cache.write_atomically(self._uploads_path, uploads)
             self._forget_trees()
-        if self.untrusted <= REREAD_LIMIT and self.stamps:
+        if self._list_holds(len(workspace.file_stamps)):
             return
         self.scanned_ns = workspace.scanned_ns
         current = workspace.file_stamps
@@ -288,7 +300,19 @@ class Index:
             "digests": self.digests,
         }
         cache.write_atomically(self.path, marshal.dumps(data, cache.MARSHAL_VERSION))
-        self.untrusted = 0  # the list is the scan's now: a second save leaves it
+        # the list is the scan's now: a second save leaves it
+        self.untrusted, self.untrusted_bytes, self.racy = 0, 0, False
+
+    def _list_holds(self, files: int) -> bool:
+        """Whether the file list may stay as it is (see ``REREAD_LIMIT``): there is one, none
+        of its files was racy, and the files read again are few, small and a small share."""
+        few = min(REREAD_LIMIT, files // REREAD_SHARE)
+        return (
+            bool(self.stamps)
+            and not self.racy
+            and self.untrusted <= few
+            and self.untrusted_bytes <= REREAD_BYTES
+        )
 
     def _forget_trees(self) -> None:
         """Trees of full layers no longer remembered go (best effort)."""

@@ -15,21 +15,23 @@ through here. ``plan_base`` decides before anything moves and says so in one lin
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from launcher.errors import UsageError
-from launcher.image import delta, layer, manifest, scan_ahead
+from launcher.errors import RemoteError, UsageError
+from launcher.image import costs, delta, layer, manifest, scan_ahead, upload
 from launcher.image.compress import Compression
 from launcher.image.index import Index, Layer, Uploaded, content_key
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
 from launcher.image.transfer import PARALLEL, copied_tag, transfer_blobs
-from launcher.image.workspace import FILE, Workspace
+from launcher.image.workspace import FILE, Entry, Workspace
 from launcher.progress import ProgressFn, Transfer, say, size_text
 
 # The workspace image keeps the base's ENTRYPOINT and Cmd: entrypoints set up what the image's
@@ -102,10 +104,6 @@ class Patched:
 
 
 RegistryFor = Callable[[Reference], Registry]
-# A lookup hashes the files its index cannot vouch for before it builds (so an image built
-# elsewhere is found by one HEAD) only while that is cheap: up to this many bytes, or a
-# quarter of the workspace. Otherwise the build reads each file once and hashes it then.
-PREHASH_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -122,10 +120,6 @@ class Lookup:
     existing: Patched | None
 
 
-def worth_hashing_first(unknown_bytes: int, total_bytes: int) -> bool:
-    return unknown_bytes <= max(PREHASH_BYTES, total_bytes // 4)
-
-
 def lookup(
     base: Reference,
     repo: Reference,
@@ -137,8 +131,12 @@ def lookup(
     hash_first: bool = False,
 ) -> Lookup:
     """Content key of a build (base digest, platform, workspace, recipe) and one HEAD for it:
-    an unchanged workspace is found with a stat walk, without reading a file. With
-    ``hash_first`` every file is hashed before (a builder that needs the tag first)."""
+    an unchanged workspace is found with a stat walk, without reading a file. The files the
+    local index cannot vouch for are hashed before the build when that costs less than the
+    upload it may save (``launcher.image.costs``), else the build reads and hashes them once
+    and looks at its end. With ``hash_first`` every file is hashed before (a builder that
+    needs the tag first)."""
+    upload_rate = costs.upload_rate_setting()  # a bad setting is refused before anything moves
     scanned = scan_ahead.scanned(workspace)  # walked in a child when the CLI began one
     index = Index.lazy(scanned.root)
     same = None if hash_first else index.unchanged_key(scanned)
@@ -150,15 +148,67 @@ def lookup(
             return Lookup(scanned, index, {}, base_digest, same, None, tag, existing)
     digests = index.known(scanned)
     unknown = [e for e in scanned.entries if e.kind == FILE and e.path not in digests]
-    if not hash_first and not worth_hashing_first(sum(e.size for e in unknown), scanned.bytes):
+    unknown_bytes = sum(e.size for e in unknown)
+    looks = hash_first or _looks_first(
+        scanned, unknown, unknown_bytes, registry_for(repo), repo, upload_rate
+    )
+    if not looks:
         return Lookup(scanned, index, digests, None, None, None, None, None)
     base_digest = resolve_base(registry_for(base), base)
+    started = time.perf_counter()
     digests.update(layer.file_digests(scanned.root, unknown))
+    costs.record_hashing(len(unknown), unknown_bytes, time.perf_counter() - started)
     state = delta.tree(scanned.entries, digests)
     key = content_key(state)
     tag = manifest.content_tag(base_digest, platform, key, recipe)
     existing = find_image(registry_for(repo), repo, tag)
     return Lookup(scanned, index, digests, base_digest, key, state, tag, existing)
+
+
+def _looks_first(
+    scanned: Workspace,
+    unknown: list[Entry],
+    size: int,
+    client: Registry,
+    repo: Reference,
+    upload_rate: float | None,
+) -> bool:
+    """Whether to hash the ``unknown`` files (``size`` bytes) and look the image up before
+    building: when hashing them costs less than the upload would (``launcher.image.costs``),
+    and, where hashing takes long enough to ask, the repository holds any image at all."""
+    return costs.hash_first(  # each of the three asked at most once, and only if need be
+        len(unknown),
+        size,
+        functools.partial(costs.tar_bytes, scanned.entries),
+        costs.Measured.load().rates(repo.registry, upload_rate),
+        functools.partial(costs.sampled_ratio, scanned.root, unknown),
+        functools.partial(holds_tags, client, repo),
+    )
+
+
+def holds_tags(client: Registry, repo: Reference) -> bool:
+    """Whether ``repo`` holds any tag: one GET of its tag list (OCI distribution spec,
+    "Listing Tags"). True unless the registry says it holds none (an empty list, or
+    NAME_UNKNOWN: no such repository yet); a listing refused or not understood may hide it."""
+    try:
+        response = client.request(
+            "GET", f"/v2/{repo.repository}/tags/list?n=1", ok=(200, 404), retry=False
+        )
+        answer = response.json()
+    except (RemoteError, ValueError):
+        return True
+    if not isinstance(answer, dict):
+        return True
+    if response.status_code == 404:
+        errors = answer.get("errors")
+        codes = (
+            [e.get("code") for e in errors if isinstance(e, dict)]
+            if isinstance(errors, list)
+            else []
+        )
+        return "NAME_UNKNOWN" not in codes
+    tags = answer.get("tags")
+    return tags is not None and tags != []
 
 
 def find_image(client: Registry, repo: Reference, tag: str) -> Patched | None:
@@ -486,8 +536,17 @@ def _push_layer(
         for piece in pieces():
             transfer.update(len(piece))
     else:  # the session opens once the first chunk is ready
-        repository = to.repo.repository
-        to.target.upload(repository, to.begin_upload, pieces, lambda: out.digest, transfer.update)
+        sent = costs.Sent()  # the link's pace, for the next build's choice (``lookup``)
+        upload.upload(
+            to.target,
+            to.repo.repository,
+            to.begin_upload,
+            pieces,
+            lambda: out.digest,
+            transfer.update,
+            timed=sent.add,
+        )
+        costs.record_upload(to.target.host, sent)
     transfer.close()
     verb = "would upload" if to.dryrun else "uploaded"
     say(to.progress)(f"{verb} {size_text(out.size)} of {what} ({to.compression})")

@@ -44,6 +44,7 @@ ATTEMPTS = 5  # per chunk
 SESSIONS = 3  # upload sessions per blob
 _LOST = (400, 404)  # the upload session is gone (BLOB_UPLOAD_INVALID / _UNKNOWN)
 T = TypeVar("T")
+Timed = Callable[[int, float], None]  # (bytes, seconds) of one request that carried a chunk
 
 
 class SessionLost(RegistryError):
@@ -108,11 +109,15 @@ def upload(
     pieces_from: Callable[[], Iterable[bytes]],
     digest: Callable[[], str],
     on_bytes: Callable[[int], None],
+    *,
+    timed: Timed | None = None,
 ) -> str:
     """Send the blob ``pieces_from()`` yields; return its digest once the registry has it.
     ``location`` may be a function that opens the session: it is called once the first
     chunk is ready, so a caller can build while it checks what must hold before a byte goes
-    up."""
+    up. ``timed`` hears (bytes, seconds) of each request that carried a chunk, from its
+    first byte to the registry's answer: the link's pace, without the time the blob took to
+    make (``launcher.image.costs``); the streamed fallback is not timed."""
     for session in range(SESSIONS):
         sent = [0]
 
@@ -121,7 +126,7 @@ def upload(
             on_bytes(n)
 
         try:
-            _send(registry, repo, location, pieces_from(), digest, counted)
+            _send(registry, repo, location, pieces_from(), digest, counted, timed)
             return digest()
         except SessionLost as lost:
             if session == SESSIONS - 1:
@@ -138,6 +143,7 @@ def _send(
     pieces: Iterable[bytes],
     digest: Callable[[], str],
     on_bytes: Callable[[int], None],
+    timed: Timed | None = None,
 ) -> None:
     offset, pending, location = 0, None, ""
     chunks = read_ahead(blocks(pieces))
@@ -146,6 +152,7 @@ def _send(
             break  # the blob ended on a block boundary: that block closes the upload
         if pending is not None:
             location = location or (opened() if callable(opened) else opened)
+            started = time.perf_counter()
             try:
                 location = _patch(registry, location, pending, offset)
             except ChunkTooLarge:
@@ -155,12 +162,17 @@ def _send(
                 location = _stream(registry, location, rest, on_bytes)
                 _put(registry, repo, location, b"", 0, digest())
                 return
+            if timed is not None:
+                timed(len(pending), time.perf_counter() - started)
             offset += len(pending)
             on_bytes(len(pending))
         pending = block
     last = pending or b""
     location = location or (opened() if callable(opened) else opened)
+    started = time.perf_counter()
     _put(registry, repo, location, last, offset, digest())
+    if timed is not None:
+        timed(len(last), time.perf_counter() - started)
     on_bytes(len(last))
 
 

@@ -21,6 +21,7 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -129,6 +130,34 @@ class CuttingProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 with contextlib.suppress(OSError):
                     s.close()
+
+
+class ThrottledProxy(CuttingProxy):
+    """A ``CuttingProxy`` whose upload link (bytes towards the server) carries at most
+    ``rate`` bytes a second, all its connections together, as one uplink does: each piece is
+    held until the link would have sent it. Downloads go at loopback speed. The client's
+    socket buffers take a few MB before it feels the pace, so a request's end (the server's
+    answer), not its last write, is when its bytes are through.
+    """
+
+    rate: float = 0.0  # bytes a second; 0: no limit
+    _free_at: float = 0.0  # monotonic time the link is through with what it was given
+
+    @classmethod
+    def throttled(cls, upstream: str, rate: float) -> ThrottledProxy:
+        proxy = cls.start(upstream)
+        assert isinstance(proxy, ThrottledProxy)
+        proxy.rate = rate
+        return proxy
+
+    def _should_cut(self, direction: str, carried: int, data: bytes) -> bool:
+        if direction == "up" and self.rate > 0:
+            with self.lock:
+                now = time.monotonic()
+                self._free_at = max(self._free_at, now) + len(data) / self.rate
+                wait = self._free_at - now
+            time.sleep(wait)
+        return super()._should_cut(direction, carried, data)
 
 
 # --- an HTTP(S) host of its own, in front of a registry or standing alone -------------------
