@@ -9,6 +9,7 @@ PIP_INSTALL := $(PY) -m pip install -q -c requirements.lock
 VENV_STAMP := $(VENV)/.created
 DEMO_STAMP := $(VENV)/.installed-demo
 FAST_STAMP := $(VENV)/.installed-fast
+MUTATION_STAMP := $(VENV)/.installed-mutation
 STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
@@ -21,8 +22,8 @@ DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini das
 DEMO_DEBIAN_PACKAGES := docker.io docker-registry busybox-static
 FAST_DEBIAN_PACKAGES := dash gzip zstd systemd
 
-.PHONY: test test-fast demo demo-stop synth lint bench deps system-deps demo-system-deps \
-	fast-system-deps clean
+.PHONY: test test-fast demo demo-stop synth lint bench mutation deps system-deps \
+	demo-system-deps fast-system-deps clean
 
 # Dependency groups (pyproject.toml) need pip 25.1 or later.
 $(VENV_STAMP):
@@ -38,6 +39,11 @@ $(DEMO_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
 # The launcher, the CDK app (imported, never synthesized), pytest and cfn-lint: the fast tier's.
 $(FAST_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
 	$(PIP_INSTALL) -e '.[infra]' --group test
+	touch $@
+
+# The fast tier's and mutmut (make mutation).
+$(MUTATION_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
+	$(PIP_INSTALL) -e '.[infra]' --group test --group mutation
 	touch $@
 
 $(STAMP): pyproject.toml requirements.lock requirements-torch.txt | $(VENV_STAMP)
@@ -99,6 +105,12 @@ test: deps lint
 # The tier that needs nothing (tests/support/tiers.py): the inner loop, well under a minute.
 test-fast: $(FAST_STAMP) fast-system-deps
 	$(VENV)/bin/pytest -q -m fast
+
+# Mutation benchmark, not in CI: mutmut's mutants of the modules that decide what reaches AWS
+# against the fast tier, in a copy of the checkout under TMPDIR (/tmp by default), never in it;
+# a table of the kill rate per module, failing below 90% (bench/mutation.py).
+mutation: $(MUTATION_STAMP) fast-system-deps
+	$(PY) -m bench.mutation
 
 synth: deps
 	cdk synth --quiet
