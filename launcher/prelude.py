@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 
 EFA_REQUIRED_EXIT = 78  # EX_CONFIG: the image cannot do what the job asked
+CONTRACT = "docs/jobs.md, 'The base image contract'"  # where a failed check sends the user
 ARGV0 = "launcher"  # the script's $0: how it knows it runs as the command it was given
 NODE_LOST_EXIT = 75  # EX_TEMPFAIL: a node was lost; the job's retry rules try again
 MONITOR_DIR = "/tmp/launcher-monitor"
@@ -92,7 +93,7 @@ false || [ "$0" = {ARGV0} ] || {{
     echo "launcher: the image's entrypoint ($0) parsed the command again (eval); running it as given" >&2
     _script=$3; shift 4; exec /bin/sh -c "$_script" {ARGV0} "$@"
   fi
-  echo "launcher: ERROR: the image's entrypoint ($0) changed the command's arguments; the job needs an image whose ENTRYPOINT passes them on unchanged, as exec does (see the README's base image contract)" >&2
+  echo "launcher: ERROR: the image's entrypoint ($0) changed the command's arguments; the job needs an image whose ENTRYPOINT passes them on unchanged, as exec does (see {CONTRACT})" >&2
   exit {EFA_REQUIRED_EXIT}
 }}
 """
@@ -178,10 +179,13 @@ if [ -n "${{LAUNCHER_EFA:-}}" ]; then
   if [ -z "$_missing" ]; then
     echo "launcher: EFA ready: $_devices/$_want devices, libfabric $_fabric (efa provider $_provider), aws-ofi-nccl $_plugin$_notes"
   elif [ "$LAUNCHER_EFA" = require ]; then
-    echo "launcher: EFA ERROR:${{_missing#;}}: failing the job (--efa require); see the README's base image contract" >&2
+    echo "launcher: EFA ERROR:${{_missing#;}}: failing the job (--efa require); see {CONTRACT}" >&2
     exit {EFA_REQUIRED_EXIT}
+  elif [ "${{AWS_BATCH_CE_NAME:-}}" = local ] && [ "$_want" = 0 ]; then
+    # A rehearsal has no EFA: TCP is expected; what the image lacks would matter on AWS.
+    echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; on AWS this image would fall back to TCP too:${{_missing#;}} (see {CONTRACT})"
   else
-    echo "launcher: EFA WARNING:${{_missing#;}}: NCCL will fall back to TCP sockets, not EFA; see the README's base image contract" >&2
+    echo "launcher: EFA WARNING:${{_missing#;}}: NCCL will fall back to TCP sockets, not EFA; see {CONTRACT}" >&2
   fi
 fi
 """

@@ -182,7 +182,20 @@ def test_an_image_without_the_userspace_gets_one_warning_and_runs(image):
     assert result.stderr == (
         "launcher: EFA WARNING: no libfabric (libfabric.so.1); no aws-ofi-nccl plugin "
         "(libnccl-net-ofi.so or libnccl-net.so); 0 of 4 EFA devices visible: NCCL will fall "
-        "back to TCP sockets, not EFA; see the README's base image contract\n"
+        "back to TCP sockets, not EFA; see docs/jobs.md, 'The base image contract'\n"
+    )
+
+
+def test_a_local_run_says_tcp_is_expected_and_what_the_image_would_lack_on_aws(image):
+    """A rehearsal on a machine without EFA (the local backend sets AWS_BATCH_CE_NAME=local
+    and no devices): TCP is expected there, so the line is not a warning, but an image that
+    would fall back to TCP on AWS too is still named."""
+    result = run_efa_check(image(EFA_LIB), AWS_BATCH_CE_NAME="local")
+    assert (result.returncode, result.stdout.splitlines()[-1], result.stderr) == (0, "trained", "")
+    assert efa_line(result) == (
+        "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as "
+        "expected; on AWS this image would fall back to TCP too: no aws-ofi-nccl plugin "
+        "(libnccl-net-ofi.so or libnccl-net.so) (see docs/jobs.md, 'The base image contract')"
     )
 
 
@@ -194,8 +207,8 @@ def test_efa_require_fails_the_node_with_78_before_the_command(image):
     assert "trained" not in result.stdout
     assert result.stderr == (
         "launcher: EFA ERROR: no aws-ofi-nccl plugin (libnccl-net-ofi.so or libnccl-net.so); 0 "
-        "of 4 EFA devices visible: failing the job (--efa require); see the README's base "
-        "image contract\n"
+        "of 4 EFA devices visible: failing the job (--efa require); see docs/jobs.md, 'The "
+        "base image contract'\n"
     )
 
 
@@ -234,8 +247,8 @@ def test_missing_devices_or_a_broken_provider_fail_a_required_check(
     result = run_efa_check(root, efa="require", want=4)
     assert result.returncode == 78
     assert efa_line(result) == (
-        f"launcher: EFA ERROR: {missing}: failing the job (--efa require); see the README's base "
-        "image contract"
+        f"launcher: EFA ERROR: {missing}: failing the job (--efa require); see docs/jobs.md, "
+        "'The base image contract'"
     )
 
 
