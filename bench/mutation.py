@@ -178,7 +178,10 @@ def main() -> int:
     print(table([*headers, "kill rate"], rows))
     print(f"\n{time.monotonic() - start:.0f} s on {os.cpu_count()} cores")
     if survivors:
-        print(f"\nnot killed ({len(survivors)}); the README lists the equivalent ones and why.")
+        print(
+            f"\nnot killed ({len(survivors)}); docs/development.md lists the equivalent ones "
+            "and why."
+        )
         print(f"See one: cd {work} && {MUTMUT} show NAME")
         for name in survivors:
             print(f"  {name}")

@@ -1,4 +1,4 @@
-"""Run every benchmark and print the Markdown tables the README shows."""
+"""Run every benchmark and print the Markdown tables docs/benchmarks.md shows."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ``python -m infra.nag_report [AwsSolutions|NIST.800.53.R5]`` prints one finding per line.
 The app itself always runs AwsSolutions (synth fails on an unacknowledged finding); the NIST
-800-53 R5 pack is informational and its findings are listed in the README.
+800-53 R5 pack is informational and its findings are listed in docs/security.md.
 """
 
 from __future__ import annotations

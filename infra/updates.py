@@ -1,4 +1,4 @@
-"""What changing each setting does to a deployed cluster: the README's update table.
+"""What changing each setting does to a deployed cluster: the update table of docs/operating.md.
 
 Every setting of ``ClusterConfig`` has one entry, and every key of ``fsx_lustre`` and every
 part of a ``data_buckets`` entry one of its own (``fsx_lustre.s3``, ``data_buckets.prefix``),
@@ -283,7 +283,7 @@ UPDATES: dict[str, Update] = {
 
 
 def markdown_table() -> str:
-    """The README's table: one row per setting, in the order of the effect's severity."""
+    """docs/operating.md's table: one row per setting, in the order of the effect's severity."""
     order = list(Effect)
     rows = ["| setting | a change on a deployed cluster | why |", "| --- | --- | --- |"]
     for key, update in sorted(UPDATES.items(), key=lambda kv: (order.index(kv[1].effect), kv[0])):

@@ -256,7 +256,8 @@ def _bucket_failure(kind: str, detail: str) -> str:
 HOST_MODE_IMDS = (
     "reachable, as for every single-node job: host network mode, which ECS cannot fence off; "
     "the instance role (the ECS agent's and Session Manager's rights, no data or secrets) is "
-    "within reach of the job (README, security: what each job shape can reach)"
+    'within reach of the job (docs/security.md, "What each job shape can reach through its '
+    'node")'
 )
 
 

@@ -117,7 +117,7 @@ class ClusterInfo:
             Egress.NAT: "yes, through the stack's NAT gateway",
             Egress.NONE: "no (nat_gateway=false): AWS services through VPC endpoints only; "
             "experiment trackers, model hubs and pip at run time need NAT or a stand-in "
-            "(README, first deploy)",
+            '(docs/operating.md, "First deploy")',
             Egress.IMPORTED: "as the imported VPC routes it (the stack cannot tell)",
         }[self.internet_egress]
 
@@ -167,8 +167,8 @@ def from_stack(stack: Mapping[str, Any]) -> ClusterInfo:
         what = (
             "upgrade the launcher to the infra's version"
             if newer
-            else "redeploy the infra of this launcher's version (cdk deploy --all; README, "
-            "updating a deployed cluster)"
+            else "redeploy the infra of this launcher's version (cdk deploy --all; "
+            'docs/operating.md, "Updating a deployed cluster")'
         )
         raise UsageError(
             f"stack {name} has output schema version {version}; this launcher reads "

@@ -24,7 +24,8 @@ thread, each job followed) makes its calls through one ``Limiter``:
   that refills at one call per interval and that every call draws on, so the process stays at
   one call a second on average; beyond the allowance a one-off read waits like a follower.
 
-Processes do not coordinate (no lock file): see the README, "Logs of many nodes".
+Processes do not coordinate (no lock file): see docs/logs.md, "Logs of many nodes, within
+CloudWatch's quota".
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ class Findings:
             f"{self.group_id} --protocol all --source-group {self.group_id}; aws ec2 "
             f"authorize-security-group-egress --group-id {self.group_id} --ip-permissions "
             "IpProtocol=-1,IpRanges=[{CidrIp=0.0.0.0/0}]) and exempt the group from Security "
-            "Hub control EC2.2's auto-remediation (see the README's security section)"
+            "Hub control EC2.2's auto-remediation (docs/security.md, \"The VPC's default group and "
+            'Security Hub control EC2.2")'
         )
 
 

@@ -175,7 +175,7 @@ def test_quotes_from_the_references_are_verbatim(evidence):
 # Template properties no rule speaks for, and why none needs to. An exemption never covers a
 # property the type's schema lists as create-only: a change to it replaces the resource, so a
 # rule must speak for it, or tests/test_day2.py, which proves that no setting change replaces
-# what the README says is kept (DAY_2).
+# what docs/operating.md says is kept (DAY_2).
 NO_RUNTIME_EFFECT = {
     "Tags": "labels for people and cost reports, where an update changes them in place",
     "AccessPointTags": "labels",

@@ -1,10 +1,12 @@
-"""The second ``cdk deploy``: every setting change does what the README's update table says.
+"""The second ``cdk deploy``: every setting change does what the update table says
+(docs/operating.md).
 
 Each example change is synthesized over the default environment and compared with the
 deployed templates by ``infra/update_plan.py`` (CloudFormation's create-only properties,
 cascading references, exports in use, Batch's own refusals). An upgrade from the last
 release's templates (``tests/fixtures/release-0.1.0``, synthesized from commit 8f8a401) is
-held to the README's upgrade note. The real CDK CLI's ``cdk diff`` cross-checks the analysis.
+held to the upgrade notes (docs/operating.md). The real CDK CLI's ``cdk diff`` cross-checks
+the analysis.
 """
 
 from __future__ import annotations
@@ -196,11 +198,11 @@ def test_fair_share_off_and_on_and_off_never_refused(tmp_path_factory):
 DEMO_TAGS = {"efa-batch:environment": "demo"}
 PROD_TAGS = {"efa-batch:environment": "prod"}
 CAPACITY_BLOCK = {"capacity_block_id": "cr-0123456789abcdef0", "min_nodes": 2}
-# name -> (environment overrides, the README's upgrade settings for it, what is replaced)
+# name -> (environment overrides, the upgrade notes' settings for it, what is replaced)
 UPGRADES = {
     "demo": ({}, {"creation_tags": DEMO_TAGS}, set()),
     # Fair share has a queue of its own now. 0.1.0 did not retain a replaced queue, so this
-    # one deploy deletes the old queue: the README's upgrade note says to drain it first.
+    # one deploy deletes the old queue: the upgrade notes say to drain it first.
     "prod": (
         {"env": "prod"},
         {"creation_tags": PROD_TAGS, "public_subnet_first": True},
@@ -290,5 +292,5 @@ def test_cdk_diff_replaces_what_the_analysis_replaces(name, tmp_path_factory):
         )
 
 
-def test_the_readme_shows_the_update_table():
-    assert markdown_table() in (ROOT / "README.md").read_text()
+def test_the_docs_show_the_update_table():
+    assert markdown_table() in (ROOT / "docs" / "operating.md").read_text()

@@ -41,12 +41,12 @@ def test_aws_solutions_pack_really_runs(tmp_path):
 
 
 @pytest.mark.cdk
-def test_nist_800_53_r5_findings_are_the_ones_listed_in_the_readme():
+def test_nist_800_53_r5_findings_are_the_ones_listed_in_the_docs():
     from infra.nag_report import findings
 
     rules = {f.rule for f in findings(cdk_context(), "NIST.800.53.R5")}
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### NIST 800-53 R5 findings", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "security.md").read_text()
+    section = page.split("## NIST 800-53 R5 findings", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"`(NIST\.800\.53\.R5-[A-Za-z0-9]+)`", section))
     assert rules == listed
 
@@ -89,7 +89,7 @@ def assert_cfn_lint_clean(synth) -> None:
     assert {m["Rule"]["Id"] for m in matches} <= set(CFN_LINT_WARNINGS)
 
 
-# The warnings cfn-lint may report, each explained in the README's security section.
+# The warnings cfn-lint may report, each explained in docs/security.md.
 CFN_LINT_WARNINGS = {
     "W6001": "an output that re-exports an import from the storage stack: the launcher reads "
     "one stack",
@@ -107,9 +107,9 @@ def test_cfn_lint_really_lints(tmp_path):
     assert any(m["Level"] == "Error" for m in json.loads(result.stdout))
 
 
-def test_every_cfn_lint_warning_allowed_is_explained_in_the_readme():
-    readme = (ROOT / "README.md").read_text()
-    assert all(f"`{rule}`" in readme for rule in CFN_LINT_WARNINGS)
+def test_every_cfn_lint_warning_allowed_is_explained_in_the_docs():
+    page = (ROOT / "docs" / "security.md").read_text()
+    assert all(f"`{rule}`" in page for rule in CFN_LINT_WARNINGS)
 
 
 def _cdk(*args: str, tmp_path) -> subprocess.CompletedProcess:
@@ -200,7 +200,7 @@ def test_templates_deploy_into_moto_and_expose_every_output(request, fixture, mo
     )
 
 
-# checkov findings that are explained (in the README's security section) rather than fixed.
+# checkov findings that are explained (in docs/security.md) rather than fixed.
 CHECKOV_EXPLAINED: dict[str, str] = {
     "CKV_AWS_136": "the workspace repository uses ECR's default AES256 encryption (S3-managed "
     "keys), not KMS: ECR mounts a base's layers from another repository only when both use "

@@ -76,10 +76,11 @@ def test_a_deploy_that_fsx_would_refuse_is_refused_before_it_starts(
         "at a link_path other than /"
     )
     assert lines[-1].startswith("refused: 1 change that CloudFormation would roll back")
-    # The README shows this very run (its `cdk synth` line is this module's LINKED settings).
-    readme = (ROOT / "README.md").read_text()
-    shown = readme.split("$ python -m infra.predeploy\n", 1)[1].split("```", 1)[0]
-    assert f"fsx_lustre='{json.dumps(LINKED)}'" in readme
+    # docs/operating.md shows this very run (its `cdk synth` line is this module's LINKED
+    # settings).
+    page = (ROOT / "docs" / "operating.md").read_text()
+    shown = page.split("$ python -m infra.predeploy\n", 1)[1].split("```", 1)[0]
+    assert f"fsx_lustre='{json.dumps(LINKED)}'" in page
     assert shown == refused.stdout
 
     unchanged = predeploy("--app", str(synth_root_link.outdir), env=env)
