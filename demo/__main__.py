@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -95,7 +96,8 @@ def run(workdir: Path) -> None:
 
     say("1. Synthesize the CDK app with the real CDK CLI: cdk.json's pool and a CPU pool")
     assembly = workdir / "cdk.out"
-    sh(["cdk", "synth", "--quiet", "-c", f"pools={POOLS}", "-o", str(assembly)], os.environ.copy())
+    synth = ["cdk", "synth", "--quiet", "--no-notices", "-c", f"pools={POOLS}", "-o", str(assembly)]
+    sh(synth, os.environ.copy())
     print(f"stacks: {', '.join(STACKS)} (templates in {assembly})")
 
     say("2. Start an emulated AWS (moto), a registry and a Docker engine, all on 127.0.0.1")
@@ -123,18 +125,17 @@ def run(workdir: Path) -> None:
         "LAUNCHER_LOCAL_STATE": str(workdir / "state"),
         "LAUNCHER_LOCAL_EFS": str(workdir / "efs"),
     }
-    say("4. What the launcher discovers from the stack (no ARN typed), its pools included")
+    say("4. What the launcher discovers from the stack (no ARN typed): its pools")
     sh(launcher("outputs"), env)
 
     say("5. Build a base image offline (busybox from Debian) and push it to the registry")
     base = f"{registry.host}/demo-base:1"
     push_busybox_base(engine.client(), f"{registry.host}/demo-base")
     print(f"base image: {base}")
+    env_file = write_env_file(workdir, {**env, "LAUNCHER_IMAGE": base})
 
     say("6. Patch the demo workspace into the base, in the registry (no pull)")
-    image = sh(
-        launcher("build", "--image", base, "--workspace", str(WORKSPACE)), env, capture=True
-    ).strip()
+    sh(launcher("build", "--image", base, "--workspace", str(WORKSPACE)), env, capture=True)
 
     say("7. Submit the 2-node job through the emulated AWS Batch API (the AWS code path)")
     image_args = ["--image", base, "--workspace", str(WORKSPACE), "--"]
@@ -169,13 +170,50 @@ def run(workdir: Path) -> None:
         end="",
     )
 
-    say("Done. Everything is still running:")
-    print(f"  emulated AWS      AWS_ENDPOINT_URL={moto_url}  (stack EfaBatch)")
-    print(f"  registry          {registry.host}  (workspace image {image})")
-    print(f"  docker            DOCKER_HOST={engine.host}")
-    print(f"  local job state   {workdir / 'state'}   EFS stand-in {workdir / 'efs'}")
-    print(f"  AWS job           {aws_job}   local jobs {prep_job} -> {local_job}")
+    say("Done. The emulated AWS, the registry and the Docker engine keep running.")
+    print(f"  AWS job {aws_job} (RUNNABLE); local jobs {prep_job} -> {local_job}")
     print("  stop it all with: make demo-stop")
+    print(f"\nYour turn, in a new shell: source {_shown(env_file)}   then: launcher list")
+
+
+# What a new shell needs to reach the demo's stack: the launcher on PATH, the emulated AWS, the
+# registry, the engine, the local state and EFS stand-in, and the base image the demo pushed.
+HANDOVER = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_DEFAULT_REGION",
+    "DOCKER_HOST",
+    "LAUNCHER_REGISTRY",
+    "LAUNCHER_IMAGE",
+    "LAUNCHER_LOCAL_STATE",
+    "LAUNCHER_LOCAL_EFS",
+)
+
+
+def write_env_file(workdir: Path, env: dict[str, str]) -> Path:
+    """``WORKDIR/env``, for ``source``: the ports change every run, so the file is the one
+    place that knows them. Private (0600): it names the emulator's credentials."""
+    bin_dir = Path(sys.executable).parent
+    lines = [
+        "# make demo's emulated AWS, registry and Docker engine, for a new shell:",
+        f"#   source {_shown(workdir / 'env')}",
+        f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"',
+        *(f"export {name}={shlex.quote(env[name])}" for name in HANDOVER),
+    ]
+    path = workdir / "env"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    return path
+
+
+def _shown(path: Path) -> str:
+    """A path as the user types it: relative when under the current directory."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def stop(workdir: Path) -> None:

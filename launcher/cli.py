@@ -91,6 +91,9 @@ class Outputs(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.add_argument(
+            "--all", action="store_true", help="every value the stack outputs (ARNs, ids)"
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         info = _cluster(args).info
@@ -99,17 +102,39 @@ class Outputs(Command):
             print(json.dumps(data, indent=2))
             return 0
         del data["pools"]  # a table of their own
-        _print_fields({**data, "internet": info.internet})
+        if args.all:
+            _print_fields({**data, "internet": info.internet})
+        else:  # what a user needs to run a job; ARNs and ids are for --all
+            _print_fields(
+                {
+                    "stack": f"{info.stack_name} ({info.region})",
+                    "images": info.repository_uri,
+                    "internet": info.internet,
+                }
+            )
         print()
         _print_table(_pool_rows(info))
         print("* the default pool: jobs go there unless they name one (--pool)")
+        if not args.all:
+            print("every value (ARNs, ids): launcher outputs --all")
         return 0
 
 
 def _print_fields(fields: dict[str, object]) -> None:
     width = max(map(len, fields))
     for key, value in fields.items():
-        print(f"{key:<{width}}  {value if value is not None else '-'}")
+        print(f"{key:<{width}}  {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    """A value as a person reads it: lists comma-separated, mappings as key=value, none as -."""
+    if value is None or value == [] or value == {}:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value))
+    return str(value)
 
 
 def _print_table(rows: list[tuple[str, ...]]) -> None:

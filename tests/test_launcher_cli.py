@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -73,7 +74,14 @@ def test_outputs_discovers_the_cluster_from_one_stack_name(cluster):
     assert data["job_queue_name"] == "EfaBatch-jobs"
     assert data["efa_interfaces"] == 4 and data["gpus_per_node"] == 8
     text = ok(launcher(cluster, "outputs")).stdout
-    assert "access_point_id" in text and "fsap-" in text
+    assert text.splitlines()[0] == f"stack     {DEFAULT_STACK_NAME} (us-east-1)"
+    assert "fsap-" not in text
+    assert text.endswith("every value (ARNs, ids): launcher outputs --all\n")
+    every = ok(launcher(cluster, "outputs", "--all")).stdout
+    assert "access_point_id" in every and "fsap-" in every
+    # Readable values, not Python's: an empty list or mapping is "-", pairs are key=value.
+    assert "[]" not in every and "{" not in every and "None" not in every
+    assert re.search(r"^pull_through_cache +ecr-public=public\.ecr\.aws$", every, re.M)
 
 
 def test_dryrun_prints_valid_requests_and_changes_nothing(cluster):

@@ -63,15 +63,16 @@ def run(server, stack: str, *args: str) -> subprocess.CompletedProcess:
 
 def test_outputs_shows_the_pools_as_a_table(moto_server, stack):
     out = ok(launcher(moto_server, stack, "outputs"))
-    *table, footnote = out.splitlines()[-6:]
+    *table, footnote, more = out.splitlines()[-7:]
     assert footnote == "* the default pool: jobs go there unless they name one (--pool)"
+    assert more == "every value (ARNs, ids): launcher outputs --all"
     rows = {line.split()[0]: line.split() for line in table}
     assert rows["POOL"][:3] == ["POOL", "QUEUE", "INSTANCE"]
     assert rows["train"][1:5] == ["*", f"{stack}-jobs-fairshare", "p5.48xlarge", "16"]
     assert rows["train"][-1] == "ondemand"  # its fallback
     assert rows["cpu"][2:4] == ["c7i.4xlarge", "32"] and "yes:" in rows["cpu"]
     assert rows["debug"][2:5] == ["g5.xlarge", "2", "1"]
-    assert "pools" not in [line.split()[0] for line in out.splitlines() if line.strip()][:-6]
+    assert "pools" not in [line.split()[0] for line in out.splitlines() if line.strip()][:-7]
 
 
 def test_run_pool_sends_the_job_to_that_pools_queue(moto_server, stack):
