@@ -150,9 +150,6 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
             f"--mount type=fsx: {cluster.stack_name} has no FSx for Lustre file system "
             "(deploy with -c fsx_lustre='{...}')"
         )
-    destinations = [m.dst for m in spec.mounts if m.kind is not MountKind.DEVICE]
-    if len(set(destinations)) != len(destinations):
-        raise UsageError("--mount: two mounts share a dst= path")
     _validate_container_settings(spec, cluster)
 
 

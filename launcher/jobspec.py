@@ -249,9 +249,14 @@ class JobSpec:
         limits = [u.name for u in self.ulimits]
         if len(set(limits)) != len(limits):
             raise UsageError("--ulimit: a limit is given twice; give each NAME once")
-        paths = [t.dst for t in self.tmpfs] + [m.dst for m in self.mounts]
-        if len(set(paths)) != len(paths):
-            raise UsageError("--tmpfs: a path is also another --tmpfs's or a --mount's dst")
+        # One file system per path: a second would hide the first (devices included: two at
+        # one /dev path is a typo too).
+        flags = [("--tmpfs", t.dst) for t in self.tmpfs] + [("--mount", m.dst) for m in self.mounts]
+        paths = [path for _, path in flags]
+        twice = [(flag, path) for flag, path in flags if paths.count(path) > 1]
+        if twice:
+            both = " and ".join(sorted({flag for flag, path in twice if path == twice[0][1]}))
+            raise UsageError(f"{both}: two of them use the path {twice[0][1]}; give each its own")
 
     def _check_groups(self) -> None:
         if not self.groups:

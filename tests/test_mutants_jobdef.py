@@ -432,3 +432,31 @@ def test_dry_run_output_names_both_requests():
         "registerJobDefinition": requests.register,
         "submitJob": requests.submit,
     }
+
+
+@pytest.mark.parametrize(
+    ("mounts", "tmpfs", "message"),
+    [
+        (
+            (Mount("efs", "/data"), Mount("bind", "/data", src="/host/data")),
+            (),
+            "--mount: two of them use the path /data; give each its own",
+        ),
+        (
+            (Mount("efs", "/scratch"),),
+            (Tmpfs("/scratch", 1024),),
+            "--mount and --tmpfs: two of them use the path /scratch; give each its own",
+        ),
+        (
+            (),
+            (Tmpfs("/t", 1), Tmpfs("/t", 2)),
+            "--tmpfs: two of them use the path /t; give each its own",
+        ),
+    ],
+)
+def test_two_file_systems_at_one_path_are_refused_naming_the_flags_and_path(mounts, tmpfs, message):
+    """A second file system at one path would hide the first: refused when the spec is made,
+    naming the flags the user gave (not --tmpfs when there was none) and the path."""
+    with pytest.raises(UsageError) as info:
+        spec(mounts=mounts, tmpfs=tmpfs)
+    assert str(info.value) == message
