@@ -767,6 +767,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader left (``launcher logs JOB | head``), as SIGPIPE would
+        return 141
 
 
 def run() -> NoReturn:

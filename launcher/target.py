@@ -182,11 +182,14 @@ class LocalTarget:
 
         self.info, self.aws, self.network = info, aws, network
         share = Path.home() / ".local" / "share" / "efa-batch"
-        self.efs_dir = os.fspath(
+        # Absolute, as the engine's bind mounts need and as "EFS at DIR" should say.
+        self.efs_dir = os.path.abspath(
             efs_dir or os.environ.get(LOCAL_EFS_ENV) or share / "efs" / info.stack_name
         )
         self.fsx_dir = (
-            os.fspath(fsx_dir or os.environ.get(LOCAL_FSX_ENV) or share / "fsx" / info.stack_name)
+            os.path.abspath(
+                fsx_dir or os.environ.get(LOCAL_FSX_ENV) or share / "fsx" / info.stack_name
+            )
             if info.fsx_file_system_id
             else None
         )

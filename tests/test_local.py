@@ -307,6 +307,71 @@ def test_logs_since_applies_to_local_jobs(env, busybox_base):
     assert "early" in everything and "late" in everything
 
 
+def test_following_goes_on_into_each_retry(env, busybox_base):
+    """A node lost in attempt 1 (exit 75, retried) and 2: a follower started with the job sees
+    every attempt's lines in order and ends with the job, as the AWS follower does (bug: it
+    read attempt 1 only and ended there)."""
+    command = 'echo "attempt $AWS_BATCH_JOB_ATTEMPT"; [ "$AWS_BATCH_JOB_ATTEMPT" -ge 3 ] || exit 75'
+    job_id = _start(env, command, busybox_base, nodes=1, attempts=3)
+    followed = [
+        line.message
+        for line in local.LocalBackend().log_iter(job_id, follow=True, poll=0.05)
+        if line.message.startswith("attempt")
+    ]
+    assert followed == ["attempt 1", "attempt 2", "attempt 3"]
+    assert local.LocalBackend().wait(job_id, timeout=60).state == "SUCCEEDED"
+    # Without --follow, the latest attempt alone; --attempt picks another.
+    assert [x.message for x in local.LocalBackend().log_iter(job_id)][-1] == "attempt 3"
+    assert "attempt 1" in [x.message for x in local.LocalBackend().log_iter(job_id, attempt=1)]
+
+
+def test_a_relative_efs_stand_in_is_the_directory_not_a_docker_volume(
+    stack, env, busybox_base, tmp_path
+):
+    """Docker reads a relative bind source as a volume's name: the files must land in the
+    directory the user named, relative to where the launcher ran."""
+    (tmp_path / "here").mkdir()
+    result = cli.launcher(
+        "run",
+        "--local",
+        "--no-workspace",
+        "--image",
+        busybox_base,
+        "--local-efs",
+        "shared",
+        "--follow",
+        "--",
+        "sh",
+        "-c",
+        'echo written > "$LAUNCHER_EFS/proof"',
+        env=env,
+        cwd=tmp_path / "here",
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "here" / "shared" / "proof").read_text() == "written\n"
+    assert f"EFS at {tmp_path / 'here' / 'shared'}" in result.stderr
+
+
+def test_logs_into_a_reader_that_leaves_early_end_quietly(env, busybox_base):
+    """``launcher logs JOB | head -1``: the reader's exit is SIGPIPE's 141 and no traceback."""
+    job_id = _start(env, "seq 1 20000", busybox_base, nodes=1)
+    local.LocalBackend().wait(job_id, timeout=60)
+    piped = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'{shlex.join(cli.LAUNCHER)} logs {job_id} | head -1; echo "${{PIPESTATUS[0]}}"',
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert piped.stdout.splitlines()[1:] == ["141"] and piped.stderr == ""
+
+
 @pytest.mark.parametrize("compression", [None, "gzip", "zstd"])
 def test_a_workspace_image_either_way_runs_here_or_is_refused_before_any_upload(
     stack, env, busybox_base, docker_engine, registry, tmp_path, compression
@@ -440,6 +505,39 @@ def _one_node(paths, command: str, image: str, network: str | None = None, **spe
     job_id = backend.schedule(requests)
     info = local.LocalBackend().wait(job_id, timeout=60)
     return info, [line.message for line in local.LocalBackend().log_iter(job_id, node=0)]
+
+
+def test_bridge_on_an_engine_without_one_is_refused_not_loopback_in_silence(
+    stack, env, busybox_base, docker_engine
+):
+    """--local-network bridge asks for a way out. An engine started with --bridge=none (the
+    tests' own) gave the container loopback only and said nothing; now the run fails, saying
+    why. On an engine with its bridge, the job has an interface besides lo."""
+    result = launcher(
+        env,
+        "run",
+        "--local",
+        "--local-network",
+        "bridge",
+        "--no-workspace",
+        "--image",
+        busybox_base,
+        "--follow",
+        "--",
+        "sh",
+        "-c",
+        "ls /sys/class/net",
+    )
+    if docker_engine.client().networks.list(names=["bridge"]):
+        assert result.returncode == 0 and "eth0" in result.stderr, result.stderr
+    else:
+        assert result.returncode == 1
+        assert result.stderr.splitlines()[-1] == (
+            "launcher: error: Docker: this engine has no default bridge network "
+            "(dockerd --bridge=none), so --local-network bridge cannot reach out; use none, "
+            "or host"
+        )
+    assert no_job_containers(docker_engine)
 
 
 def test_a_local_job_reaches_no_loopback_service_of_this_machine(env, busybox_base):

@@ -165,8 +165,10 @@ class LocalBackend:
     ) -> None:
         self.queue = queue  # the queue (a pool's) jobs go to and list() reads; None: any
         self.network = local_network(network)
-        self.efs_dir = efs_dir
-        self.fsx_dir = fsx_dir  # stands in for the nodes' FSx for Lustre mount
+        # Absolute: Docker takes a relative bind source for a named volume's name, and the
+        # files would land in a volume while the launcher says "EFS at DIR".
+        self.efs_dir = os.path.abspath(efs_dir) if efs_dir else None
+        self.fsx_dir = os.path.abspath(fsx_dir) if fsx_dir else None  # the nodes' FSx mount
         self.secrets_file = (
             Path(secrets_file) if secrets_file else secret_values.default_file()
         ).absolute()
@@ -434,6 +436,9 @@ class LocalBackend:
                 f"--attempt {attempt}: job {record.job_id} has "
                 + (f"attempts 1-{latest}" if latest > 1 else "one attempt so far")
             )
+        # Following without --attempt goes on into each retry, as the AWS follower's streams
+        # do: the attempt read is the record's latest at each poll.
+        chosen = attempt
         attempt = attempt or latest
         nodes = [node] if node is not None else list(range(record.nodes))
         offsets = dict.fromkeys(nodes, 0)
@@ -444,19 +449,33 @@ class LocalBackend:
             if since is None or stamp is None or stamp >= since:
                 yield LogLine(n, message, stamp)
 
-        while True:
-            done = self.store.load(job_id).status.terminal
+        def read(n: int) -> Iterator[LogLine]:
+            path = self.store.log_path(record.job_id, n, attempt)
+            if not path.exists():
+                return
+            with open(path, "rb") as f:
+                f.seek(offsets[n])
+                data = partial[n] + f.read()
+                offsets[n] = f.tell()
+            *complete, partial[n] = data.split(b"\n")
+            for raw in complete:
+                yield from lines(n, raw)
+
+        def flush() -> Iterator[LogLine]:
             for n in nodes:
-                path = self.store.log_path(record.job_id, n, attempt)
-                if not path.exists():
-                    continue
-                with open(path, "rb") as f:
-                    f.seek(offsets[n])
-                    data = partial[n] + f.read()
-                    offsets[n] = f.tell()
-                *complete, partial[n] = data.split(b"\n")
-                for raw in complete:
-                    yield from lines(n, raw)
+                yield from read(n)
+                if partial[n]:
+                    yield from lines(n, partial[n])
+                offsets[n], partial[n] = 0, b""
+
+        while True:
+            now = self.store.load(job_id)
+            done = now.status.terminal
+            while follow and chosen is None and attempt < now.attempt:
+                yield from flush()  # the rest of the attempt that ended, then the next one's
+                attempt += 1
+            for n in nodes:
+                yield from read(n)
             if not follow or done:
                 for n in nodes:
                     if partial[n]:

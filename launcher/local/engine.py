@@ -92,6 +92,12 @@ def _container_for(record: Record, node: int) -> dict[str, Any]:
     raise UsageError(f"node {node} is in no node range of job {record.job_id}")
 
 
+NO_BRIDGE = (
+    "Docker: this engine has no default bridge network (dockerd --bridge=none), so "
+    "--local-network bridge cannot reach out; use none, or host"
+)
+
+
 def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[str, int] | None]:
     """Start every node, the main node first; return container ids and the ulimit caps used
     (the machine's hard limits, where the daemon may not raise them)."""
@@ -107,6 +113,10 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
     )
     gate = _start_gate(record) if record.nodes > 1 else None
     try:
+        if network is LocalNetwork.BRIDGE and not client.networks.list(names=["bridge"]):
+            # An engine without its default bridge (dockerd --bridge=none) starts a "bridge"
+            # container with loopback only and says nothing (docker.io 20.10): say it here.
+            raise RemoteError(NO_BRIDGE)
         for node in range(record.nodes):
             container = _container_for(record, node)
             secrets = (
@@ -169,10 +179,9 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
         secret_values.forget(record.job_id)
         if isinstance(exc, UsageError):
             raise
+        if isinstance(exc, RemoteError):
+            raise
         if network is LocalNetwork.BRIDGE and "network bridge not found" in str(exc):
-            raise RemoteError(
-                "Docker: this engine has no default bridge network (dockerd --bridge=none), so "
-                "--local-network bridge cannot reach out; use none, or host"
-            ) from exc
+            raise RemoteError(NO_BRIDGE) from exc
         raise failure("could not start the job's containers", exc) from exc
     return started, caps
