@@ -18,11 +18,11 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
-DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd
+DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd jq
 DEMO_DEBIAN_PACKAGES := docker.io docker-registry busybox-static
 FAST_DEBIAN_PACKAGES := dash gzip zstd systemd
 
-.PHONY: test test-fast demo demo-stop synth lint bench mutation deps system-deps \
+.PHONY: test test-fast demo demo-stop synth lint docs bench mutation deps system-deps \
 	demo-system-deps fast-system-deps clean
 
 # Dependency groups (pyproject.toml) need pip 25.1 or later.
@@ -32,9 +32,12 @@ $(VENV_STAMP):
 	touch $@
 
 # The launcher, the CDK app and the development environment (devenv/): the demo's needs.
+# pip's output as a progress line (devenv/install_progress.py), not a minute of silence.
 $(DEMO_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
-	$(PIP_INSTALL) -e '.[infra]' --group devenv
-	touch $@
+	@echo "==> installing the launcher, the CDK app and the emulator into $(VENV) (1-2 minutes, once)"
+	@set -o pipefail; $(PY) -m pip install --progress-bar off -c requirements.lock -e '.[infra]' \
+	  --group devenv 2>&1 | python3 -m devenv.install_progress
+	@touch $@
 
 # The launcher, the CDK app (imported, never synthesized), pytest and cfn-lint: the fast tier's.
 $(FAST_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
@@ -47,7 +50,7 @@ $(MUTATION_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
 	touch $@
 
 $(STAMP): pyproject.toml requirements.lock requirements-torch.txt | $(VENV_STAMP)
-	$(PIP_INSTALL) -e '.[infra]' --group devenv --group test --group lint
+	$(PIP_INSTALL) -e '.[infra]' --group devenv --group test --group lint --group docs
 	$(PY) -m pip install -q -r requirements-torch.txt
 	touch $@
 
@@ -75,18 +78,20 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	touch $@
 
 node_modules/.package-lock.json: package.json package-lock.json
+	@echo "==> installing the pinned CDK CLI into node_modules (npm ci)"
 	npm ci --no-audit --no-fund --loglevel=error
 
 # Debian packages, as root: a Docker engine and the reference registry (the demo, the tests);
 # busybox for offline bases; strace and GNU time to measure; tini and dash for entrypoints;
-# systemd for systemd-analyze and systemctl --root, which check the nodes' unit files.
+# systemd for systemd-analyze and systemctl --root, which check the nodes' unit files; jq,
+# which the docs' examples use (tests/test_demo.py runs them).
 system-deps: PACKAGES := $(DEBIAN_PACKAGES)
 demo-system-deps: PACKAGES := $(DEMO_DEBIAN_PACKAGES)
 fast-system-deps: PACKAGES := $(FAST_DEBIAN_PACKAGES)
 system-deps demo-system-deps fast-system-deps:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
+	  echo "==> installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
@@ -99,7 +104,7 @@ lint: $(STAMP)
 
 # Every tier: the emulator, the Docker engine, the CDK CLI, the TorchX and checkov venvs, torch.
 # All of them are installed above, so a service that cannot start fails the run (as under CI).
-test: deps lint
+test: deps lint docs
 	EFA_BATCH_TESTS_REQUIRE_ALL=1 $(VENV)/bin/pytest -q
 
 # The tier that needs nothing (tests/support/tiers.py): the inner loop, well under a minute.
@@ -111,6 +116,12 @@ test-fast: $(FAST_STAMP) fast-system-deps
 # a table of the kill rate per module, failing below 90% (bench/mutation.py).
 mutation: $(MUTATION_STAMP) fast-system-deps
 	$(PY) -m bench.mutation
+
+# The docs site (docs/, mkdocs.yml) into build/site; strict: a broken link or anchor, or a page
+# outside the nav, fails the build. The CLI reference and the outputs table are made from the
+# code (docs/hooks/). Material's banner about its successor is not ours to show on every build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 synth: deps
 	cdk synth --quiet

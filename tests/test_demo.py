@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.support import examples
+from tests.support import examples, tiers
+from tests.support.processes import required_or_skip
 
+TORCHX_BIN = ROOT / ".venv-torchx" / "bin"
 # The docs pages with an example to run (examples.blocks says which blocks run).
 DOCS_WITH_EXAMPLES = [
     page
@@ -75,7 +77,9 @@ def stop(workdir: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
-def run_page(demo: Demo, tmp_path: Path, page: Path) -> subprocess.CompletedProcess:
+def run_page(
+    demo: Demo, tmp_path: Path, page: Path, extra_path: list[Path] = ()
+) -> subprocess.CompletedProcess:
     """A page's examples in a fresh shell: nothing of this process's environment, a home of
     its own, and a directory where ``demo/`` is the checkout's and ``.demo/`` the demo's; only
     what the page itself sources (README) or, for docs pages, the demo's env file."""
@@ -151,9 +155,24 @@ def test_a_newcomer_follows_the_readme_in_a_fresh_shell(demo, tmp_path):
 
 @pytest.mark.cdk
 @pytest.mark.emulator
-@pytest.mark.parametrize("page", DOCS_WITH_EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "page",
+    [
+        # torchx.md's reader installed TorchX (pip install ".[torchx]"): make test's venv of
+        # TorchX 0.7.0 with the launcher in it stands in, after what .demo/env puts first.
+        pytest.param(p, marks=pytest.mark.torchx) if p.name == "torchx.md" else p
+        for p in DOCS_WITH_EXAMPLES
+    ],
+    ids=lambda p: p.name,
+)
 def test_every_docs_example_runs_against_the_emulated_stack(demo, tmp_path, page):
-    result = run_page(demo, tmp_path, page)
+    extra = []
+    if page.name == "torchx.md":
+        tiers.require("torchx")
+        extra = [TORCHX_BIN]
+        if not (TORCHX_BIN / "torchx").exists():
+            required_or_skip("TorchX is not installed (make deps)")
+    result = run_page(demo, tmp_path, page, extra_path=extra)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
 
 
