@@ -10,7 +10,14 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from infra.cluster import ClusterStack
-from infra.config import CLUSTER_TAG, ClusterConfig, ConfigError, load, refuse_unknown_settings
+from infra.config import (
+    CLUSTER_TAG,
+    ZONES_LOOKUP,
+    ClusterConfig,
+    ConfigError,
+    load,
+    refuse_unknown_settings,
+)
 from infra.network import NetworkStack
 from infra.storage import StorageStack
 
@@ -86,7 +93,10 @@ def create_app(
 def _context_of(app: cdk.App) -> dict[str, Any]:
     refuse_unknown_settings(app.node.get_all_context())
     keys = ("environments", "env", "availability_zones", *ClusterConfig.__dataclass_fields__)
-    return {k: v for k in keys if (v := app.node.try_get_context(k)) is not None}
+    context = {k: v for k in keys if (v := app.node.try_get_context(k)) is not None}
+    prefix = ZONES_LOOKUP.split("{", 1)[0]  # the zones CDK knows, for the zone's check
+    zones = {k: v for k, v in app.node.get_all_context().items() if k.startswith(prefix)}
+    return {**context, **zones}
 
 
 def main() -> None:

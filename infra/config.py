@@ -892,6 +892,12 @@ _FIELDS = {f.name for f in fields(ClusterConfig)} - {"env_name"}
 # (feature flags "@aws-cdk/...", lookups "availability-zones:...", "aws:cdk:...").
 _CONTEXT_KEYS = ("env", "environments", "availability_zones")
 _SETTING_LIKE = re.compile(r"^[a-z][a-z0-9_]*$")
+# A setting typed with hyphens (`-c instance-type=...`). CDK keeps hyphenated keys of its own
+# at the top of context ("acknowledged-issue-numbers"), so only one close to a setting is ours.
+_HYPHENATED = re.compile(r"^[a-z][a-z0-9_]*(-[a-z0-9_]+)+$")
+# CDK's context key for the zones of an account's region: the stack's zones, which the VPC's
+# zone must be one of (cdk.json carries them for each environment; `cdk context` lists them).
+ZONES_LOOKUP = "availability-zones:account={account}:region={region}"
 
 
 def refuse_unknown_settings(keys: Iterable[str]) -> None:
@@ -903,6 +909,22 @@ def refuse_unknown_settings(keys: Iterable[str]) -> None:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]}?" if close else "allowed: " + ", ".join(known)
             raise ConfigError(f"{key}: not a setting; {hint}")
+        if _HYPHENATED.match(key):
+            close = difflib.get_close_matches(key.replace("-", "_"), known, n=1, cutoff=0.85)
+            if close:
+                raise ConfigError(f"{key}: not a setting; did you mean {close[0]}?")
+
+
+def _check_zone(config: ClusterConfig, context: Mapping[str, Any]) -> None:
+    """The zone is one of its region's, where the context knows them: CDK would otherwise
+    stop the synth with a traceback ("must be a subset of the stack's availability zones")."""
+    lookup = ZONES_LOOKUP.format(account=config.account, region=config.region)
+    zones = context.get(lookup)
+    if isinstance(zones, list) and zones and config.availability_zone not in zones:
+        raise ConfigError(
+            f"availability_zone: {config.availability_zone!r} is not a zone of "
+            f"{config.region}; allowed: {', '.join(map(str, zones))}"
+        )
 
 
 def load(context: Mapping[str, Any]) -> ClusterConfig:
@@ -936,4 +958,6 @@ def load(context: Mapping[str, Any]) -> ClusterConfig:
             raise ConfigError(f"{required}: missing in environment {env_name!r}")
     hints = typing.get_type_hints(ClusterConfig)
     values = {k: _coerce(k, v, hints[k]) for k, v in raw.items()}
-    return ClusterConfig(env_name=env_name, **values).validate()
+    config = ClusterConfig(env_name=env_name, **values).validate()
+    _check_zone(config, context)
+    return config

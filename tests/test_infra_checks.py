@@ -157,6 +157,15 @@ def test_real_cdk_cli_synthesizes_each_environment(env_name, tmp_path):
         ),
         (["max_node=8"], "max_node: not a setting; did you mean max_nodes?"),
         (
+            ["instance-type=p5.48xlarge"],
+            "instance-type: not a setting; did you mean instance_type?",
+        ),
+        (
+            ["availability_zone=us-east-1z"],
+            "availability_zone: 'us-east-1z' is not a zone of us-east-1; allowed: us-east-1a, "
+            "us-east-1b, us-east-1c, us-east-1d, us-east-1e, us-east-1f",
+        ),
+        (
             ['registry_secrets={"nvcr.io": "x"}'],
             "registry_secrets: 'x' is malformed; expected complete Secrets Manager secret ARNs "
             "(arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX) as values",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infra.config import ConfigError, load
+from infra.config import ConfigError, load, refuse_unknown_settings
 from infra.lustre import FsxLustre, LustreError
 from tests.conftest import IMPORTED_VPC, cdk_context, secret_arn
 
@@ -106,6 +106,11 @@ def test_command_line_overrides_win_over_the_environment():
             "extra_pull_repository_arns: 'arn:x' is malformed",
         ),
         ({"availability_zone": "us-west-2a"}, "availability_zone: 'us-west-2a' is not in region"),
+        (
+            {"availability_zone": "us-east-1z"},
+            "availability_zone: 'us-east-1z' is not a zone of us-east-1; allowed: us-east-1a, "
+            "us-east-1b, us-east-1c, us-east-1d, us-east-1e, us-east-1f",
+        ),
         (
             {"capacity_reservation_fallback": "true"},
             "capacity_reservation_fallback: only a Capacity Reservation group falls back",
@@ -583,3 +588,35 @@ def test_the_linked_location_is_a_read_write_data_location_unless_a_bucket_cover
         assert [str(b) for b in covered.data_locations] == [covering]
     read_only = load(cdk_context(data_buckets="example-data", **lustre(s3="example-data/sets")))
     assert [str(b) for b in read_only.data_locations] == ["example-data:ro", "example-data/sets:rw"]
+
+
+def test_a_zone_is_checked_against_the_zones_cdk_knows_only_where_it_knows_them():
+    context = cdk_context(availability_zone="us-east-1z")
+    del context["availability-zones:account=123456789012:region=us-east-1"]
+    assert load(context).availability_zone == "us-east-1z"  # CDK looks them up at deploy
+    assert load(cdk_context(env="prod", availability_zone="us-west-2d")).availability_zone
+
+
+@pytest.mark.parametrize(
+    ("key", "line"),
+    [
+        ("instance-type", "instance-type: not a setting; did you mean instance_type?"),
+        ("max-nodes", "max-nodes: not a setting; did you mean max_nodes?"),
+        ("availability-zone", "availability-zone: not a setting; did you mean availability_zone?"),
+    ],
+)
+def test_a_hyphenated_setting_is_refused_naming_the_setting_it_means(key, line):
+    with pytest.raises(ConfigError) as info:
+        refuse_unknown_settings([key, "max_nodes"])
+    assert str(info.value) == line
+
+
+def test_cdks_own_hyphenated_keys_pass():
+    refuse_unknown_settings(
+        [
+            "acknowledged-issue-numbers",
+            "availability-zones:account=123456789012:region=us-east-1",
+            "@aws-cdk/core:newStyleStackSynthesis",
+            "aws:cdk:enable-path-metadata",
+        ]
+    )
