@@ -18,9 +18,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
-DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd jq
+DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd jq zsh fish
 DEMO_DEBIAN_PACKAGES := docker.io docker-registry busybox-static
-FAST_DEBIAN_PACKAGES := dash gzip zstd systemd
+FAST_DEBIAN_PACKAGES := dash gzip zstd systemd zsh fish
 
 .PHONY: test test-fast demo demo-stop synth lint docs bench mutation deps system-deps \
 	demo-system-deps fast-system-deps clean

@@ -157,9 +157,17 @@ def make_spec(command: Sequence[str], **options: Any) -> JobSpec:
     ``ulimits`` (``{"nproc": "4096:8192"}``), ``tmpfs`` (``{"/scratch": "8g"}``),
     ``privileged``, ``array`` (N one-node children), ``after`` (jobs to wait for: ``Job``s,
     ids, ``"ID:each"`` or ``job.each()`` for array to array) and ``name`` (default: from the
-    command)."""
+    command). A job file's values: ``launcher.jobfile.load(PATH).spec(**options)``."""
     command = tuple(command)
+    options = spec_options(**options)
     options.setdefault("name", jobspec.default_name(command))
+    options["image"] = jobspec.base_image(options.get("image"))
+    return JobSpec(command=command, **options)
+
+
+def spec_options(**options: Any) -> dict[str, Any]:
+    """``make_spec``'s keyword options as ``JobSpec`` fields (mappings as pairs, ``array``
+    as ``array_size``, ``after`` as dependencies), with no defaults added; no I/O."""
     if "array" in options:
         options["array_size"] = options.pop("array")
     if "after" in options:
@@ -176,8 +184,7 @@ def make_spec(command: Sequence[str], **options: Any) -> JobSpec:
         value = options.get(key)
         if isinstance(value, Mapping):
             options[key] = tuple(parse(f"{k}{join}{v}") for k, v in value.items())
-    options["image"] = jobspec.base_image(options.get("image"))
-    return JobSpec(command=command, **options)
+    return options
 
 
 def _dependency(item: object) -> Dependency:

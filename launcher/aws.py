@@ -97,6 +97,14 @@ def refusals(response: dict[str, Any]) -> dict[str, tuple[str, str]]:
     }
 
 
+# The environment, not the input: exit 1 with what to set (botocore's own text names neither).
+SSO_LOGIN = "for an SSO profile, run `aws sso login --profile NAME`"
+NO_CREDENTIALS = (
+    "no AWS credentials found: set AWS_PROFILE (or pass --profile) to a profile that has "
+    f"them, or run `aws configure`; {SSO_LOGIN}"
+)
+
+
 def _as_remote(exc: botocore.exceptions.ClientError) -> RemoteError:
     error = exc.response.get("Error", {})
     return RemoteError(
@@ -113,7 +121,12 @@ def _remote(fn: Callable[P, R]) -> Callable[P, R]:
         except botocore.exceptions.ClientError as exc:
             raise _as_remote(exc) from exc
         except botocore.exceptions.NoCredentialsError as exc:
-            raise RemoteError(f"AWS credentials not found: {exc}") from exc
+            raise RemoteError(NO_CREDENTIALS) from exc
+        except (
+            botocore.exceptions.SSOError,
+            botocore.exceptions.TokenRetrievalError,
+        ) as exc:  # an SSO profile whose login has expired
+            raise RemoteError(f"AWS credentials not usable: {exc}; {SSO_LOGIN}") from exc
         except botocore.exceptions.BotoCoreError as exc:
             raise RemoteError(f"AWS request failed: {exc}") from exc
 

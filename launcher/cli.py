@@ -1,6 +1,8 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete's global completion looks for this line)
 """``launcher``: the command line. Thin: parse, call the library, print, map errors to exits.
 
-Imports of boto3 and friends happen inside the commands so that ``launcher --help`` is fast.
+Imports of boto3, rich, argcomplete and friends happen inside the commands so that
+``launcher --help`` is fast.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ import contextlib
 import json
 import os
 import sys
+import textwrap
+import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from launcher.errors import LauncherError, UsageError
 from launcher.jobspec import DEFAULT_ATTEMPTS, DEFAULT_RENDEZVOUS_PORT, EfaMode, base_image
@@ -28,11 +32,74 @@ def _err(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+class _Parser(argparse.ArgumentParser):
+    """No prefix matching (``--node`` is not ``--nodes``), examples kept as written, and bad
+    input told in one line with exit 2, pointing to ``--help`` instead of printing the usage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"launcher: error: {message} (see {self.prog} --help)\n")
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version(DISTRIBUTION)
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            number = "unknown"
+        parser._print_message(f"launcher {number}\n", sys.stdout)
+        parser.exit()
+
+
+DISTRIBUTION = "efa-batch-launcher"  # pyproject.toml's [project] name
+OUTPUTS = ("table", "json")
+
+
+def _output_argument(parser: argparse.ArgumentParser, json_help: str) -> None:
+    """``-o/--output table|json``; ``--json`` stays as a hidden alias for older scripts."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="table",
+        help=f"table: for people (default); json: {json_help}",
+    )
+    parser.add_argument(
+        "--json", dest="output", action="store_const", const="json", help=argparse.SUPPRESS
+    )
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2))
+
+
 class Command:
-    """One subcommand: ``add_arguments`` declares its flags, ``run`` does the work."""
+    """One subcommand: ``add_arguments`` declares its flags, ``run`` does the work.
+
+    ``examples`` end its ``--help`` (commands as a user types them, ``#`` lines say what the
+    next one does); ``notes`` come before them."""
 
     name = ""
     help = ""
+    notes = ""
+    examples: tuple[str, ...] = ()
+
+    def epilog(self) -> str:
+        lines = [textwrap.fill(self.notes, 88), ""] if self.notes else []
+        lines.append("examples:")
+        lines.extend(f"  {example}" for example in self.examples)
+        return "\n".join(lines)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:  # pragma: no cover
         pass
@@ -88,9 +155,14 @@ def _job(args: argparse.Namespace, job_id: str) -> Job:
 class Outputs(Command):
     name = "outputs"
     help = "show the cluster discovered from the stack outputs"
+    examples = (
+        "launcher outputs",
+        "launcher --stack Dev outputs --all",
+        "launcher outputs -o json | jq -r .repository_uri",
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--json", action="store_true", help="print JSON")
+        _output_argument(parser, "every value, the pools' included")
         parser.add_argument(
             "--all", action="store_true", help="every value the stack outputs (ARNs, ids)"
         )
@@ -98,8 +170,8 @@ class Outputs(Command):
     def run(self, args: argparse.Namespace) -> int:
         info = _cluster(args).info
         data = info.as_dict()
-        if args.json:
-            print(json.dumps(data, indent=2))
+        if args.output == "json":
+            _print_json(data)
             return 0
         del data["pools"]  # a table of their own
         if args.all:
@@ -113,7 +185,7 @@ class Outputs(Command):
                 }
             )
         print()
-        _print_table(_pool_rows(info))
+        _pool_table(info)
         print("* the default pool: jobs go there unless they name one (--pool)")
         if not args.all:
             print("every value (ARNs, ids): launcher outputs --all")
@@ -137,29 +209,23 @@ def _shown(value: object) -> str:
     return str(value)
 
 
-def _print_table(rows: list[tuple[str, ...]]) -> None:
-    """Rows under a header row, each column as wide as its widest cell."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-
-
-def _pool_rows(info: ClusterInfo) -> list[tuple[str, ...]]:
+def _pool_table(info: ClusterInfo) -> None:
     """The pools of ``launcher outputs``: what a job in each gets, the default one marked."""
-    rows: list[tuple[str, ...]] = [
-        (
-            "POOL",
-            "QUEUE",
-            "INSTANCE",
-            "MAX NODES",
-            "GPUS",
-            "VCPUS",
-            "MEMORY",
-            "EFA",
-            "SPOT",
-            "FALLBACK",
-        )
-    ]
+    from launcher import tables
+
+    headers = (
+        "POOL",
+        "QUEUE",
+        "INSTANCE",
+        "MAX NODES",
+        "GPUS",
+        "VCPUS",
+        "MEMORY",
+        "EFA",
+        "SPOT",
+        "FALLBACK",
+    )
+    rows: list[tuple[str, ...]] = []
     for p in info.pools:
         rows.append(
             (
@@ -175,12 +241,28 @@ def _pool_rows(info: ClusterInfo) -> list[tuple[str, ...]]:
                 p.fallback or "-",
             )
         )
-    return rows
+    tables.render(headers, rows)
 
 
 class Run(Command):
     name = "run"
     help = "build the workspace image and submit a job (nodes, one node, or an array)"
+    notes = (
+        "Prints the job's id alone on stdout (JOB=$(launcher run ...)); progress goes to "
+        "stderr. With --follow the exit status is the job's: 0 when it succeeded, 1 otherwise."
+    )
+    examples = (
+        "# two nodes of torchrun on $LAUNCHER_IMAGE with this directory patched in; follow",
+        "# the logs, and exit with the job's result",
+        "launcher run --nodes 2 --torchrun --follow -- train.py --epochs 3",
+        "# submit and go on; JOB holds the job's id",
+        "JOB=$(launcher run --pool cpu --workspace demo/workspace -- sh /workspace/prepare.sh)",
+        "# the same on the local Docker engine, one container per node",
+        "launcher run --local --follow --nodes 2 --workspace demo/workspace -- "
+        "sh /workspace/rendezvous.sh",
+        "# print the requests and submit nothing",
+        "launcher run --dryrun --nodes 2 --workspace demo/workspace -- sh /workspace/rendezvous.sh",
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--name", help="job name (default: from the command)")
@@ -212,7 +294,13 @@ class Run(Command):
         )
         _image_arguments(parser)
         parser.add_argument("--gpus-per-node", type=int, help="default: every GPU of the node")
-        parser.add_argument("--env", action="append", default=[], metavar="K=V")
+        parser.add_argument(
+            "--env",
+            action="append",
+            default=[],
+            metavar="K=V",
+            help="an environment variable for every node (repeat for more)",
+        )
         parser.add_argument(
             "--mount",
             action="append",
@@ -267,7 +355,14 @@ class Run(Command):
         _pool_argument(parser, "the pool to run in")
         parser.add_argument("--share-id", help="fair-share identifier (your team)")
         parser.add_argument("--priority", type=int, help="fair-share scheduling priority")
-        parser.add_argument("--tag", action="append", default=[], metavar="K=V")
+        parser.add_argument(
+            "--tag",
+            action="append",
+            default=[],
+            metavar="K=V",
+            help="a tag on the job (repeat for more; Batch allows 50 a job, the launcher's own "
+            "included)",
+        )
         parser.add_argument(
             "--torchrun",
             action="store_true",
@@ -286,7 +381,11 @@ class Run(Command):
             help="retry the job when a node is lost, resuming from $LAUNCHER_CHECKPOINT_DIR "
             "(default: on with --torchrun)",
         )
-        parser.add_argument("--follow", action="store_true", help="stream logs until it ends")
+        parser.add_argument(
+            "--follow",
+            action="store_true",
+            help="stream logs until it ends, then exit 0 if it succeeded, 1 if not",
+        )
         parser.add_argument(
             "--local",
             action="store_true",
@@ -311,7 +410,10 @@ class Run(Command):
             help="print the requests as JSON; change nothing (stderr lists the files the "
             "workspace image would ship and those left out as secrets)",
         )
-        parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+        parser.add_argument(
+            "command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]: what every node runs"
+        )
+        _output_argument(parser, '{"job_id": ...} (--dryrun prints the requests either way)')
 
     @staticmethod
     def options(args: argparse.Namespace, base: str) -> dict[str, object]:
@@ -372,8 +474,15 @@ class Run(Command):
             return 0
         job = cluster.run(spec=spec, workspace=workspace, **image_options)
         code = _follow(job) if args.follow else 0
-        print(job.job_id)
+        _print_job_id(args, job.job_id)
         return code
+
+
+def _print_job_id(args: argparse.Namespace, job_id: str) -> None:
+    if args.output == "json":
+        _print_json({"job_id": job_id})
+    else:
+        print(job_id)
 
 
 def _pool_argument(parser: argparse.ArgumentParser, what: str) -> None:
@@ -405,27 +514,51 @@ def _image_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_NCCL_TESTS = (
+    "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.42.0-ofiv1.16.0-ncclv2.27.5-1-testsv2.16.4"
+)
+
+
 class Mirror(Command):
     name = "mirror"
     help = "copy a base image into the cluster's registry with a copy job (never through here)"
+    notes = "Prints the copy's reference, REPO@sha256:..., on stdout; progress goes to stderr."
+    examples = (
+        "# what would move, moving none",
+        f"launcher mirror --dryrun {_NCCL_TESTS}",
+        f"launcher mirror {_NCCL_TESTS}",
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("image", help="the base image, e.g. a Deep Learning Container")
         parser.add_argument("--platform", help="image platform (default: the cluster's)")
         parser.add_argument("--local", action="store_true", help="copy with the local engine")
         parser.add_argument("--dryrun", action="store_true", help="say what would move; move none")
+        _output_argument(parser, '{"image": REFERENCE}')
 
     def run(self, args: argparse.Namespace) -> int:
         reference = _cluster(args, args.local).mirror(
             args.image, platform=args.platform, dryrun=args.dryrun, progress=_console()
         )
-        print(reference)
+        _print_image(args, reference)
         return 0
+
+
+def _print_image(args: argparse.Namespace, reference: str, **extra: object) -> None:
+    if args.output == "json":
+        _print_json({"image": reference, **extra})
+    else:
+        print(reference)
 
 
 class Build(Command):
     name = "build"
     help = "patch the workspace into the base image, push it, print REPO@sha256:..."
+    examples = (
+        "launcher build --workspace demo/workspace",
+        "# the digest it would have, and the files it would ship; push nothing",
+        "launcher build --dryrun --workspace demo/workspace",
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--image", help="base image (default: $LAUNCHER_IMAGE)")
@@ -438,6 +571,7 @@ class Build(Command):
             help="compute the image's digest without pushing; list the files it would ship "
             "and those left out as secrets (on stderr)",
         )
+        _output_argument(parser, '{"image": REFERENCE, "reused": true|false}')
 
     def run(self, args: argparse.Namespace) -> int:
         _walk_ahead(args.workspace)
@@ -465,7 +599,7 @@ class Build(Command):
             )
         if built.reused:
             _err("workspace unchanged: image already in the registry")
-        print(built.reference)
+        _print_image(args, built.reference, reused=built.reused)
         return 0
 
 
@@ -483,42 +617,123 @@ def _follow(job: Job) -> int:
 class Status(Command):
     name = "status"
     help = "print a job's state (one DescribeJobs call)"
+    notes = (
+        "A query: the exit status is 0 whatever the job's state (launcher wait JOB exits with "
+        "its result)."
+    )
+    examples = (
+        'launcher status "$JOB"',
+        'launcher status "$JOB" -o json | jq -r .state',
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
+        _output_argument(
+            parser, "the job's fields, with waiting_for, lost_nodes and what_to_do (or null)"
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from launcher.explain import explain
 
         job = _job(args, args.job)
         info = job.status()
+        waiting = job.waiting_for(info)
+        nodes = job.lost_nodes(info)
+        advice = explain(info)
+        if args.output == "json":
+            _print_json(
+                {
+                    **info.as_dict(),
+                    "waiting_for": waiting,
+                    "lost_nodes": nodes,
+                    "what_to_do": advice,
+                }
+            )
+            return 0
         print(info.status_line())
         if info.is_array:
             print(f"  children: {info.children_line() or 'none yet'} (of {info.array_size})")
-        waiting = job.waiting_for(info)
         if waiting:
             print(f"  waiting for: {waiting}")
-        nodes = job.lost_nodes(info)
         if nodes:
             print(f"  nodes: {nodes}")
-        advice = explain(info)
         if advice:
             print(f"  what to do: {advice}")
         return 0
 
 
+class Wait(Command):
+    name = "wait"
+    help = "wait for a job to end; exit 0 if it succeeded, 1 if not"
+    notes = (
+        "Asks for the job's state every --poll seconds (one DescribeJobs call each), prints "
+        "its status line when it ends, and exits 0 when it SUCCEEDED, 1 when it FAILED or "
+        "--timeout passed first."
+    )
+    examples = (
+        'launcher wait "$JOB" && launcher run --workspace demo/workspace -- sh /workspace/'
+        "rendezvous.sh",
+        'launcher wait "$JOB" --timeout 2h',
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
+        parser.add_argument(
+            "--timeout", help="give up after DURATION, e.g. 90m, exiting 1 (default: never)"
+        )
+        parser.add_argument(
+            "--poll",
+            type=float,
+            default=10.0,
+            metavar="SECONDS",
+            help="seconds between two looks at the job (default 10)",
+        )
+        _output_argument(parser, "the job's fields when it ends, with what_to_do (or null)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from launcher import jobspec
+        from launcher.explain import explain
+        from launcher.job import JobState
+
+        try:
+            timeout = jobspec.parse_since(args.timeout) if args.timeout else None
+        except UsageError:
+            raise UsageError(
+                f"--timeout {args.timeout!r}: expected a duration like 90m, 2h or 30s"
+            ) from None
+        if args.poll <= 0:
+            raise UsageError(f"--poll {args.poll:g}: give a number of seconds above 0")
+        info = _job(args, args.job).wait(timeout=timeout, poll=args.poll)
+        advice = explain(info)
+        if args.output == "json":
+            _print_json({**info.as_dict(), "what_to_do": advice})
+        else:
+            print(info.status_line())
+            if advice:
+                print(f"  what to do: {advice}")
+        if not info.state.terminal:
+            _err(f"launcher: {info.job_id} still {info.state} after {args.timeout}")
+        return 0 if info.state is JobState.SUCCEEDED else 1
+
+
 class Describe(Command):
     name = "describe"
     help = "show a job's details and each node's state"
+    examples = (
+        'launcher describe "$JOB"',
+        'launcher describe "$JOB" -o json | jq ".node_status[] | .state"',
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("job")
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("job", help="job id (or QUEUE:JOB_ID, or ID:K for an array's child K)")
+        _output_argument(parser, "the job's fields (the Python API's JobInfo) and what_to_do")
 
     def run(self, args: argparse.Namespace) -> int:
+        from launcher.explain import explain
+
         info = _job(args, args.job).describe()
-        if args.json:
-            print(json.dumps(info.as_dict(), indent=2))
+        if args.output == "json":
+            _print_json({**info.as_dict(), "what_to_do": explain(info)})
             return 0
         rows = {
             "job": f"{info.job_id} ({info.name})",
@@ -535,8 +750,6 @@ class Describe(Command):
             rows["array"] = f"child {info.array_index} of {info.array_size}"
         if info.depends_on:
             rows["after"] = ", ".join(info.depends_on)
-        from launcher.explain import explain
-
         if info.detail:
             rows["container"] = info.detail
         for node in info.node_status:
@@ -552,15 +765,25 @@ class Describe(Command):
 class Logs(Command):
     name = "logs"
     help = "print a job's logs, per node"
+    examples = (
+        'launcher logs --follow "$JOB"',
+        'launcher logs --node 1 --since 10m "$JOB"',
+        'launcher logs "$JOB" -o json | jq -r "select(.node == 0) | .message"',
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("job")
+        parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
         parser.add_argument("--node", type=int, help="only this node (default: all)")
-        parser.add_argument("--index", type=int, help="an array job's child K")
-        parser.add_argument("--follow", "-f", action="store_true")
+        parser.add_argument("--index", type=int, metavar="K", help="an array job's child K")
+        parser.add_argument(
+            "--follow", "-f", action="store_true", help="keep printing new lines until it ends"
+        )
         parser.add_argument("--since", help="only the last DURATION, e.g. 10m")
         parser.add_argument(
             "--attempt", type=int, help="an earlier attempt's logs (1-based; default the latest)"
+        )
+        _output_argument(
+            parser, 'one JSON object a line: {"node": N, "message": ..., "timestamp": ...}'
         )
 
     def run(self, args: argparse.Namespace) -> int:
@@ -576,7 +799,14 @@ class Logs(Command):
             job = job.child(args.index)
         lines = job.logs(node=args.node, since=since, follow=args.follow, attempt=args.attempt)
         for line in lines:
-            text = line.message if args.node is not None else f"[node {line.node}] {line.message}"
+            if args.output == "json":
+                text = json.dumps(
+                    {"node": line.node, "message": line.message, "timestamp": line.timestamp}
+                )
+            elif args.node is not None:
+                text = line.message
+            else:
+                text = f"[node {line.node}] {line.message}"
             print(text, flush=True)
         return 0
 
@@ -584,26 +814,35 @@ class Logs(Command):
 class Resubmit(Command):
     name = "resubmit"
     help = "run a job again, resuming from its checkpoint directory"
+    notes = "Prints the new job's id alone on stdout."
+    examples = ('AGAIN=$(launcher resubmit "$JOB")',)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("job")
+        parser.add_argument("job", help="the job to run again: job id (or QUEUE:JOB_ID)")
+        _output_argument(parser, '{"job_id": NEW_ID}')
 
     def run(self, args: argparse.Namespace) -> int:
         new = _job(args, args.job).resubmit(progress=_console())
-        print(new.job_id)
+        _print_job_id(args, new.job_id)
         return 0
 
 
 class Cancel(Command):
     name = "cancel"
     help = "terminate jobs in any state (an array with all its children), 50 to an AWS call"
+    notes = (
+        "One line per job on stderr. Exit status: 0 when every job was cancelled, 1 when "
+        "AWS failed to cancel one, else 2 (a job had ended already; an unknown id or a bad "
+        "--index cancels nothing)."
+    )
+    examples = (
+        'launcher cancel "$JOB"',
+        'launcher cancel "$POST" "$TRAIN" "$PRE"',
+        "# only children 0 and 1 of an array",
+        'launcher cancel "$PRE" --index 0-1',
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.epilog = (
-            "One line per job on stderr. Exit status: 0 when every job was cancelled, 1 when "
-            "AWS failed to cancel one, else 2 (a job had ended already; an unknown id or a bad "
-            "--index cancels nothing)."
-        )
         parser.add_argument(
             "job",
             nargs="+",
@@ -615,6 +854,11 @@ class Cancel(Command):
             "--index",
             metavar="K[-M][,...]",
             help="only these children of the array JOB, e.g. 0-9,12 (default: the whole array)",
+        )
+        _output_argument(
+            parser,
+            'on stdout, one object a job: {"job_id", "name", "was", "error"} (error: null when '
+            "it was cancelled)",
         )
 
     def run(self, args: argparse.Namespace) -> int:
@@ -628,12 +872,17 @@ class Cancel(Command):
         if indexes is not None:
             jobs = jobs[0].children(indexes, args.index)
         if len(jobs) == 1:  # one job: one TerminateJob, its error raised as ever
-            _err(_cancelled(jobs[0].cancel()))
+            info = jobs[0].cancel()
+            _err(_cancelled(info))
+            if args.output == "json":
+                _print_json([_cancel_record(info, None)])
             return 0
         outcomes = cancel_jobs(jobs)
         for outcome in outcomes:
             error = outcome.error
             _err(_cancelled(outcome.info) if error is None else f"launcher: error: {error}")
+        if args.output == "json":
+            _print_json([_cancel_record(o.info, o.error) for o in outcomes])
         codes = {o.error.exit_code for o in outcomes if o.error is not None}
         # AWS failing a job (1) outranks jobs that had ended already (2, as for one job).
         return min(codes, default=0)
@@ -643,15 +892,34 @@ def _cancelled(info: JobInfo) -> str:
     return f"cancelled {info.job_id} ({info.name}, was {info.state})"
 
 
+def _cancel_record(info: JobInfo, error: LauncherError | None) -> dict[str, object]:
+    return {
+        "job_id": info.job_id,
+        "name": info.name,
+        "was": info.state.value,
+        "error": None if error is None else str(error),
+    }
+
+
 class List(Command):
     name = "list"
     help = "list the cluster queue's jobs (active ones unless --all)"
+    notes = (
+        "Newest first: ID, NAME, POOL, STATE, NODES, AGE (since it was submitted) and DURATION "
+        "(how long it ran, or has run). Scripts should read -o json, not the table."
+    )
+    examples = (
+        "launcher list",
+        "launcher list --all --all-pools",
+        "launcher list --local --all",
+        "launcher list -o json | jq -r '.[] | select(.state == \"FAILED\") | .job_id'",
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--all", action="store_true", help="include finished jobs")
         _pool_argument(parser, "the pool whose queue to list")
         parser.add_argument("--all-pools", action="store_true", help="every pool's queue")
-        parser.add_argument("--json", action="store_true")
+        _output_argument(parser, "a list of the jobs' fields (the Python API's JobInfo) and pool")
         parser.add_argument("--local", action="store_true", help="jobs run with run --local")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -664,19 +932,40 @@ class List(Command):
         else:
             pools = _cluster(args, args.local)
             listed = pools.list(all=args.all, pool=args.pool, every_pool=args.all_pools)
-        if args.json:
-            print(json.dumps([j.as_dict() for j in listed], indent=2))
+        pool_of = {j.job_id: pools.pool_of(j) if pools else None for j in listed}
+        if args.output == "json":
+            _print_json([{**j.as_dict(), "pool": pool_of[j.job_id]} for j in listed])
             return 0
-        width = max((len(n) for n in pools.info.pool_names), default=0) if pools else 0
-        for job in listed:
-            pool = f"  {pools.pool_of(job) or '-':<{width}}" if pools and args.all_pools else ""
-            print(f"{job.job_id}  {job.state.value:<9}{pool}  {job.name}")
+        from launcher import tables
+
+        now = time.time()
+        rows = [
+            (
+                job.job_id,
+                job.name,
+                pool_of[job.job_id] or "-",
+                job.state.value,
+                str(job.nodes),
+                tables.age(job.created_at, now),
+                tables.duration(job.started_at, job.stopped_at, now),
+            )
+            for job in listed
+        ]
+        headers = ("ID", "NAME", "POOL", "STATE", "NODES", "AGE", "DURATION")
+        tables.render(headers, rows, styles={3: tables.STATE_STYLES})
         return 0
 
 
 class Check(Command):
     name = "check"
     help = "prove the cluster: EFA, GPUs, NCCL all-reduce, rendezvous and EFS on every node"
+    notes = "Exit status: 0 when every check passed, 1 when one failed."
+    examples = (
+        "launcher check",
+        "launcher --region us-west-2 check --pool cpu --nodes 1",
+        'launcher check --local --image "$LAUNCHER_IMAGE"',
+        "launcher check -o json | jq .passed",
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -691,7 +980,7 @@ class Check(Command):
         parser.add_argument(
             "--share-id", help="fair-share identifier, where the policy names teams"
         )
-        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+        _output_argument(parser, "the report: each node's checks and the all-reduce's numbers")
         parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
         parser.add_argument("--local-efs", metavar="DIR", help="EFS stand-in with --local")
         parser.add_argument("--local-fsx", metavar="DIR", help="FSx stand-in with --local")
@@ -712,11 +1001,38 @@ class Check(Command):
             pool=args.pool,
             share_id=args.share_id,
         )
-        if args.json:
-            print(json.dumps(report.as_dict(), indent=2))
+        if args.output == "json":
+            _print_json(report.as_dict())
         else:
             print(report.table())
         return 0 if report.passed else 1
+
+
+class Completion(Command):
+    name = "completion"
+    help = "print the shell completion script for bash, zsh or fish"
+    notes = "The script completes commands and options; it asks launcher itself, with no AWS call."
+    examples = (
+        "# bash: for this shell, then for every new one",
+        'eval "$(launcher completion bash)"',
+        "launcher completion bash > ~/.local/share/bash-completion/completions/launcher",
+        "# zsh: a directory on $fpath (then `autoload -U compinit && compinit` in ~/.zshrc)",
+        'launcher completion zsh > "${fpath[1]}/_launcher"',
+        "# fish",
+        "launcher completion fish > ~/.config/fish/completions/launcher.fish",
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from argcomplete.shell_integration import shellcode
+
+        sys.stdout.write(shellcode(["launcher"], shell=args.shell))
+        return 0
+
+
+SHELLS = ("bash", "zsh", "fish")
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -731,32 +1047,56 @@ COMMANDS: tuple[Command, ...] = (
     Resubmit(),
     List(),
     Check(),
+    Wait(),
+    Completion(),
+)
+
+TOP_EXAMPLES = (
+    "launcher outputs",
+    "launcher run --nodes 2 --torchrun --follow -- train.py --epochs 3",
+    'launcher status "$JOB"',
+    "launcher list --all",
+    "launcher COMMAND --help",
 )
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="launcher",
         description="Run multi-node EFA jobs on the AWS Batch cluster of an efa-batch stack.",
+        epilog="examples:\n" + "\n".join(f"  {e}" for e in TOP_EXAMPLES),
     )
+    top.add_argument("--version", action=_Version, help="print the launcher's version and exit")
     top.add_argument(
         "--stack",
         default=os.environ.get(STACK_ENV, DEFAULT_STACK_NAME),
         help="cluster stack (default: $LAUNCHER_STACK or %(default)s)",
     )
-    top.add_argument("--profile", help="AWS profile")
-    top.add_argument("--region", help="AWS region")
+    top.add_argument("--profile", help="AWS profile (default: $AWS_PROFILE, else the default)")
+    top.add_argument("--region", help="AWS Region (default: $AWS_REGION, else the profile's)")
     top.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = top.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
+    sub = top.add_subparsers(dest="command_name", metavar="COMMAND")
     for command in COMMANDS:
-        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        p = sub.add_parser(
+            command.name, help=command.help, description=command.help, epilog=command.epilog()
+        )
         command.add_arguments(p)
-        p.set_defaults(handler=command)
+        p.set_defaults(handler=command, command_parser=p)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    top = parser()
+    if "_ARGCOMPLETE" in os.environ:  # a shell asking for completions (launcher completion)
+        import argcomplete
+
+        argcomplete.autocomplete(top)
+    args, unknown = top.parse_known_args(argv)
+    if getattr(args, "handler", None) is None:  # bare `launcher`: what it can do
+        top.print_help()
+        return 0
+    if unknown:  # told against the subcommand, whose --help lists what it takes
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     handler: Command = args.handler
     try:
         return handler.run(args)

@@ -2,7 +2,8 @@
 
 Batch puts the reason a job waits in ``statusReason`` while it is RUNNABLE (Batch user guide,
 job_stuck_in_runnable.html) and the reason it failed there or in the container's ``reason``.
-Patterns follow the texts AWS documents for each case.
+Patterns follow the texts AWS documents for each case. Advice names the job by its id
+(``{job}`` in the texts below), so a command in it can be run as it is.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import re
 from launcher.job import CANCEL_REASON, JobInfo, JobState
 from launcher.prelude import NODE_LOST_EXIT
 
-# (pattern over "statusReason | detail", advice); the first match wins.
+# (pattern over "statusReason | detail", advice); the first match wins. A job cancelled on
+# request has none: its status line says so, and there is nothing to do.
 _ADVICE: tuple[tuple[str, str], ...] = (
     (
         r"^Canceled by JobStateTimeLimit action due to reason: CAPACITY",
@@ -67,20 +69,17 @@ _ADVICE: tuple[tuple[str, str], ...] = (
         r"attempt duration exceeded timeout",
         "the job ran longer than --timeout: raise it, or checkpoint and resubmit",
     ),
-    (
-        rf"{re.escape(CANCEL_REASON)}|killed via torchx",
-        "cancelled on request",
-    ),
+    (rf"{re.escape(CANCEL_REASON)}|killed via torchx", ""),
     (
         r"Essential container in task exited",
-        "the main node's command exited with an error: `launcher logs JOB` shows why",
+        "the main node's command exited with an error: `launcher logs {job}` shows why",
     ),
 )
 
 
 NODE_LOST_ADVICE = (
     "a node was lost, or never started (exit code {code}: the main node's watch gave up on "
-    "it): Batch tries the job again while attempts remain (--retries); `launcher logs JOB "
+    "it): Batch tries the job again while attempts remain (--retries); `launcher logs {job} "
     "--node 0` names the node"
 )
 
@@ -94,8 +93,8 @@ DEPENDENCY_ADVICE = (
     "status, fix it, and submit both again"
 )
 ARRAY_ADVICE = (
-    "at least one child failed: the counts above say how many; `launcher logs JOB --index K` "
-    "shows a child's lines"
+    "at least one child failed: the counts above say how many; `launcher logs {job} --index K` "
+    "shows child K's lines"
 )
 
 
@@ -103,17 +102,19 @@ def explain(info: JobInfo) -> str | None:
     """Advice for a job that waits or failed; None when there is nothing to add."""
     if info.state not in (JobState.RUNNABLE, JobState.FAILED, JobState.STARTING):
         return None
-    if info.state is JobState.FAILED and not info.cancelled:
+    if info.cancelled:
+        return None
+    if info.state is JobState.FAILED:
         if info.depends_on and info.attempts == 0:
             return DEPENDENCY_ADVICE
         if info.is_array and info.children.get("FAILED"):
-            return ARRAY_ADVICE
+            return ARRAY_ADVICE.format(job=info.job_id)
     if info.last_exit_code == NODE_LOST_EXIT:
-        return NODE_LOST_ADVICE.format(code=NODE_LOST_EXIT)
+        return NODE_LOST_ADVICE.format(code=NODE_LOST_EXIT, job=info.job_id)
     text = " | ".join(t for t in (info.reason, info.detail) if t)
     if not text:
         return None
     for pattern, advice in _ADVICE:
         if re.search(pattern, text):
-            return advice
+            return advice.format(job=info.job_id) or None
     return None

@@ -17,11 +17,12 @@ pushed at schedule time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, List  # noqa: UP035 (TorchX compares with typing's)
@@ -42,12 +43,13 @@ from torchx.specs import (
     macros,
     runopts,
 )
+from torchx.specs.finder import ComponentValidationException
 from torchx.workspace.api import WorkspaceMixin
 
 from launcher import jobdef
 from launcher.api import BuildOptions, Cluster, Job, aws_session, default_stack
 from launcher.cluster import ClusterInfo
-from launcher.errors import UsageError
+from launcher.errors import LauncherError, RemoteError, UsageError
 from launcher.job import GroupInfo, JobInfo, JobState
 from launcher.jobspec import (
     DEFAULT_RENDEZVOUS_PORT,
@@ -291,6 +293,40 @@ def app_to_spec(app: AppDef, cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) ->
     )
 
 
+# --- errors as TorchX reports them -----------------------------------------------------------
+
+
+_REPORTED: dict[str, type[LauncherError]] = {}
+
+
+def reported(kind: type[LauncherError]) -> type[LauncherError]:
+    """``kind``, and also the one error ``torchx run`` reports as a line instead of a traceback:
+    its CLI catches ``ComponentValidationException`` (and ``ComponentNotFoundException``),
+    logs "Failed to run component ...: MESSAGE" and exits 1; anything else a scheduler raises
+    reaches the user as a traceback. A caller of the Runner still catches ``kind``."""
+    key = f"{kind.__module__}.{kind.__qualname__}"
+    if key not in _REPORTED:
+        bases = (kind, ComponentValidationException)
+        _REPORTED[key] = type(kind.__name__, bases, {"__module__": __name__})
+    return _REPORTED[key]
+
+
+@contextlib.contextmanager
+def torchx_errors() -> Iterator[None]:
+    """The launcher's errors (bad input, AWS or a registry failing) and botocore's, as
+    ``reported`` errors; the original stays the ``__cause__``."""
+    try:
+        yield
+    except ComponentValidationException:
+        raise
+    except LauncherError as exc:
+        raise reported(type(exc))(str(exc)) from exc
+    except Exception as exc:
+        if not type(exc).__module__.startswith("botocore."):
+            raise
+        raise reported(RemoteError)(f"AWS request failed: {exc}") from exc
+
+
 # --- the scheduler ----------------------------------------------------------------------------
 
 
@@ -387,6 +423,10 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     def build_workspace_and_update_role(
         self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
     ) -> None:
+        with torchx_errors():
+            self._build_workspace(role, workspace, cfg)
+
+    def _build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
         path = workspace.removeprefix("file://")
         if "://" in path or not os.path.isdir(path):
             raise UsageError(f"workspace {workspace!r}: efa_batch takes a local directory")
@@ -414,6 +454,10 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     # --- dry run and schedule -------------------------------------------------------------
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
+        with torchx_errors():
+            return self._dryrun(app, cfg)
+
+    def _dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
         cluster = self._cluster(cfg)
         spec = cluster.spec(spec=app_to_spec(app, cluster.info, cfg))
         where = (cluster.info.stack_name, _str(cfg, "profile"), _str(cfg, "region"))
@@ -426,7 +470,10 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         return AppDryRunInfo(request, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
-        request: Request = dryrun_info.request
+        with torchx_errors():
+            return self._schedule(dryrun_info.request)
+
+    def _schedule(self, request: Request) -> str:
         cluster = self._cluster_at(request.cluster)
         for base, path, expected, options in request.pushes:
             built = cluster.build(base, path, **options)

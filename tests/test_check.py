@@ -293,7 +293,7 @@ def test_check_local_runs_rendezvous_and_efs_for_real(
         "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
     }
     args = ["check", "--local", "--local-efs", str(tmp_path / "efs"), "--image", busybox_base]
-    result = launcher(env, *args, "--nodes", "2", "--port", str(rendezvous_port()), "--json")
+    result = launcher(env, *args, "--nodes", "2", "--port", str(rendezvous_port()), "-o", "json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["verdict"] == "pass"
@@ -320,7 +320,7 @@ def test_check_on_one_node_runs_a_single_node_job(
         "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
     }
     args = ["check", "--local", "--local-efs", str(tmp_path / "efs"), "--image", busybox_base]
-    result = launcher(env, *args, "--nodes", "1", "--json")
+    result = launcher(env, *args, "--nodes", "1", "-o", "json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["verdict"] == "pass"

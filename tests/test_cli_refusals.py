@@ -50,7 +50,7 @@ def aws_endpoint() -> Iterator[tuple[dict[str, str], list[tuple[str, int]]]]:
         (["logs", JOB, "--attempt", "0"], "--attempt 0: attempts count from 1"),
         (["logs", JOB, "--attempt", "-1", "--node", "0"], "--attempt -1: attempts count from 1"),
         (["check", "--nodes", "0"], "--nodes 0: a check needs at least 1 node"),
-        (["check", "--nodes", "-2", "--json"], "--nodes -2: a check needs at least 1 node"),
+        (["check", "--nodes", "-2", "-o", "json"], "--nodes -2: a check needs at least 1 node"),
     ],
 )
 def test_out_of_range_counts_exit_2_with_one_line_and_no_aws_call(aws_endpoint, args, line):

@@ -126,7 +126,9 @@ def test_demo_runs_the_main_job_and_a_two_pool_pipeline_and_hands_over(demo):
     assert "rendezvous SUCCEEDED" in out
     assert "children: 2 SUCCEEDED (of 2)" in out
     assert "[node 0] rank 0 reads 2 shards from /mnt/efs/shards" in out
-    assert re.search(r"^local-\S+  SUCCEEDED  cpu +prepare$", out, re.M)
+    # launcher list --local --all --all-pools: the table, piped, so plain and aligned.
+    assert re.search(r"^ID +NAME +POOL +STATE +NODES +AGE +DURATION$", out, re.M)
+    assert re.search(r"^local-\S+ +prepare +cpu +SUCCEEDED +\d+ +\d+[smhd] +\d+[smhd]$", out, re.M)
     # The handover: one line, last, naming a private env file that holds every port.
     assert (
         demo.handover

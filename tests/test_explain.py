@@ -70,7 +70,7 @@ def job(state: str, reason: str | None = None, detail: str | None = None) -> Job
             "instance was lost",
         ),
         ("FAILED", "Job attempt duration exceeded timeout", None, "longer than --timeout"),
-        ("FAILED", "Essential container in task exited", None, "`launcher logs JOB` shows why"),
+        ("FAILED", "Essential container in task exited", None, "`launcher logs j` shows why"),
     ],
 )
 def test_reasons_get_advice(state, reason, detail, advice):

@@ -69,7 +69,7 @@ def submit(server, *extra: str) -> subprocess.CompletedProcess:
 
 
 def test_outputs_discovers_the_cluster_from_one_stack_name(cluster):
-    data = json.loads(ok(launcher(cluster, "outputs", "--json")).stdout)
+    data = json.loads(ok(launcher(cluster, "outputs", "-o", "json")).stdout)
     assert data["stack_name"] == DEFAULT_STACK_NAME
     assert data["job_queue_name"] == "EfaBatch-jobs"
     assert data["efa_interfaces"] == 4 and data["gpus_per_node"] == 8
@@ -102,7 +102,7 @@ def test_run_status_describe_logs_then_resubmit_registers_nothing(cluster):
     definitions, _ = state(cluster)
 
     assert ok(launcher(cluster, "status", job_id)).stdout.split()[2] == "RUNNABLE"
-    described = json.loads(ok(launcher(cluster, "describe", job_id, "--json")).stdout)
+    described = json.loads(ok(launcher(cluster, "describe", job_id, "-o", "json")).stdout)
     assert (described["nodes"], described["state"]) == (2, "RUNNABLE")
     assert [n["index"] for n in described["node_status"]] == [0, 1]
     text = ok(launcher(cluster, "describe", job_id)).stdout
@@ -204,7 +204,7 @@ def test_cancel_fails_the_job_and_refuses_a_finished_one(cluster):
 def test_list_shows_active_jobs_and_all_with_all(cluster):
     active_id = ok(submit(cluster)).stdout.strip().splitlines()[-1]
     active = ok(launcher(cluster, "list")).stdout
-    everything = json.loads(ok(launcher(cluster, "list", "--all", "--json")).stdout)
+    everything = json.loads(ok(launcher(cluster, "list", "--all", "-o", "json")).stdout)
     assert active_id in active
     assert "SUCCEEDED" not in active and "FAILED" not in active
     statuses = {j["state"] for j in everything}
@@ -275,7 +275,7 @@ def test_aws_failure_exits_1_with_the_failed_call(cluster):
 
 
 def test_run_follow_streams_every_node_and_exits_with_the_job(cluster):
-    before = {j["job_id"] for j in json.loads(ok(launcher(cluster, "list", "--json")).stdout)}
+    before = {j["job_id"] for j in json.loads(ok(launcher(cluster, "list", "-o", "json")).stdout)}
     env = {k: v for k, v in os.environ.items() if k != "LAUNCHER_STACK"} | cluster.env
     args = ["run", "--no-workspace", "--image", IMAGE, "--nodes", "2", "--follow", "--", "x"]
     follower = subprocess.Popen(
@@ -283,7 +283,7 @@ def test_run_follow_streams_every_node_and_exits_with_the_job(cluster):
     )
     try:
         for _ in range(100):
-            listed = json.loads(ok(launcher(cluster, "list", "--json")).stdout)
+            listed = json.loads(ok(launcher(cluster, "list", "-o", "json")).stdout)
             new = [j["job_id"] for j in listed if j["job_id"] not in before]
             if new:
                 break

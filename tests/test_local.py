@@ -158,7 +158,7 @@ def test_two_nodes_rendezvous_over_tcp_with_the_launcher_variables(
     assert (tmp_path / "efs" / "rendezvous").read_text() == "rendezvous complete\n"
     assert "SUCCEEDED" in launcher(env, "status", job_id).stdout
     assert "rank 1 of 2: main at" in launcher(env, "logs", job_id, "--node", "1").stdout
-    listed = json.loads(launcher(env, "list", "--local", "--all", "--json").stdout)
+    listed = json.loads(launcher(env, "list", "--local", "--all", "-o", "json").stdout)
     assert [j["job_id"] for j in listed] == [job_id]
     assert no_job_containers(docker_engine)
 

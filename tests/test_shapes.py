@@ -292,7 +292,8 @@ def test_advice_for_a_dependant_whose_dependency_failed_and_for_a_failed_array()
     ran = JobInfo(UUID, "eval", JobState.FAILED, attempts=1, depends_on=(OTHER,))
     assert explain(ran) != DEPENDENCY_ADVICE
     array = JobInfo(UUID, "prep", JobState.FAILED, array_size=4, children={"FAILED": 1})
-    assert explain(array) == ARRAY_ADVICE
+    assert explain(array) == ARRAY_ADVICE.format(job=UUID)
+    assert f"`launcher logs {UUID} --index K`" in explain(array)
 
 
 def test_a_single_node_jobs_group_keeps_its_torchx_role_name():

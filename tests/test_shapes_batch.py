@@ -44,7 +44,7 @@ def test_shapes_are_submitted_as_built(cluster):
     assert jobs[array]["dependsOn"] == [{"jobId": single}]
     assert jobs[paired]["dependsOn"] == [{"jobId": array, "type": "N_TO_N"}]
     assert [d["jobId"] for d in jobs[gang]["dependsOn"]] == [array, paired]
-    described = json.loads(ok(launcher(cluster, "describe", paired, "--json")).stdout)
+    described = json.loads(ok(launcher(cluster, "describe", paired, "-o", "json")).stdout)
     assert described["array_size"] == 3 and described["depends_on"] == [f"{array}:each"]
 
 

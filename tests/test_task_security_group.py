@@ -103,7 +103,7 @@ def test_a_stripped_default_group_refuses_the_run_before_anything_happens(
     assert "lacks its rule admitting all traffic from itself" in line
     assert _jobs(moto_server) == before  # nothing submitted
 
-    check = _launcher(moto_server, tmp_path / "b", "check", "--json")
+    check = _launcher(moto_server, tmp_path / "b", "check", "-o", "json")
     assert check.returncode == 1
     assert "lacks its rule admitting all traffic from itself" in check.stdout
     assert _jobs(moto_server) == before  # the check job would hang: not submitted

@@ -312,6 +312,50 @@ def test_a_resource_for_another_instance_type_is_refused(
     )
 
 
+def _one_line_error(result: subprocess.CompletedProcess) -> str:
+    """TorchX's own form for a component that cannot run: exit 1, no traceback, and the
+    reason on one line after its "Failed to run component" header."""
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.splitlines()
+    header = next(i for i, line in enumerate(lines) if "Failed to run component" in line)
+    return lines[header + 1].strip()
+
+
+def test_an_unreachable_aws_is_one_line_not_a_traceback(venv, workdir):
+    env = {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # nothing listens on the discard port
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    result = run(venv, "torchx", "run", "--dryrun", "-s", "efa_batch", *DDP, env=env, cwd=workdir)
+    assert _one_line_error(result) == (
+        'AWS request failed: Could not connect to the endpoint URL: "http://127.0.0.1:9/"'
+    )
+
+
+def test_a_refused_request_is_one_line_not_a_traceback(
+    venv, stack, moto_server, registry, busybox_base, workdir
+):
+    args = ["dist.ddp", "-j", "1x1", "-h", "aws_g5.xlarge", "--script", "train.py"]
+    result = run(
+        venv,
+        "torchx",
+        "run",
+        "-s",
+        "efa_batch",
+        *args,
+        "--image",
+        busybox_base,
+        env=_env(moto_server, registry),
+        cwd=workdir,
+    )
+    line = _one_line_error(result)
+    assert line.startswith("role train: resource is for g5.xlarge; EfaBatch runs p4d.24xlarge")
+
+
 RUNNER = """
 import json, sys
 from torchx.runner import get_runner

@@ -87,15 +87,16 @@ def route(base: Reference, cluster: ClusterInfo, cached: bool = False) -> Refere
         raise UsageError(
             f"--image {base}: not yet in the pull-through cache {route.repository}, and ECR's "
             "first pull through a rule needs a NAT gateway in the cluster's VPC (ECR user "
-            "guide, vpc-endpoints.html); deploy with nat_gateway=true, or pass --stream-base "
-            "to send it through this machine"
+            "guide, vpc-endpoints.html); deploy with nat_gateway=true, or give `launcher run` or "
+            "`build` --stream-base to send it through this machine (`launcher mirror` copies "
+            "with a copy job only)"
         )
     hosts = ", ".join(sorted(cluster.pull_through_cache.values())) or "none"
     raise UsageError(
         f"--image {base}: the cluster's VPC has no route to {base.registry} (no NAT, and no "
         f"pull-through cache rule for it; rules serve: {hosts}), so a copy job cannot read "
-        "it; deploy with nat_gateway=true, or pass --stream-base to send it through this "
-        "machine"
+        "it; deploy with nat_gateway=true, or give `launcher run` or `build` --stream-base to "
+        "send it through this machine (`launcher mirror` copies with a copy job only)"
     )
 
 
