@@ -402,6 +402,42 @@ def _bulk_job_call(single: str) -> Callable[[Any], str]:
     return bulk
 
 
+FRONT_OF_QUEUE = 100  # "the first 100 RUNNABLE jobs" (botocore FrontOfQueueDetail.jobs)
+
+
+def batch_job_queue_snapshot() -> None:
+    # Gap: moto 5.2.5 has no GetJobQueueSnapshot (botocore 1.34+: POST /v1/getjobqueuesnapshot);
+    # its server answers 404. Answer it as the model documents it for a FIFO queue (no
+    # scheduling policy, as the emulated stack's): ``frontOfQueue.jobs`` lists "the first 100
+    # RUNNABLE jobs" in dispatch order, "based on their submission time", each with its
+    # ``jobArn`` and ``earliestTimeAtPosition`` (here its submission, in milliseconds), and
+    # ``lastUpdatedAt``; an unknown queue is Batch's ClientException. Utilization is left out
+    # (moto's jobs hold no capacity).
+    import time
+
+    from moto.batch import urls
+    from moto.batch.exceptions import ClientException
+    from moto.batch.models import datetime2int_milliseconds
+    from moto.batch.responses import BatchResponse
+
+    def snapshot(self: Any) -> str:  # a moto BatchResponse
+        queue = self.batch_backend.get_job_queue(self._get_param("jobQueue") or "")
+        if queue is None:
+            raise ClientException("jobQueue: no such job queue")
+        runnable = sorted(
+            (j for j in queue.jobs if j.status == "RUNNABLE"), key=lambda j: j.job_created_at
+        )[:FRONT_OF_QUEUE]
+        jobs = [
+            {"jobArn": j.arn, "earliestTimeAtPosition": datetime2int_milliseconds(j.job_created_at)}
+            for j in runnable
+        ]
+        now = int(time.time() * 1000)
+        return json.dumps({"frontOfQueue": {"jobs": jobs, "lastUpdatedAt": now}})
+
+    urls.url_paths["{0}/v1/getjobqueuesnapshot$"] = BatchResponse.dispatch
+    BatchResponse.getjobqueuesnapshot = snapshot  # type: ignore[attr-defined]
+
+
 @contextlib.contextmanager
 def batch_as_shipped() -> Iterator[None]:
     """moto's Batch routes without the bulk calls while the block runs: a server that makes
@@ -432,6 +468,7 @@ def patch_moto_models() -> None:
     iam_role_managed_policies()
     get_template_as_deployed()
     batch_bulk_job_calls()
+    batch_job_queue_snapshot()
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
     # scales from zero holds it RUNNABLE. Jobs wait here until the caller runs them (run_job).

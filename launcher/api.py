@@ -254,28 +254,30 @@ class Job:
         since: float | None = None,
         follow: bool = False,
         attempt: int | None = None,
+        waiting: ProgressFn | None = None,
     ) -> Iterator[LogLine]:
         """Each node's lines; ``since`` in seconds since the epoch; ``follow`` until the end;
-        ``attempt`` (1-based) one attempt's, default the latest."""
+        ``attempt`` (1-based) one attempt's, default the latest. ``waiting`` (with ``follow``):
+        why the job waits, while it does (``launcher.waiting``; the CLI passes its console)."""
         return self.backend.log_iter(
-            self.job_id, node=node, since=since, follow=follow, attempt=attempt
+            self.job_id, node=node, since=since, follow=follow, attempt=attempt, waiting=waiting
         )
 
     def waiting_for(self, info: JobInfo) -> str | None:
         """What a waiting job waits for: each dependency not yet succeeded, with its state
         (one describe each); None for a job that waits for nothing."""
+        from launcher.waiting import pending
+
         if info.state.value not in ("SUBMITTED", "PENDING") or not info.depends_on:
             return None
-        pending = []
-        for text in info.depends_on:
-            dependency = parse_after(text)
+
+        def state_of(job_id: str) -> str:
             try:
-                state = self.backend.describe(dependency.job_id).state.value
+                return self.backend.describe(job_id).state.value
             except UsageError:
-                state = "unknown"
-            if state != "SUCCEEDED" or dependency.each:
-                pending.append(f"{dependency} ({state})")
-        return ", ".join(pending) or None
+                return "unknown"
+
+        return pending(info.depends_on, state_of)
 
     def resubmit(self, progress: ProgressFn | None = None) -> Job:
         """The same job again, continuing from this one's checkpoint directory."""
@@ -299,13 +301,24 @@ class Job:
                 found = line.message.removeprefix("launcher: ")
         return found
 
-    def wait(self, timeout: float | None = None, poll: float = 5.0) -> JobInfo:
-        """Until the job ends, or ``timeout`` seconds pass (then its state at that moment)."""
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll: float = 5.0,
+        waiting: ProgressFn | None = None,
+    ) -> JobInfo:
+        """Until the job ends, or ``timeout`` seconds pass (then its state at that moment).
+        ``waiting``: why the job waits, while it does (``launcher.waiting``)."""
         end = time.monotonic() + timeout if timeout is not None else None
+        watch = self.backend.watch(waiting) if waiting is not None else None
         while not (info := self.status()).state.terminal:
+            if watch is not None:
+                watch.observe(info)
             if end is not None and time.monotonic() >= end:
                 return info
             time.sleep(poll if end is None else max(0.0, min(poll, end - time.monotonic())))
+        if watch is not None:
+            watch.observe(info)  # the line, if drawn, is finished
         return info
 
 

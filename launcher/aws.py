@@ -1,4 +1,4 @@
-"""The one module that talks to AWS: CloudFormation, Batch and CloudWatch Logs via boto3.
+"""The one module that talks to AWS: CloudFormation, Batch, ECS and CloudWatch Logs via boto3.
 
 Retries for throttling and transient errors are configured here, once (botocore's adaptive
 mode). Every AWS failure leaves as ``RemoteError`` with one line saying which call failed;
@@ -276,6 +276,34 @@ class Aws:
             )
         )
         return [job for page in pages for job in page["jobSummaryList"]]
+
+    @_remote
+    def job_queue_snapshot(self, queue: str) -> dict[str, Any]:
+        """GetJobQueueSnapshot (botocore 1.34 and later): the first 100 RUNNABLE jobs of the
+        queue in dispatch order (``frontOfQueue``) and its utilization."""
+        snapshot: dict[str, Any] = self.client("batch").get_job_queue_snapshot(jobQueue=queue)
+        return snapshot
+
+    @_remote
+    def describe_job_queue(self, queue: str) -> dict[str, Any] | None:
+        found = self.client("batch").describe_job_queues(jobQueues=[queue])["jobQueues"]
+        return found[0] if found else None
+
+    @_remote
+    def describe_compute_environments(self, names: list[str]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.client("batch").describe_compute_environments(
+            computeEnvironments=names
+        )["computeEnvironments"]
+        return found
+
+    @_remote
+    def describe_ecs_clusters(self, arns: list[str]) -> list[dict[str, Any]]:
+        """The ECS clusters of compute environments: their registered container instances
+        are the environments' running instances (Batch's own API does not count them)."""
+        found: list[dict[str, Any]] = self.client("ecs").describe_clusters(clusters=arns)[
+            "clusters"
+        ]
+        return found
 
     # --- ECR --------------------------------------------------------------------------------
 

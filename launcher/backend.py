@@ -14,6 +14,8 @@ from typing import Protocol
 from launcher.errors import UsageError
 from launcher.job import BackendName, CancelOutcome, JobInfo, JobState, LogLine
 from launcher.jobdef import Requests
+from launcher.progress import ProgressFn
+from launcher.waiting import Watch
 
 Say = Callable[[str], None]  # progress messages, one line each (the CLI prints them)
 
@@ -60,9 +62,16 @@ class Backend(Protocol):
         since: float | None = None,
         follow: bool = False,
         attempt: int | None = None,
+        waiting: ProgressFn | None = None,
     ) -> Iterator[LogLine]:
         """Each node's lines in order; with ``follow``, until the job ends and all are read.
-        ``since`` is seconds since the epoch; ``attempt`` (1-based) defaults to the latest."""
+        ``since`` is seconds since the epoch; ``attempt`` (1-based) defaults to the latest.
+        ``waiting`` (with ``follow``) hears why the job waits while it does (``watch``)."""
+        ...
+
+    def watch(self, progress: ProgressFn) -> Watch:
+        """A waiting line (``launcher.waiting``) told to ``progress``, fed the states a
+        follower or a waiter reads; its probe makes at most one call an update."""
         ...
 
     def cancel(self, job_id: str) -> JobInfo:

@@ -6,6 +6,7 @@ values of ``launcher.job`` and keeps each operation to the fewest calls it can.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +26,9 @@ from launcher.job import (
     NodeStatus,
 )
 from launcher.jobdef import Requests, groups_of, node_ranges, resumption, watch_token
-from launcher.shapes import Dependency, is_single
+from launcher.progress import ProgressFn
+from launcher.shapes import Dependency, is_single, parse_after
+from launcher.waiting import Capacity, Facts, Place, Watch, pending
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # A job, a node of a multi-node job (``#N``) or an array's child (``:N``, "the array index for
@@ -259,6 +262,10 @@ class BatchBackend:
 
     # --- logs ---------------------------------------------------------------------------
 
+    def watch(self, progress: ProgressFn) -> Watch:
+        """A waiting line for ``progress``, its calls paced with the followers' (one a turn)."""
+        return Watch(QueueProbe(self.aws, self.logs.limiter.call), progress)
+
     def log_iter(
         self,
         job_id: str,
@@ -266,20 +273,23 @@ class BatchBackend:
         since: float | None = None,
         follow: bool = False,
         attempt: int | None = None,
+        waiting: ProgressFn | None = None,
     ) -> Iterator[LogLine]:
         """Every node's lines, read with FilterLogEvents over all streams (``launcher.follow``);
         followers of one job in a process share its reads, and every follower in the process
         shares one call a second (``self.logs``).
 
         Each attempt of a node writes its own stream; ``attempt`` picks one (1-based),
-        default the latest.
+        default the latest. ``waiting`` (with ``follow``) hears why the job waits while it does
+        (``launcher.waiting``), from the state each poll reads anyway.
         """
         job = job_id_of(job_id)
         session = self.aws.session
+        watch = self.watch(waiting) if waiting is not None and follow else None
         with self.logs.join(
             (session.profile_name, session.region_name, job, attempt),
             None if node is None else frozenset({node}),
-            source=JobLogs(self.aws, job, attempt, self._describe_raw),
+            source=JobLogs(self.aws, job, attempt, self._describe_raw, watch),
             label=job,
             since_ms=int(since * 1000) if since is not None else None,
             keep_following=follow,
@@ -298,8 +308,10 @@ class JobLogs:
         job_id: str,
         attempt: int | None,
         describe: Callable[[str], dict[str, Any]],
+        watch: Watch | None = None,
     ) -> None:
         self.aws, self.job_id, self.attempt, self.describe = aws, job_id, attempt, describe
+        self.watch = watch
         self.job: dict[str, Any] = {}
         self.group = ""
         self._checked = False
@@ -313,6 +325,8 @@ class JobLogs:
                 f"pass --index 0-{array['size'] - 1}"
             )
         self.group = _log_group(self.job)
+        if self.watch is not None:
+            self.watch.observe(job_info(self.job))
         return JobFacts(
             state=self.job["status"],
             ended=JobState(self.job["status"]).terminal,
@@ -387,3 +401,108 @@ def _log_group(job: dict[str, Any]) -> str:
         if "awslogs-group" in options:
             return options["awslogs-group"]
     raise UsageError(f"job {job['jobId']} does not log to CloudWatch Logs (no awslogs group)")
+
+
+class QueueProbe:
+    """Why a Batch job waits (``launcher.waiting.Probe``), one call a turn.
+
+    A PENDING job with dependencies: their states (one DescribeJobs, 100 ids a call). Any other
+    waiting job, in turn: its place in the queue (GetJobQueueSnapshot), the queue's compute
+    environments (DescribeComputeEnvironments; the first time one DescribeJobQueues before it,
+    to name them) and their ECS clusters (DescribeClusters: instances running, which Batch's
+    own API does not count). Calls go through ``call`` (the process's limiter)."""
+
+    SOURCES = ("queue", "environments", "clusters")
+
+    def __init__(self, aws: Aws, call: Call) -> None:
+        self.aws, self.call = aws, call
+        self._environments: list[str] | None = None  # the queue's, in its order
+        self._clusters: dict[str, str] = {}  # environment name -> its ECS cluster
+        self._capacity: dict[str, Capacity] = {}
+
+    def probe(self, info: JobInfo, turn: int) -> Facts:
+        if info.state is JobState.PENDING and info.depends_on:
+            return Facts(waits_for=self._dependencies(info) or "")
+        if not info.queue:
+            return Facts()
+        source = self.SOURCES[turn % len(self.SOURCES)]
+        if source == "clusters" and not self._clusters:
+            source = "environments"
+        if source == "queue":
+            return Facts(place=self._place(info.job_id, info.queue))
+        if source == "environments":
+            self._read_environments(info.queue)
+        else:
+            self._read_clusters()
+        return Facts(capacity=tuple(self._capacity.values()))
+
+    def _dependencies(self, info: JobInfo) -> str | None:
+        ids = [parse_after(d).job_id for d in info.depends_on][:DESCRIBE_JOBS]
+        found = self.call(functools.partial(self.aws.describe_jobs, ids))
+        states = {j["jobId"]: j["status"] for j in found}
+        return pending(info.depends_on, lambda job_id: states.get(job_id, "unknown"))
+
+    def _place(self, job_id: str, queue: str) -> Place:
+        snapshot = self.call(functools.partial(self.aws.job_queue_snapshot, queue))
+        front = [j["jobArn"] for j in (snapshot.get("frontOfQueue") or {}).get("jobs") or []]
+        position = next((i for i, arn in enumerate(front, 1) if arn.endswith(f"/{job_id}")), None)
+        return Place(position, len(front))
+
+    def _read_environments(self, queue: str) -> None:
+        if self._environments is None:
+            found = self.call(functools.partial(self.aws.describe_job_queue, queue)) or {}
+            order = sorted(found.get("computeEnvironmentOrder") or [], key=lambda e: e["order"])
+            self._environments = [e["computeEnvironment"] for e in order]
+        if not self._environments:
+            return
+        found = self.call(
+            functools.partial(self.aws.describe_compute_environments, self._environments)
+        )
+        for environment in found:
+            name = environment["computeEnvironmentName"]
+            before = self._capacity.get(name)
+            capacity = capacity_of(environment)
+            if before is not None and capacity.running is None:
+                capacity = dataclasses.replace(capacity, running=before.running)
+            self._capacity[name] = capacity
+            if environment.get("ecsClusterArn") and capacity.unit == "nodes":
+                self._clusters[name] = environment["ecsClusterArn"]
+
+    def _read_clusters(self) -> None:
+        by_arn = {arn: name for name, arn in self._clusters.items()}
+        found = self.call(functools.partial(self.aws.describe_ecs_clusters, list(by_arn)))
+        for cluster in found:
+            name = by_arn.get(cluster.get("clusterArn", ""))
+            if name is not None and name in self._capacity:
+                running = int(cluster.get("registeredContainerInstancesCount", 0))
+                self._capacity[name] = dataclasses.replace(self._capacity[name], running=running)
+
+
+def capacity_of(environment: dict[str, Any]) -> Capacity:
+    """A DescribeComputeEnvironments entry in nodes: vCPUs over the vCPUs of its one instance
+    type (the catalog's); in vCPUs where it has several types, or runs on Fargate."""
+    from launcher.catalog import lookup
+
+    resources = environment.get("computeResources") or {}
+    types = resources.get("instanceTypes") or []
+    known = lookup(types[0]) if len(types) == 1 else None
+    fargate = str(resources.get("type", "")).startswith("FARGATE")
+    per_node = known.vcpus if known is not None and not fargate else None
+
+    def count(vcpus: Any) -> int | None:
+        if vcpus is None:
+            return None
+        return int(vcpus) // per_node if per_node else int(vcpus)
+
+    problem = None
+    if environment.get("state") != "ENABLED" or environment.get("status") != "VALID":
+        problem = f"{environment.get('state')}, {environment.get('status')}"
+        if environment.get("statusReason"):
+            problem += f": {environment['statusReason']}"
+    return Capacity(
+        name=environment["computeEnvironmentName"],
+        wanted=None if fargate else count(resources.get("desiredvCpus")),
+        most=count(resources.get("maxvCpus")),
+        unit="nodes" if per_node else "vCPUs",
+        problem=problem,
+    )

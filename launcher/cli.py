@@ -607,7 +607,7 @@ def _follow(job: Job) -> int:
     from launcher.job import JobState
 
     """Stream every node's log lines to stderr, then the job's end; exit code from its state."""
-    for line in job.logs(follow=True):
+    for line in job.logs(follow=True, waiting=_console()):
         _err(f"[node {line.node}] {line.message}")
     info = job.status()
     _err(info.status_line())
@@ -703,7 +703,7 @@ class Wait(Command):
             ) from None
         if args.poll <= 0:
             raise UsageError(f"--poll {args.poll:g}: give a number of seconds above 0")
-        info = _job(args, args.job).wait(timeout=timeout, poll=args.poll)
+        info = _job(args, args.job).wait(timeout=timeout, poll=args.poll, waiting=_console())
         advice = explain(info)
         if args.output == "json":
             _print_json({**info.as_dict(), "what_to_do": advice})
@@ -797,7 +797,13 @@ class Logs(Command):
         job = _job(args, args.job)
         if args.index is not None:
             job = job.child(args.index)
-        lines = job.logs(node=args.node, since=since, follow=args.follow, attempt=args.attempt)
+        lines = job.logs(
+            node=args.node,
+            since=since,
+            follow=args.follow,
+            attempt=args.attempt,
+            waiting=_console(),
+        )
         for line in lines:
             if args.output == "json":
                 text = json.dumps(

@@ -2,7 +2,8 @@
 
 Nothing in the library prints. A ``ProgressFn`` receives an ``Event`` for each step done
 (``kind="message"``: "registered job definition ...") and for transfers under way
-(``kind="transfer"``, throttled, then ``"done"``). The CLI draws them on a terminal
+(``kind="transfer"``, throttled, then ``"done"``) and for a job that waits
+(``kind="waiting"``, then ``"waited"``). The CLI draws them on a terminal
 (``launcher.console``); a notebook or pipeline passes its own function, or none.
 """
 
@@ -23,6 +24,8 @@ class EventKind(str, enum.Enum):
     MESSAGE = "message"  # a step done: one line
     TRANSFER = "transfer"  # bytes of a transfer under way (throttled)
     DONE = "done"  # the transfer's end
+    WAITING = "waiting"  # why a job waits (``launcher.waiting``): one line, redrawn
+    WAITED = "waited"  # the job no longer waits: the line is finished
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class Event:
     label: str = ""
     done: int = 0  # bytes so far (transfers)
     total: int | None = None
+    elapsed: float = 0.0  # seconds since the transfer began
 
 
 ProgressFn = Callable[[Event], None]
@@ -54,12 +58,14 @@ class Transfer:
         self.label, self.total, self.done = label, total, 0
         self.emit = progress or ignore
         self._last = 0.0
+        self._began = time.monotonic()
 
     def _event(self, kind: EventKind) -> Event:
         text = f"{self.label}: {size_text(self.done)}" + (
             f" / {size_text(self.total)}" if self.total else ""
         )
-        return Event(text, kind, self.label, self.done, self.total)
+        elapsed = time.monotonic() - self._began
+        return Event(text, kind, self.label, self.done, self.total, elapsed)
 
     def update(self, n: int) -> None:
         self.done += n

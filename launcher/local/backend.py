@@ -42,7 +42,9 @@ from launcher.jobdef import (
 from launcher.local import engine, secret_values, supervisor
 from launcher.local.containers import PREFIX, LocalNetwork, is_local, parse_log_line
 from launcher.local.state import Owner, OwnershipError, Process, Record, Store, now_ms
+from launcher.progress import ProgressFn
 from launcher.shapes import Dependency, is_single
+from launcher.waiting import Facts, Watch, pending
 
 LOST_REASON = "the local supervisor is gone; cancelled with launcher cancel"
 HANDOVER_SECONDS = 60  # how long a cancel waits for a writer to hand over or stop
@@ -58,6 +60,21 @@ def _children_counts(store: Store, parent: Record) -> dict[str, int]:
         state = child.status if child is not None else JobState.PENDING
         counts[state.value] = counts.get(state.value, 0) + 1
     return counts
+
+
+def missing_devices(*, efa: bool, gpu: bool) -> str | None:
+    """One line for the devices a job asks for that this machine lacks (EFA devices are dropped
+    and NCCL uses TCP; GPUs are not requested): usual on a laptop, so said as expected."""
+    if efa and gpu:
+        return (
+            "no EFA or GPU on this machine: the job runs on CPU, NCCL over TCP "
+            "(expected for a local run)"
+        )
+    if efa:
+        return "no EFA on this machine: NCCL runs over TCP (expected for a local run)"
+    if gpu:
+        return "no GPU on this machine: the job runs on CPU (expected for a local run)"
+    return None
 
 
 def job_info(record: Record, store: Store | None = None) -> JobInfo:
@@ -200,17 +217,19 @@ class LocalBackend:
         self._check_dependencies(depends_on, array_size)
         client = docker_client()
         infiniband = Path("/dev/infiniband").is_dir()
-        if not infiniband and any(
-            d["hostPath"].startswith("/dev/infiniband/")
-            for c in containers
-            for d in c.get("linuxParameters", {}).get("devices", [])
-        ):
-            say("no /dev/infiniband on this machine: EFA devices dropped (NCCL falls back to TCP)")
         gpus = Path("/dev/nvidia0").exists()
-        if not gpus and any(
-            r["type"] == "GPU" for c in containers for r in c["resourceRequirements"]
-        ):
-            say("no NVIDIA GPU on this machine: the job runs without GPUs")
+        missing = missing_devices(
+            efa=not infiniband
+            and any(
+                d["hostPath"].startswith("/dev/infiniband/")
+                for c in containers
+                for d in c.get("linuxParameters", {}).get("devices", [])
+            ),
+            gpu=not gpus
+            and any(r["type"] == "GPU" for c in containers for r in c["resourceRequirements"]),
+        )
+        if missing:
+            say(missing)
         for directory in (self.efs_dir, self.fsx_dir):
             if directory is not None:
                 Path(directory).mkdir(parents=True, exist_ok=True)
@@ -420,9 +439,11 @@ class LocalBackend:
         since: float | None = None,
         follow: bool = False,
         attempt: int | None = None,
+        waiting: ProgressFn | None = None,
         poll: float = 0.2,
     ) -> Iterator[LogLine]:
         record = self.store.load(job_id)
+        watch = self.watch(waiting) if waiting is not None and follow else None
         if record.is_array:
             raise UsageError(
                 f"job {record.job_id} is an array of {record.array_size}: its children have the "
@@ -471,6 +492,8 @@ class LocalBackend:
         while True:
             now = self.store.load(job_id)
             done = now.status.terminal
+            if watch is not None:
+                watch.observe(job_info(now, self.store))
             while follow and chosen is None and attempt < now.attempt:
                 yield from flush()  # the rest of the attempt that ended, then the next one's
                 attempt += 1
@@ -483,6 +506,11 @@ class LocalBackend:
                 return
             time.sleep(poll)
 
+    def watch(self, progress: ProgressFn) -> Watch:
+        """A waiting line: a local job waits only for its dependencies (read from their
+        records, no call)."""
+        return Watch(_DependencyProbe(self), progress)
+
     def wait(self, job_id: str, timeout: float | None = None, poll: float = 0.2) -> JobInfo:
         """The job once it ends, or as it is after ``timeout`` seconds; for tests and the demo."""
         end = time.monotonic() + timeout if timeout else None
@@ -491,3 +519,19 @@ class LocalBackend:
                 return info
             time.sleep(poll)
         return info
+
+
+class _DependencyProbe:
+    """Why a local job waits (``launcher.waiting.Probe``): the dependencies not yet done."""
+
+    def __init__(self, backend: LocalBackend) -> None:
+        self.backend = backend
+
+    def probe(self, info: JobInfo, turn: int) -> Facts:
+        def state_of(job_id: str) -> str:
+            try:
+                return self.backend.describe(job_id).state.value
+            except UsageError:
+                return "unknown"
+
+        return Facts(waits_for=pending(info.depends_on, state_of) or "")

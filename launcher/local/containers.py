@@ -231,6 +231,35 @@ def host_ulimit_caps() -> dict[str, int]:
     return caps
 
 
+# Limits counted in bytes (setrlimit(2)); the others are counts or seconds.
+_BYTE_LIMITS = frozenset({"core", "data", "fsize", "memlock", "msgqueue", "rss", "stack"})
+
+
+def limit_text(name: str, value: int) -> str:
+    """``unlimited``, ``8 MiB`` (a limit in bytes) or the number."""
+    if value < 0:
+        return "unlimited"
+    if name not in _BYTE_LIMITS:
+        return str(value)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:.4g} {unit}"
+    return f"{value} B"
+
+
+def capped_limits(asked: list[dict[str, Any]], caps: dict[str, int]) -> list[str]:
+    """The job's ulimits that ``caps`` (this machine's hard limits) lower, each as
+    ``memlock 8 MiB (asked unlimited)``; limits the job did not ask for are left out."""
+    said = []
+    for limit in asked:
+        name, hard = limit["name"], int(limit["hardLimit"])
+        cap = caps.get(name)
+        if cap is None or cap < 0 or 0 <= hard <= cap:
+            continue
+        said.append(f"{name} {limit_text(name, cap)} (asked {limit_text(name, hard)})")
+    return said
+
+
 def parse_log_line(raw: bytes) -> tuple[float | None, str]:
     """Docker's ``--timestamps`` line (RFC 3339, nanoseconds) -> (epoch seconds, message)."""
     text = raw.decode(errors="replace")

@@ -19,6 +19,7 @@ from launcher.local import secret_values
 from launcher.local.containers import (
     START_GATE_FILE,
     LocalNetwork,
+    capped_limits,
     host_ulimit_caps,
     node_container,
 )
@@ -167,10 +168,13 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                         raise
                     remove(client, run["name"])
                     caps = host_ulimit_caps()
-                    say(
-                        "the Docker daemon may not raise ulimits here: the job's are capped at "
-                        f"this machine's hard limits {caps}"
-                    )
+                    asked = [
+                        u for _, c in node_ranges(record.register) for u in c.get("ulimits", [])
+                    ]
+                    if capped := capped_limits(asked, caps):
+                        # Docker cannot raise a limit past its own hard limit here (no
+                        # CAP_SYS_RESOURCE): say which of the job's were lowered, once.
+                        say(f"ulimits capped at this machine's hard limits: {', '.join(capped)}")
         if gate is not None:
             (gate / START_GATE_FILE).touch()  # every node is up: their commands may start
     except Exception as exc:
