@@ -265,11 +265,18 @@ class Run(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "-f",
+            "--file",
+            metavar="JOB.yaml",
+            help="a job file holding what these flags hold (docs/jobs.md, A job file); flags "
+            "given here override it, and env, tags, secrets, mounts, ulimits, tmpfs and after "
+            "add to it",
+        )
         parser.add_argument("--name", help="job name (default: from the command)")
         parser.add_argument(
             "--nodes",
             type=int,
-            default=1,
             help="number of nodes (default 1: a single-node job; more: a multi-node gang)",
         )
         parser.add_argument(
@@ -286,7 +293,9 @@ class Run(Command):
             help="wait for JOB to succeed (up to 20); JOB:each pairs two arrays child by child",
         )
         parser.add_argument("--image", help="base image (default: $LAUNCHER_IMAGE)")
-        parser.add_argument("--workspace", default=".", help="directory to patch into the image")
+        parser.add_argument(
+            "--workspace", help="directory to patch into the image (default: the current one)"
+        )
         parser.add_argument(
             "--no-workspace",
             action="store_true",
@@ -311,7 +320,6 @@ class Run(Command):
         )
         parser.add_argument(
             "--efa",
-            default=EfaMode.AUTO.value,
             choices=[m.value for m in EfaMode],
             help="auto: EFA devices, warn if the image lacks libfabric/aws-ofi-nccl; "
             "require: fail the job instead; off: no EFA",
@@ -348,7 +356,6 @@ class Run(Command):
         parser.add_argument(
             "--retries",
             type=int,
-            default=DEFAULT_ATTEMPTS,
             help="attempts, 1-10; a lost host or node is retried, an error is not "
             f"(default {DEFAULT_ATTEMPTS})",
         )
@@ -371,8 +378,7 @@ class Run(Command):
         parser.add_argument(
             "--port",
             type=int,
-            default=DEFAULT_RENDEZVOUS_PORT,
-            help="rendezvous port (the next one: node watch)",
+            help=f"rendezvous port (the next one: node watch; default {DEFAULT_RENDEZVOUS_PORT})",
         )
         parser.add_argument(
             "--restarts",
@@ -416,13 +422,14 @@ class Run(Command):
         _output_argument(parser, '{"job_id": ...} (--dryrun prints the requests either way)')
 
     @staticmethod
-    def options(args: argparse.Namespace, base: str) -> dict[str, object]:
-        """The flags as JobSpec fields, parsed (one line on any bad value) before any I/O."""
+    def options(args: argparse.Namespace) -> dict[str, object]:
+        """The flags given as JobSpec fields, parsed (one line on any bad value) before any
+        I/O; flags not given are left out, for a job file's values or JobSpec's defaults."""
         from launcher import jobspec
         from launcher.shapes import parse_after
 
-        return {
-            "image": base,
+        given = {
+            "image": args.image,
             "nodes": args.nodes,
             "gpus_per_node": args.gpus_per_node,
             "env": tuple(jobspec.parse_env(e) for e in args.env),
@@ -432,35 +439,47 @@ class Run(Command):
             "secrets": tuple(jobspec.parse_secret(s) for s in args.secret),
             "ulimits": tuple(jobspec.parse_ulimit(u) for u in args.ulimit),
             "tmpfs": tuple(jobspec.parse_tmpfs(t) for t in args.tmpfs),
-            "privileged": args.privileged,
+            "privileged": args.privileged or None,
             "timeout_seconds": jobspec.parse_duration(args.timeout) if args.timeout else None,
             "attempts": args.retries,
             "share_id": args.share_id,
             "priority": args.priority,
             "tags": tuple(jobspec.parse_tag(t) for t in args.tag),
-            "torchrun": args.torchrun,
+            "torchrun": args.torchrun or None,
             "rendezvous_port": args.port,
             "restarts": args.restarts,
             "array_size": args.array,
             "after": tuple(parse_after(a) for a in args.after),
             "pool": args.pool,
-            **({"name": args.name} if args.name else {}),
+            "name": args.name or None,
         }
+        return {k: v for k, v in given.items() if v is not None and v != ()}
 
     def run(self, args: argparse.Namespace) -> int:
-        if not args.no_workspace:
-            _walk_ahead(args.workspace)
-        from launcher.api import make_spec
+        from launcher import jobfile
 
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
-        if args.follow and args.array is not None:
+        options = self.options(args)
+        workspace: str | None = "." if args.workspace is None else args.workspace
+        if args.file:  # the file's values under the flags given; the command after -- wins
+            job_file = jobfile.load(args.file)
+            options = jobfile.merge(job_file.options, options)
+            command = command or list(job_file.command or ())
+            if args.workspace is None:
+                workspace = None if job_file.no_workspace else (job_file.workspace or ".")
+        if args.no_workspace:
+            workspace = None
+        if workspace is not None:
+            _walk_ahead(workspace)
+        from launcher.api import make_spec
+
+        if args.follow and options.get("array_size") is not None:
             raise UsageError(
                 "--follow with --array: each child has its own logs; follow one with "
                 "launcher logs JOB --index K --follow"
             )
-        spec = make_spec(command, **self.options(args, base_image(args.image)))  # before calls
+        spec = make_spec(command, **options)  # before any call
         cluster = _cluster(args, args.local)
-        workspace = None if args.no_workspace else args.workspace
         image_options: BuildOptions = {
             "builder": args.builder,
             "platform": args.platform,
