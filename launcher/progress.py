@@ -68,7 +68,11 @@ class Transfer:
         return Event(text, kind, self.label, self.done, self.total, elapsed)
 
     def update(self, n: int) -> None:
-        self.done += n
+        self.reach(self.done + n)
+
+    def reach(self, done: int) -> None:
+        """``done`` bytes so far (a count kept elsewhere), within the total when one is known."""
+        self.done = min(done, self.total) if self.total else done
         now = time.monotonic()
         if now - self._last > 0.1:
             self._last = now

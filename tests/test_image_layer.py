@@ -336,3 +336,15 @@ def test_a_file_changed_while_the_layer_is_built_fails_the_build(tmp_path):
     (root / "pkg" / "model.py").write_text("WIDTH = 16\n")  # after the scan, before the read
     with pytest.raises(UsageError, match="model.py changed while the layer was built"):
         b"".join(layer.stream(scanned, Compression.GZIP, layer.LayerDigests()))
+
+
+def test_the_tar_size_is_known_before_the_layer_is_made_for_a_progress_bar(tmp_path):
+    root = make_workspace(tmp_path / "ws")
+    scanned = workspace.scan(root)
+    _, out = build(root)
+    assert layer.tar_size_estimate(scanned.entries) == out.tar_size
+    # A name too long for a ustar header takes a PAX header too: the estimate falls short.
+    (root / ("n" * 120)).write_text("x")
+    scanned = workspace.scan(root)
+    _, out = build(root)
+    assert 0 < out.tar_size - layer.tar_size_estimate(scanned.entries) <= 3 * tarheader.BLOCK

@@ -127,3 +127,13 @@ def test_the_library_is_silent_without_a_callback(capsys):
     transfer.message("nothing printed")
     transfer.close()
     assert capsys.readouterr() == ("", "")
+
+
+def test_a_count_kept_elsewhere_is_reported_within_the_total():
+    events: list[Event] = []
+    transfer = Transfer("uploading workspace", events.append, total=100)
+    transfer.reach(40)
+    time.sleep(0.11)  # reports are ten a second at most
+    transfer.reach(150)  # an estimated total fell short: never past 100%
+    transfer.close()
+    assert [(e.done, e.total) for e in events] == [(40, 100), (100, 100), (100, 100)]

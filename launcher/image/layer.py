@@ -206,6 +206,7 @@ def stream(
                 if len(behind) * piece_size > HASH_BEHIND:  # the chunks it holds are memory
                     behind.popleft().result()
                 tar_size += len(chunk)
+                out.tar_size = tar_size  # so far: what a progress bar counts
                 yield chunk
 
         tar = tar_chunks(workspace.root, chosen, hasher, digests, whiteouts, piece_size)
@@ -217,6 +218,18 @@ def stream(
     out.diff_id = f"sha256:{tar_hash.hexdigest()}"
     out.digest = f"sha256:{gz_hash.hexdigest()}"
     out.size, out.tar_size = size, tar_size
+
+
+def tar_size_estimate(entries: Iterable[Entry], whiteouts: Iterable[str] = ()) -> int:
+    """The layer's tar size before it is made, for a progress bar's total: a block per
+    header, files rounded up to whole blocks, the end marker. Names too long for a ustar
+    header take a few blocks more each (PAX), so it may fall a little short."""
+    block = tarheader.BLOCK
+    total = block + len(tuple(whiteouts)) * block + len(tarheader.END)  # the top directory
+    for e in entries:
+        size = e[4] if e[1] == FILE else 0
+        total += block + -(-size // block) * block
+    return total
 
 
 def uncompressed(

@@ -531,10 +531,17 @@ def _push_layer(
         if streamed is not None:
             streamed(out.file_digests)
 
-    transfer = Transfer(f"uploading {what}" if not to.dryrun else f"{what} layer", to.progress)
+    # The bar counts the workspace's bytes as they are packed, against their total known now
+    # (the compressed size is known only at the end): so it has a percentage and time left.
+    chosen = scanned.entries if entries is None else entries
+    transfer = Transfer(
+        f"uploading {what}" if not to.dryrun else f"{what} layer",
+        to.progress,
+        total=layer.tar_size_estimate(chosen, whiteouts),
+    )
     if to.dryrun:
-        for piece in pieces():
-            transfer.update(len(piece))
+        for _ in pieces():
+            transfer.reach(out.tar_size)
     else:  # the session opens once the first chunk is ready
         sent = costs.Sent()  # the link's pace, for the next build's choice (``lookup``)
         upload.upload(
@@ -543,7 +550,7 @@ def _push_layer(
             to.begin_upload,
             pieces,
             lambda: out.digest,
-            transfer.update,
+            lambda _: transfer.reach(out.tar_size),  # a retry packs again, from 0
             timed=sent.add,
         )
         costs.record_upload(to.target.host, sent)
