@@ -518,7 +518,9 @@ def patch_moto_models() -> None:
     Job._container_details = container_details  # type: ignore[method-assign]
 
     # Gap: moto's ListJobs ignores maxResults/nextToken and returns everything in one page;
-    # Batch pages (100 by default), which is what the launcher's call count depends on.
+    # Batch pages (100 by default), which is what the launcher's call count depends on. Its
+    # summaries also lack a multi-node job's nodeProperties (JobSummary.nodeProperties:
+    # numNodes), where `launcher list` reads the NODES column.
     def listjobs(self: BatchResponse) -> str:
         jobs = self.batch_backend.list_jobs(
             job_queue_name=self._get_param("jobQueue"),
@@ -528,9 +530,7 @@ def patch_moto_models() -> None:
         )
         start = int(self._get_param("nextToken") or 0)
         size = int(self._get_param("maxResults") or 100)
-        page: dict[str, Any] = {
-            "jobSummaryList": [j.describe_short() for j in jobs[start : start + size]]
-        }
+        page: dict[str, Any] = {"jobSummaryList": [_summary(j) for j in jobs[start : start + size]]}
         if start + size < len(jobs):
             page["nextToken"] = str(start + size)
         return json.dumps(page)
@@ -547,6 +547,15 @@ def patch_moto_models() -> None:
         return body
 
     BatchResponse.submitjob = submitjob  # type: ignore[method-assign]
+
+
+def _summary(job: Job) -> dict[str, Any]:
+    summary: dict[str, Any] = job.describe_short()
+    nodes = job.job_definition.node_properties
+    if nodes is not None:
+        numbers = (_NODE_OVERRIDES.get(job.job_id) or {}).get("numNodes") or nodes["numNodes"]
+        summary["nodeProperties"] = {"numNodes": int(numbers)}
+    return summary
 
 
 def _job(account: str, region: str, job_id: str) -> Job:

@@ -549,8 +549,7 @@ def test_output_json_parses_and_carries_the_tables_fields(cluster):
     assert re.fullmatch(r"ID +NAME +POOL +STATE +NODES +AGE +DURATION", shown[0])
     (line,) = [s for s in shown if s.startswith(job_id)]
     assert line.split()[:5] == [job_id, row["name"], row["pool"], row["state"], str(row["nodes"])]
-    # (moto's ListJobs summaries lack nodeProperties, so NODES is 1 here; Batch's carry
-    # numNodes, JobSummary.nodeProperties)
+    assert row["nodes"] == 2  # JobSummary.nodeProperties.numNodes
     assert row["pool"] == info["pool_name"]
 
     status = json.loads(_on(cluster, "status", job_id, "-o", "json").stdout)

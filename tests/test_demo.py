@@ -94,7 +94,7 @@ def run_page(
         cwd=tmp_path,
         env={
             "HOME": str(tmp_path / "home"),
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "PATH": ":".join(["/usr/local/bin", "/usr/bin", "/bin", *map(str, extra_path)]),
             "LANG": "C.UTF-8",
         },
         capture_output=True,
