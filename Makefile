@@ -104,12 +104,13 @@ lint: $(STAMP)
 
 # Every tier: the emulator, the Docker engine, the CDK CLI, the TorchX and checkov venvs, torch.
 # All of them are installed above, so a service that cannot start fails the run (as under CI).
+# Two workers (pytest-xdist), a test file per worker: each starts the services its files use.
 test: deps lint docs
-	EFA_BATCH_TESTS_REQUIRE_ALL=1 $(VENV)/bin/pytest -q
+	EFA_BATCH_TESTS_REQUIRE_ALL=1 $(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 # The tier that needs nothing (tests/support/tiers.py): the inner loop, well under a minute.
 test-fast: $(FAST_STAMP) fast-system-deps
-	$(VENV)/bin/pytest -q -m fast
+	$(VENV)/bin/pytest -q -m fast -n 2
 
 # Mutation benchmark, not in CI: mutmut's mutants of the modules that decide what reaches AWS
 # against the fast tier, in a copy of the checkout under TMPDIR (/tmp by default), never in it;
