@@ -246,8 +246,9 @@ def test_a_table_is_plain_and_aligned_off_a_terminal_and_coloured_on_one(monkeyp
 
 def _local_jobs(state_dir: Path) -> dict[str, JobInfo]:
     """Three finished-or-waiting local job records, as the local backend writes them (no
-    engine needed to list them): a SUCCEEDED one 3 h ago that ran 2 min, a FAILED one 200 s
-    ago that ran 61 s, and one RUNNABLE for 30 s."""
+    engine needed to list them): a SUCCEEDED one 3 h ago that ran 2 min, a FAILED one 620 s
+    ago that ran 61 s, and one RUNNABLE for 330 s (ages in whole minutes there, so the three
+    runs of one test see the same table while the clock goes on)."""
     from launcher.local import Record, Store
 
     store = Store(state_dir)
@@ -264,8 +265,8 @@ def _local_jobs(state_dir: Path) -> dict[str, JobInfo]:
     for index, (state, age, ran) in enumerate(
         [
             (JobState.SUCCEEDED, 3 * 3600, 120),
-            (JobState.FAILED, 200, 61),
-            (JobState.RUNNABLE, 30, 0),
+            (JobState.FAILED, 620, 61),
+            (JobState.RUNNABLE, 330, 0),
         ]
     ):
         created = now - age * 1000
@@ -333,8 +334,8 @@ def test_list_as_a_person_sees_it_on_a_terminal_and_piped(tmp_path):
     assert re.fullmatch(r"ID +NAME +POOL +STATE +NODES +AGE +DURATION", lines[0])
     # Newest first; every column under its header.
     expected = [
-        (jobs["RUNNABLE"], "train2", "-", "RUNNABLE", "2", r"3\ds", "-"),
-        (jobs["FAILED"], "train1", "-", "FAILED", "2", "3m", "1m"),
+        (jobs["RUNNABLE"], "train2", "-", "RUNNABLE", "2", "5m", "-"),
+        (jobs["FAILED"], "train1", "-", "FAILED", "2", "10m", "1m"),
         (jobs["SUCCEEDED"], "train0", "-", "SUCCEEDED", "2", r"[23]h", "2m"),
     ]
     assert len(lines) == 4
