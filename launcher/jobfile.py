@@ -312,36 +312,18 @@ class _Reader:
                 options[option] = read(key, data[key])
         if "env" in data:
             options["env"] = self.env("env", data["env"])
-        if "tags" in data:
-            tags = self.mapping("tags", data["tags"])
-            options["tags"] = tuple(
-                self.parsed(f"tags.{k}", jobspec.parse_tag, f"{k}={self.string(f'tags.{k}', v)}")
-                for k, v in tags.items()
-            )
-        if "secrets" in data:
-            secrets = self.mapping("secrets", data["secrets"])
-            options["secrets"] = tuple(
-                self.parsed(
-                    f"secrets.{k}", jobspec.parse_secret, f"{k}={self.string(f'secrets.{k}', v)}"
+        # KEY: {NAME: VALUE} mappings, each pair read as its flag would read NAME=VALUE.
+        for key, parse, sep in (
+            ("tags", jobspec.parse_tag, "="),
+            ("secrets", jobspec.parse_secret, "="),
+            ("ulimits", jobspec.parse_ulimit, "="),
+            ("tmpfs", jobspec.parse_tmpfs, ":"),
+        ):
+            if key in data:
+                options[key] = tuple(
+                    self.parsed(f"{key}.{k}", parse, f"{k}{sep}{self.string(f'{key}.{k}', v)}")
+                    for k, v in self.mapping(key, data[key]).items()
                 )
-                for k, v in secrets.items()
-            )
-        if "ulimits" in data:
-            limits = self.mapping("ulimits", data["ulimits"])
-            options["ulimits"] = tuple(
-                self.parsed(
-                    f"ulimits.{k}", jobspec.parse_ulimit, f"{k}={self.string(f'ulimits.{k}', v)}"
-                )
-                for k, v in limits.items()
-            )
-        if "tmpfs" in data:
-            tmpfs = self.mapping("tmpfs", data["tmpfs"])
-            options["tmpfs"] = tuple(
-                self.parsed(
-                    f"tmpfs.{k}", jobspec.parse_tmpfs, f"{k}:{self.string(f'tmpfs.{k}', v)}"
-                )
-                for k, v in tmpfs.items()
-            )
         if "mounts" in data:
             mounts = data["mounts"]
             if not isinstance(mounts, list):

@@ -9,9 +9,7 @@ import argparse
 import io
 import json
 import os
-import pty
 import re
-import select
 import shlex
 import shutil
 import subprocess
@@ -27,6 +25,7 @@ from launcher.cli import COMMANDS, DISTRIBUTION, parser
 from launcher.explain import explain
 from launcher.job import CANCEL_REASON, JobInfo, JobState
 from tests.support import cli
+from tests.support.terminal import under_a_terminal
 
 LAUNCHER = shutil.which("launcher") or os.path.join(os.path.dirname(sys.executable), "launcher")
 JOB = "00000000-0000-0000-0000-000000000000"
@@ -291,28 +290,10 @@ def _local_jobs(state_dir: Path) -> dict[str, JobInfo]:
 
 
 def _under_a_terminal(args: list[str], env: dict[str, str]) -> str:
-    """What a person sees from ``launcher ARGS`` in a terminal (a pseudo-terminal, 200
-    columns), escape codes included."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the terminal is its stdin, stdout and stderr
-        os.execve(LAUNCHER, [LAUNCHER, *args], {**env, "COLUMNS": "200", "TERM": "xterm"})
-    seen = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 1)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    assert os.waitstatus_to_exitcode(status) == 0, seen
-    return seen.decode().replace("\r\n", "\n")
+    """What a person sees from ``launcher ARGS`` in a terminal (200 columns), escape codes
+    included."""
+    seen = under_a_terminal([LAUNCHER, *args], {**env, "TERM": "xterm"}, columns=200)
+    return seen.replace("\r\n", "\n")
 
 
 def _uncoloured(text: str) -> str:

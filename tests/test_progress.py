@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import io
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
 import time
 
 from launcher.console import Console, fit, rate_text
 from launcher.progress import Event, Transfer
+from tests.support.terminal import under_a_terminal
 
 # A transfer of 4 MiB in eight pieces, as the CLI's console draws it on stderr.
 TRANSFER = """
@@ -34,34 +33,10 @@ COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _under_a_terminal(code: str, env: dict[str, str]) -> str:
-    """What ``python -c CODE`` shows in a terminal (a pseudo-terminal, 120 columns)."""
-    fd, child = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        env={**env, "TERM": "xterm-256color", "COLUMNS": "120"},
+    """What ``python -c CODE`` shows in a terminal (120 columns)."""
+    return under_a_terminal(
+        [sys.executable, "-c", code], {**env, "TERM": "xterm-256color"}, columns=120
     )
-    os.close(child)
-    seen = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 1)
-        if not ready:
-            if process.poll() is not None:
-                break
-            continue
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    assert process.wait(timeout=30) == 0, seen
-    os.close(fd)
-    return seen.decode()
 
 
 def _env(**extra: str) -> dict[str, str]:

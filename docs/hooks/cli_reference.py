@@ -16,6 +16,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 MARKER = "<!-- cli-reference -->"
 COLUMNS = "100"
@@ -25,19 +26,11 @@ CLEARED = ("LAUNCHER_STACK", "LAUNCHER_IMAGE", "FORCE_COLOR", "PYTHON_COLORS")
 
 @contextlib.contextmanager
 def _plain_environment() -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in (*CLEARED, "COLUMNS", "NO_COLOR")}
-    try:
+    """COLUMNS and NO_COLOR set, CLEARED unset; the environment as it was afterwards."""
+    with mock.patch.dict(os.environ, {"COLUMNS": COLUMNS, "NO_COLOR": "1"}):
         for name in CLEARED:
             os.environ.pop(name, None)
-        os.environ["COLUMNS"] = COLUMNS
-        os.environ["NO_COLOR"] = "1"
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _subcommands(top: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
