@@ -44,6 +44,9 @@ RETRY_ON_HOST_LOSS = (
     # the main node's prelude, which ends it with NODE_LOST_EXIT (launcher.prelude).
     {"onStatusReason": "Host EC2*", "action": "RETRY"},
     {"onExitCode": str(prelude.NODE_LOST_EXIT), "action": "RETRY"},
+    # A node's health or fabric check found its host bad: try again, elsewhere (the stack's
+    # node replacer takes the instance out of the pool).
+    {"onExitCode": str(prelude.BAD_HOST_EXIT), "action": "RETRY"},
     # An application failure is not.
     {"onReason": "*", "action": "EXIT"},
 )

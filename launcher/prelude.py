@@ -44,6 +44,11 @@ EFA_REQUIRED_EXIT = 78  # EX_CONFIG: the image cannot do what the job asked
 CONTRACT = "docs/jobs.md, 'The base image contract'"  # where a failed check sends the user
 ARGV0 = "launcher"  # the script's $0: how it knows it runs as the command it was given
 NODE_LOST_EXIT = 75  # EX_TEMPFAIL: a node was lost; the job's retry rules try again
+# This host is bad (a GPU or EFA device missing, an uncorrected ECC error, fewer NICs than the
+# type has): the job's retry rules try again, and the stack's node replacer (infra) drains and
+# terminates the instance so the retry lands elsewhere. Outside sysexits' 64-78 and below 126,
+# so no shell, signal or library gives it another meaning.
+BAD_HOST_EXIT = 79
 MONITOR_DIR = "/tmp/launcher-monitor"
 HEARTBEAT_SECONDS = 5
 LOST_AFTER_SECONDS = 30  # a worker silent this long is lost (a dead host sends no FIN)

@@ -168,6 +168,7 @@ def test_retry_on_node_loss_only_and_timeout():
         "evaluateOnExit": [
             {"onStatusReason": "Host EC2*", "action": "RETRY"},
             {"onExitCode": "75", "action": "RETRY"},
+            {"onExitCode": "79", "action": "RETRY"},
             {"onReason": "*", "action": "EXIT"},
         ],
     }
