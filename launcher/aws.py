@@ -305,6 +305,20 @@ class Aws:
         ]
         return found
 
+    @_remote
+    def describe_tasks(self, cluster: str, tasks: list[str]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.client("ecs").describe_tasks(
+            cluster=cluster, tasks=tasks
+        )["tasks"]
+        return found
+
+    @_remote
+    def execute_command(self, request: dict[str, Any]) -> dict[str, Any]:
+        """ECS ExecuteCommand (``launcher.node_shell``): a Session Manager session into a
+        task's container, handed to the session-manager-plugin."""
+        response: dict[str, Any] = self.client("ecs").execute_command(**request)
+        return response
+
     # --- ECR --------------------------------------------------------------------------------
 
     @_remote
@@ -344,6 +358,15 @@ class Aws:
             .paginate(Filters=[{"Name": "group-id", "Values": [group_id]}])
         )
         return [rule for page in pages for rule in page["SecurityGroupRules"]]
+
+    @_remote
+    def capacity_reservation(self, reservation_id: str) -> dict[str, Any]:
+        """One Capacity Reservation (a Capacity Block is one: DescribeCapacityReservations)."""
+        found = self.client("ec2").describe_capacity_reservations(
+            CapacityReservationIds=[reservation_id]
+        )["CapacityReservations"]
+        reservation: dict[str, Any] = found[0]
+        return reservation
 
     # --- CloudWatch Logs --------------------------------------------------------------------
 
