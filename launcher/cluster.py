@@ -56,6 +56,7 @@ class ClusterInfo:
     pool_name: str
     pools: tuple[PoolInfo, ...]
     share_identifiers: tuple[str, ...]  # the fair-share policy's teams (PREFIX* a prefix)
+    ecs_exec: bool = False  # jobs start with ECS Exec on (launcher exec)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "internet_egress", Egress(self.internet_egress))
@@ -138,7 +139,8 @@ class ClusterInfo:
             if key.field is None:
                 continue
             try:
-                values[key.field] = key.parse(outputs[key.value])
+                text = outputs.get(key.value, key.absent)
+                values[key.field] = key.parse(outputs[key.value] if text is None else text)
             except ValueError as exc:
                 detail = str(exc) if str(exc).startswith("is ") else "is malformed"
                 raise UsageError(f"stack {stack_name}: output {key.value} {detail}") from None
@@ -174,7 +176,7 @@ def from_stack(stack: Mapping[str, Any]) -> ClusterInfo:
             f"stack {name} has output schema version {version}; this launcher reads "
             f"version {SCHEMA_VERSION}: {what}"
         )
-    missing = [k.value for k in OutputKey if k.value not in outputs]
+    missing = [k.value for k in OutputKey if k.value not in outputs and k.absent is None]
     if missing:
         raise UsageError(
             f"stack {name} is missing outputs {', '.join(missing)}; is it a cluster stack "

@@ -382,6 +382,7 @@ def container_properties(
         ]
     if spec.privileged:
         extra["privileged"] = True
+    extra |= exec_properties(cluster)
     return {
         "image": group.image if group and group.image else spec.image,
         "command": container_command(spec, gpus, group),
@@ -404,6 +405,16 @@ def container_properties(
         },
         **extra,
     }
+
+
+def exec_properties(cluster: ClusterInfo) -> dict[str, Any]:
+    """ECS Exec into the nodes (``launcher exec``) where the stack turned it on (its output
+    EcsExec; the job role then has the SSM messages permissions the container's agent needs).
+    ContainerProperties.enableExecuteCommand: "If true, execute command functionality is turned
+    on all the containers in the task" (botocore batch model); the ECS guide (ecs-exec.html)
+    recommends initProcessEnabled beside it, which every node has already. Off, the request and
+    so the definition's name (its content hash) are as they were before the setting existed."""
+    return {"enableExecuteCommand": True} if cluster.ecs_exec else {}
 
 
 def ulimits(spec: JobSpec) -> list[dict[str, Any]]:

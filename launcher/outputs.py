@@ -200,6 +200,9 @@ class OutputKey(str, enum.Enum):
     example: str  # a value the tests' fixture cluster uses, as the stack renders it
     parse: Callable[[str], Any]
     render: Callable[[Any], str]
+    # What a stack without this output means (None: the output is required). A key added
+    # within a schema version has one, so stacks deployed before it stay readable.
+    absent: str | None
 
     def __new__(
         cls,
@@ -209,11 +212,12 @@ class OutputKey(str, enum.Enum):
         example: str,
         parse: Callable[[str], Any] = str,
         render: Callable[[Any], str] = str,
+        absent: str | None = None,
     ) -> OutputKey:
         member = str.__new__(cls, key)
         member._value_ = key
         member.field, member.description, member.example = field, description, example
-        member.parse, member.render = parse, render
+        member.parse, member.render, member.absent = parse, render, absent
         return member
 
     def describe(self) -> str:
@@ -415,4 +419,15 @@ class OutputKey(str, enum.Enum):
         NONE,
         _identifiers,
         _words,
+    )
+    # Stacks deployed before this output have ECS Exec off: their job role lacks the
+    # ssmmessages permissions the container's SSM agent needs.
+    ECS_EXEC = (
+        "EcsExec",
+        "ecs_exec",
+        "Whether jobs start with ECS Exec on, for launcher exec (true or false)",
+        "false",
+        _boolean,
+        _render_boolean,
+        "false",
     )

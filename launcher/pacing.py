@@ -16,10 +16,18 @@ thread, each job followed) makes its calls through one ``Limiter``:
   rule; nobody is starved and nobody is favoured (a busy job's follower does not get more
   turns than a quiet one's, only more pages per turn it has asked for).
 - A throttled answer (``Throttled``) slows every caller in the process, since the quota it hit
-  is the account's: the spacing doubles with each throttle, up to ``Policy.ceiling``, jittered
-  over its upper half so that processes on other machines throttled at the same moment do not
-  come back in step (AWS Architecture Blog, "Exponential Backoff And Jitter"), and halves again
-  with each success. The throttled call is tried again in its turn.
+  is the account's, and the process slows as a TCP sender does (additive increase,
+  multiplicative decrease; Chiu and Jain, 1989): each throttle multiplies its call rate by
+  ``Policy.decrease`` (down to one call per ``Policy.ceiling``), and each success raises it
+  by ``Policy.recovery`` calls a second for every second that call's spacing allowed, back
+  to one per interval. Recovering by a step rather than by a factor is what lets processes
+  on several machines, which do not know of each other, settle under the account's quota
+  together: halving the spacing on each success (this module before) came back to full pace
+  in a few calls and met the quota again, so ten followers kept a sixth of their calls
+  throttled. Below full pace the spacing is jittered by ``Policy.jitter`` around its mean
+  (AWS Architecture Blog, "Exponential Backoff And Jitter"), so that processes throttled at
+  the same moment do not come back in step. The throttled call is tried again in its turn.
+  A process nobody throttles keeps its pace: one call per interval, no jitter.
 - A one-off read may start up to ``Policy.burst`` calls without waiting, from an allowance
   that refills at one call per interval and that every call draws on, so the process stays at
   one call a second on average; beyond the allowance a one-off read waits like a follower.
@@ -31,7 +39,6 @@ CloudWatch's quota".
 from __future__ import annotations
 
 import enum
-import math
 import random
 import threading
 import time
@@ -47,15 +54,23 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Policy:
-    interval: float = 1.0  # seconds from the end of one call to the start of the next
+    interval: float = 1.0  # seconds from the end of one call to the start of the next, at most
     ceiling: float = 30.0  # the longest spacing repeated throttling backs off to
+    decrease: float = 0.5  # a throttle multiplies the call rate by this
+    recovery: float = 0.01  # calls/s the rate regains per second of calls at it (see above)
+    jitter: float = 0.5  # below full pace, the spacing is its mean times 1 +- this
     burst: int = 4  # calls a one-off read may start at once: a 2-node job's logs take 3
     attempts: int = 5  # tries of one throttled call in a one-off read (a follower keeps trying)
 
     @property
-    def max_level(self) -> int:
-        """Throttles in a row after which the spacing is at its ceiling."""
-        return max(0, math.ceil(math.log2(self.ceiling / self.interval)))
+    def full(self) -> float:
+        """Calls a second at full pace, when nothing is throttled."""
+        return 1.0 / self.interval
+
+    @property
+    def floor(self) -> float:
+        """Calls a second after repeated throttling."""
+        return 1.0 / self.ceiling
 
 
 class Outcome(enum.Enum):
@@ -64,23 +79,25 @@ class Outcome(enum.Enum):
     FAILED = "failed"  # any other error: no evidence either way about the quota
 
 
-def next_level(policy: Policy, level: int, outcome: Outcome) -> int:
-    """Throttles in a row, net of successes, after a call ended with ``outcome``."""
+def next_rate(policy: Policy, rate: float, outcome: Outcome) -> float:
+    """The call rate (calls a second) after a call at ``rate`` ended with ``outcome``: cut by
+    the decrease factor when throttled, raised by ``recovery / rate`` when it succeeded (a
+    call a spacing apart: ``recovery`` calls a second per second, as TCP's window grows by
+    one segment a round trip), within [floor, full]."""
     if outcome is Outcome.THROTTLED:
-        return min(level + 1, policy.max_level)
+        return max(policy.floor, rate * policy.decrease)
     if outcome is Outcome.OK:
-        return max(level - 1, 0)
-    return level
+        return min(policy.full, rate + policy.recovery / rate)
+    return rate
 
 
-def spacing(policy: Policy, level: int, draw: float) -> float:
-    """Seconds from the end of a call to the start of the next, at throttle ``level``, with
-    ``draw`` in [0, 1): the interval when nothing is throttled; otherwise interval * 2**level,
-    capped at the ceiling, jittered over its upper half, and never below the interval."""
-    if level <= 0:
+def spacing(policy: Policy, rate: float, draw: float) -> float:
+    """Seconds from the end of a call to the start of the next at ``rate``, with ``draw`` in
+    [0, 1): the interval at full pace; below it 1/rate, jittered by +-``jitter`` of itself
+    (its mean unchanged), never below the interval."""
+    if rate >= policy.full:
         return policy.interval
-    top: float = min(policy.ceiling, policy.interval * 2**level)  # int ** int is Any to mypy
-    return max(policy.interval, top * (1.0 + draw) / 2.0)
+    return max(policy.interval, (1.0 + policy.jitter * (2.0 * draw - 1.0)) / rate)
 
 
 class Limiter:
@@ -102,15 +119,16 @@ class Limiter:
         self._queue: deque[object] = deque()  # callers waiting for their turn, in order
         self._busy = False  # a paced call is under way
         self._next = 0.0  # when the next paced call may start
-        self._level = 0
+        self._rate = self.policy.full
         self._allowance = float(self.policy.burst)
         self._refilled = clock()
         self.calls = 0  # calls started, retries included
         self.throttles = 0
 
     @property
-    def level(self) -> int:
-        return self._level
+    def rate(self) -> float:
+        """Calls a second the process allows itself now (``Policy.full`` unless throttled)."""
+        return self._rate
 
     @property
     def waiting(self) -> int:
@@ -147,7 +165,7 @@ class Limiter:
         refill = (now - self._refilled) / self.policy.interval
         self._allowance = min(float(self.policy.burst), self._allowance + refill)
         self._refilled = now
-        if self._level or self._allowance < 1.0:
+        if self._rate < self.policy.full or self._allowance < 1.0:
             return False
         self._allowance -= 1.0
         return True
@@ -187,11 +205,11 @@ class Limiter:
 
     def _release(self, paced: bool, outcome: Outcome) -> None:
         with self._cond:
-            self._level = next_level(self.policy, self._level, outcome)
+            self._rate = next_rate(self.policy, self._rate, outcome)
             if outcome is Outcome.THROTTLED:
                 self.throttles += 1
                 self._allowance = 0.0
-            gap = spacing(self.policy, self._level, self.draw())
+            gap = spacing(self.policy, self._rate, self.draw())
             self._next = max(self._next, self.clock() + gap)
             if paced:
                 self._busy = False

@@ -356,33 +356,14 @@ def test_refresh_is_due_first_while_unknown_periodically_and_when_lines_stop():
 # --- throttling: back off with jitter, recover, lose nothing ----------------------------------
 
 
-def test_spacing_backs_off_exponentially_within_its_bounds():
-    policy = pacing.Policy(interval=1.0, ceiling=30.0)
-    assert pacing.spacing(policy, 0, 0.99) == 1.0  # no jitter when nothing is throttled
-    assert [pacing.spacing(policy, level, 0.0) for level in range(1, 7)] == [
-        1.0,
-        2.0,
-        4.0,
-        8.0,
-        15.0,
-        15.0,
-    ]
-    for level in range(1, 8):
-        for draw in (0.0, 0.25, 0.5, 0.999):
-            assert 1.0 <= pacing.spacing(policy, level, draw) < min(30.0, 2.0**level)
-    assert pacing.spacing(policy, 2, 0.0) != pacing.spacing(policy, 2, 0.5)  # jittered
-    levels = [0]
-    for outcome in [pacing.Outcome.THROTTLED] * 7 + [pacing.Outcome.OK] * 6:
-        levels.append(pacing.next_level(policy, levels[-1], outcome))
-    assert levels == [0, 1, 2, 3, 4, 5, 5, 5, 4, 3, 2, 1, 0, 0]  # capped; one step per success
-    assert pacing.next_level(policy, 3, pacing.Outcome.FAILED) == 3
-
-
 def test_throttled_calls_back_off_with_jitter_for_every_caller_then_recover():
+    """The policy's arithmetic is tested in tests/test_pacing.py; here, that the limiter
+    applies it to the gaps between calls."""
     clock = Clock()
-    draws = iter([0.5, 0.25, 0.75, 0.5, 0.0, 0.0, 0.0, 0.0])
-    limiter = pacing.Limiter(clock=clock, sleep=clock.sleep, draw=lambda: next(draws))
-    answers = iter(["throttled"] * 3 + ["ok"] * 4)
+    draws = iter([0.5, 0.25, 0.75] + [0.5] * 100)
+    policy = pacing.Policy(recovery=0.05)
+    limiter = pacing.Limiter(policy, clock=clock, sleep=clock.sleep, draw=lambda: next(draws))
+    answers = iter(["throttled"] * 3 + ["ok"] * 100)
     sent: list[float] = []
 
     def page():
@@ -392,26 +373,19 @@ def test_throttled_calls_back_off_with_jitter_for_every_caller_then_recover():
         return "page"
 
     assert limiter.call(page) == "page"  # tried until it succeeded
-    for _ in range(3):
-        limiter.call(page)
     gaps = [b - a for a, b in itertools.pairwise(sent)]
-    # level 1: 2 * (1 + 0.5) / 2; level 2: 4 * 1.25 / 2; level 3: 8 * 1.75 / 2; then down
-    # one level per success: 4 * 1.5 / 2 ... 2 * 1 / 2 ... 1.
-    assert gaps == [1.5, 2.5, 7.0, 3.0, 1.0, 1.0]
-    assert (limiter.throttles, limiter.level) == (3, 0)
-
-
-def test_a_one_off_read_gives_up_after_its_attempts():
-    clock = Clock()
-    limiter = pacing.Limiter(pacing.Policy(attempts=5), clock=clock, sleep=clock.sleep)
-
-    def page():
-        raise Throttled("AWS FilterLogEvents failed: ThrottlingException: Rate exceeded")
-
-    with pytest.raises(Throttled) as raised:
-        limiter.call(page, burst=True, attempts=5)
-    assert limiter.calls == 5 and raised.value.exit_code == 1
-    assert clock.now >= 1 + 2 + 4 + 8 - 4  # waited, with jitter, between the tries
+    # The rate halves per throttle (1/2, 1/4, 1/8 calls a second), each gap 1/rate jittered
+    # by +-50%: 2 * 1, 4 * 0.75, 8 * 1.25.
+    assert gaps == [2.0, 3.0, 10.0]
+    assert (limiter.throttles, limiter.rate) == (3, 0.125 + 0.05 / 0.125)
+    while limiter.rate < policy.full:
+        limiter.call(page)
+    # Back to a call a second by steps, not at once: 0.525, 0.62, ... calls a second.
+    gaps = [b - a for a, b in itertools.pairwise(sent)][3:]
+    assert gaps[0] == pytest.approx(1 / 0.525) and len(gaps) > 5
+    assert gaps == sorted(gaps, reverse=True) and gaps[-1] > 1.0
+    limiter.call(page)
+    assert sent[-1] - sent[-2] == 1.0  # full pace again, no jitter
 
 
 def test_nothing_is_lost_or_repeated_across_throttling():
