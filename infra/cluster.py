@@ -43,14 +43,15 @@ from launcher.outputs import SCHEMA_VERSION, OutputKey
 # What SSM Agent needs for Session Manager, and no more: the statement of AWS's managed policy
 # for exactly that (AWSCloud9SSMInstanceProfile, AWS managed policy reference; Systems Manager
 # user guide, getting-started-create-iam-instance-profile.html, "permissions for Session
-# Manager only"). It reads nothing.
-SESSION_MANAGER = (
-    "ssm:UpdateInstanceInformation",
+# Manager only"). It reads nothing. The ssmmessages channels are also what ECS Exec's agent in
+# a job container opens (ecs_exec).
+SSM_MESSAGES = (
     "ssmmessages:CreateControlChannel",
     "ssmmessages:CreateDataChannel",
     "ssmmessages:OpenControlChannel",
     "ssmmessages:OpenDataChannel",
 )
+SESSION_MANAGER = ("ssm:UpdateInstanceInformation", *SSM_MESSAGES)
 
 # The RUNNABLE reasons a queue may act on (Batch user guide,
 # job_stuck_in_runnable_time_limit_actions.html), by the setting that times each one.
@@ -250,6 +251,13 @@ class ClusterStack(Stack):
         self.job_role = self._job_role(file_system, access_point)
         grant_buckets(self.job_role, config.data_locations)
         attach_managed_policies(self.job_role, config.job_role_policies)
+        if config.ecs_exec:
+            # The SSM agent ECS runs in each container opens its channels as the task role
+            # (ECS guide, ecs-exec.html, "IAM permissions required for ECS Exec": these four
+            # on "*"; ssmmessages has no resource types).
+            self.job_role.add_to_policy(
+                iam.PolicyStatement(actions=list(SSM_MESSAGES), resources=["*"])
+            )
 
         scheduling_policy = None
         if config.fair_share:
@@ -327,6 +335,7 @@ class ClusterStack(Stack):
             OutputKey.JOB_SECRETS: config.secret_grants,
             OutputKey.FSX_FILE_SYSTEM_ID: lustre.file_system.ref if lustre else None,
             OutputKey.ALLOW_PRIVILEGED: config.allow_privileged,
+            OutputKey.ECS_EXEC: config.ecs_exec,
             OutputKey.DEFAULT_POOL: config.default_pool,
             OutputKey.POOLS: self.to_json_string([p.describe() for p in self.pools.values()]),
             OutputKey.SHARE_IDENTIFIERS: tuple(config.share_weights),

@@ -283,6 +283,9 @@ class ClusterConfig:
     fsx_lustre: FsxLustre | None = None
     # Privileged containers (--privileged): off, and the nodes' ECS agent refuses them.
     allow_privileged: bool = False
+    # ECS Exec into running jobs (launcher exec): off, since anyone allowed ecs:ExecuteCommand
+    # in the account then gets a root shell in the job's container, with the job role's rights.
+    ecs_exec: bool = False
     # The pool the top-level keys (instance_type, max_nodes, efa, capacity_*, ...) describe,
     # where jobs go when none is named; its resources keep the single-pool stacks' ids.
     default_pool: str = "default"

@@ -50,6 +50,17 @@ _SESSION_MANAGER_ENDPOINTS = {
 }
 
 
+def exec_endpoints(config: ClusterConfig) -> dict[str, ec2.InterfaceVpcEndpointAwsService]:
+    """The endpoint ECS Exec (ecs_exec) needs without NAT: the SSM agent in each job container
+    opens its channels to ssmmessages ("If you are using interface Amazon VPC endpoints with
+    Amazon ECS, you must create the interface Amazon VPC endpoints for Systems Manager Session
+    Manager", ECS guide, ecs-exec.html). Session Manager to the nodes wants the same endpoint,
+    under the same name: one endpoint serves both, and each setting asks for it on its own."""
+    if not config.ecs_exec:
+        return {}
+    return {"SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES}
+
+
 def secret_endpoints(config: ClusterConfig) -> dict[str, ec2.InterfaceVpcEndpointAwsService]:
     """The endpoints the ECS agent reads jobs' secrets through, before a container starts.
 
@@ -226,6 +237,7 @@ class NetworkStack(Stack):
         endpoints = dict(_INTERFACE_ENDPOINTS)
         if not config.nat_gateway:
             endpoints.update(_SESSION_MANAGER_ENDPOINTS)
+            endpoints.update(exec_endpoints(config))
         endpoints.update(secret_endpoints(config))
         for name, service in endpoints.items():
             self.vpc.add_interface_endpoint(

@@ -241,6 +241,12 @@ UPDATES: dict[str, Update] = {
         "the nodes' ECS agent setting ECS_DISABLE_PRIVILEGED",
         example={"allow_privileged": True},
     ),
+    "ecs_exec": Update(
+        Effect.IN_PLACE,
+        "the job role's SSM messages permissions and the EcsExec output; jobs submitted from "
+        "then on start with ECS Exec on (a running job keeps what it started with)",
+        example={"ecs_exec": True},
+    ),
     # Pools: the default pool's resources keep the single-pool stacks' logical ids, so adding
     # pools to a deployed cluster adds resources and replaces none (tests/test_pools.py).
     "pools": Update(
