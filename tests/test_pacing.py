@@ -17,7 +17,7 @@ import random
 
 import pytest
 
-from devenv.quota import TokenBucket
+from devenv.quota import QuotaProxy, TokenBucket
 from launcher import pacing
 from launcher.errors import Throttled
 from tests.support.virtual_time import VirtualTime
@@ -140,3 +140,43 @@ def test_one_follower_alone_keeps_its_pace():
     # behind two DescribeJobs, a second apart.
     assert {round(g, 6) for g in gaps} == {1.05, 3.15}
     assert calls == len(starts) > 120 / 1.26  # ten polls per 12.6 s
+
+
+# --- the emulated quota ------------------------------------------------------------------------
+
+
+def test_the_emulated_quota_refuses_filter_log_events_beyond_it_as_cloudwatch_logs_does(
+    moto_server, monkeypatch
+):
+    """CloudWatch Logs refuses calls beyond a quota with ThrottlingException, HTTP 400
+    ("ThrottlingException: The request was denied due to request throttling. HTTP Status
+    Code: 400", CloudWatch Logs API reference, CommonErrors.html; botocore's logs model:
+    "The request was throttled because of quota limits."), and FilterLogEvents' quota is 5 a
+    second per account and Region (cloudwatch_limits_cwl.html). The proxy the benchmark puts
+    in front of moto answers so, and only FilterLogEvents; the launcher reads it as a
+    throttle, which is what its pacing responds to."""
+    from launcher.aws import Aws
+
+    logs = moto_server.client("logs")
+    group = "test-pacing-quota"  # the server is the session's: a name of this test's own
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="node-0")
+    proxy = QuotaProxy(moto_server.url, TokenBucket(rate=5.0, burst=5.0, clock=lambda: 0.0))
+    try:
+        for key, value in {**moto_server.env, "AWS_ENDPOINT_URL": proxy.url}.items():
+            monkeypatch.setenv(key, value)
+        aws = Aws()
+        for _ in range(5):  # the bucket's burst: time stands still, nothing refills
+            assert aws.filter_log_events(group, ["node-0"], None, None) == ([], None)
+        with pytest.raises(Throttled, match="ThrottlingException.*Rate exceeded.*5 calls"):
+            aws.filter_log_events(group, ["node-0"], None, None)
+        # Other calls are not under this quota.
+        found = aws.client("logs").describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+        assert [g["logGroupName"] for g in found] == [group]
+    finally:
+        proxy.stop()
+    assert [(s.operation, s.throttled) for s in proxy.seen] == [
+        *[("FilterLogEvents", False)] * 5,
+        ("FilterLogEvents", True),
+        ("DescribeLogGroups", False),
+    ]
