@@ -321,8 +321,9 @@ class Run(Command):
         parser.add_argument(
             "--efa",
             choices=[m.value for m in EfaMode],
-            help="auto: EFA devices, warn if the image lacks libfabric/aws-ofi-nccl; "
-            "require: fail the job instead; off: no EFA",
+            help="require: EFA devices, and a node whose image, devices or NCCL transport "
+            "fall short fails in seconds (default for multi-node jobs on a pool with EFA); "
+            "auto: warn instead (default for one node); off: no EFA",
         )
         parser.add_argument("--shm-size", help="/dev/shm size, e.g. 64g (default: 1/4 of memory)")
         parser.add_argument(

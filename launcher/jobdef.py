@@ -69,7 +69,7 @@ AWS_NCCL_INTERFACES = "^lo,docker,veth,ecs"
 
 def efa_environment(spec: JobSpec, cluster: ClusterInfo) -> dict[str, str]:
     """EFA/NCCL defaults for the node type; each can be overridden with ``--env``."""
-    if not spec.efa.on:
+    if spec.efa is None or not spec.efa.on:
         return {}
     env = {
         # Read by the prelude's userspace check (launcher.prelude).
@@ -119,10 +119,18 @@ def resolve_gpus(spec: JobSpec, cluster: ClusterInfo, group: NodeGroup | None = 
 
 def in_pool(spec: JobSpec, cluster: ClusterInfo) -> tuple[JobSpec, ClusterInfo]:
     """The pool the spec names (UsageError naming the pools there are), and the spec as it
-    runs there: ``--efa auto`` means EFA where the pool's nodes have it, so a job for a CPU
-    or small GPU pool needs no ``--efa off``; ``require`` stays a demand."""
+    runs there. Unset, EFA is the pool's: ``require`` for a multi-node job on a pool with EFA
+    (the fabric guard: a node on TCP or short of a NIC fails in seconds instead of training at
+    a fraction of the speed for days), ``auto`` for a one-node job there (its NCCL traffic
+    stays on the node), ``off`` on a pool without. ``--efa auto`` means EFA where the pool's
+    nodes have it, so a job for a CPU or small GPU pool needs no ``--efa off``; ``require``
+    stays a demand."""
     cluster = cluster.pool(spec.pool)
-    if spec.efa is EfaMode.AUTO and cluster.efa_interfaces == 0:
+    if spec.efa is None:
+        efa = cluster.efa_interfaces > 0
+        default = EfaMode.AUTO if spec.single_node else EfaMode.REQUIRE
+        spec = replace(spec, efa=default if efa else EfaMode.OFF)
+    elif spec.efa is EfaMode.AUTO and cluster.efa_interfaces == 0:
         spec = replace(spec, efa=EfaMode.OFF)
     return spec, cluster
 
@@ -132,7 +140,7 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
     construction."""
     spec, cluster = in_pool(spec, cluster)
     _validate_pool(spec, cluster)
-    if spec.efa.on and cluster.efa_interfaces == 0:
+    if spec.efa_on and cluster.efa_interfaces == 0:
         raise UsageError(
             f"--efa {spec.efa}: {cluster.stack_name} has no EFA interfaces "
             f"({cluster.instance_type}); use --efa off"
@@ -229,7 +237,7 @@ def _validate_container_settings(spec: JobSpec, cluster: ClusterInfo) -> None:
                 f"secrets under its job_secrets: {grants}"
             )
     memlock = next((u for u in spec.ulimits if u.name == "memlock"), None)
-    if spec.efa.on and memlock is not None and (memlock.soft, memlock.hard) != (-1, -1):
+    if spec.efa_on and memlock is not None and (memlock.soft, memlock.hard) != (-1, -1):
         raise UsageError(
             "--ulimit memlock: EFA pins the memory it registers, so memlock stays unlimited "
             "with EFA on (or pass --efa off)"
@@ -324,6 +332,8 @@ def environment(
         {
             "LAUNCHER_NNODES": str(spec.nodes),
             "LAUNCHER_GPUS_PER_NODE": str(gpus),
+            # Named in the prelude's health and fabric lines, to say which host fell short.
+            "LAUNCHER_INSTANCE_TYPE": cluster.instance_type,
             "LAUNCHER_MAIN_PORT": str(spec.rendezvous_port),
             "LAUNCHER_EFS": efs_path(spec),
         }
@@ -348,7 +358,7 @@ def container_properties(
 ) -> dict[str, Any]:
     gpus = resolve_gpus(spec, cluster, group)
     volumes, mount_points, devices = _volumes(spec, cluster)
-    if spec.efa.on:
+    if spec.efa_on:
         devices = [
             {
                 "hostPath": EFA_DEVICE.format(i),

@@ -35,8 +35,12 @@ class MountKind(str, enum.Enum):
 
 
 class EfaMode(str, enum.Enum):
+    """What a job asks of EFA. Unset (``JobSpec.efa`` None), the pool decides
+    (``launcher.jobdef.in_pool``): ``require`` for a multi-node job on a pool with EFA, ``auto``
+    for a one-node job there (NCCL stays on the node's NVLink), ``off`` elsewhere."""
+
     AUTO = "auto"  # EFA devices, a warning when the image lacks libfabric or aws-ofi-nccl
-    REQUIRE = "require"  # ... and the job fails instead of the warning
+    REQUIRE = "require"  # ... and the job fails instead: the fabric guard (launcher.prelude)
     OFF = "off"  # no EFA
 
     @property
@@ -165,7 +169,7 @@ class JobSpec:
     gpus_per_node: int | None = None  # None: every GPU of the instance
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[Mount, ...] = ()
-    efa: EfaMode = EfaMode.AUTO
+    efa: EfaMode | None = None  # None: the pool's default (EfaMode)
     shm_mib: int | None = None  # None: the instance's default
     timeout_seconds: int | None = None
     attempts: int = DEFAULT_ATTEMPTS
@@ -192,6 +196,11 @@ class JobSpec:
         return self.torchrun if self.restarts is None else self.restarts
 
     @property
+    def efa_on(self) -> bool:
+        """EFA devices asked for (decided: after ``launcher.jobdef.in_pool``)."""
+        return self.efa is not None and self.efa.on
+
+    @property
     def single_node(self) -> bool:
         """One node: a container job, not a one-node multi-node job."""
         return self.nodes == 1
@@ -210,7 +219,8 @@ class JobSpec:
             raise UsageError(f"--nodes {self.nodes}: a job needs at least 1 node")
         if not 1 <= self.attempts <= 10:
             raise UsageError(f"--retries {self.attempts}: allowed 1-10 (AWS Batch attempts)")
-        object.__setattr__(self, "efa", parse_efa(self.efa))  # or the flag's str
+        if self.efa is not None:
+            object.__setattr__(self, "efa", parse_efa(self.efa))  # or the flag's str
         if self.gpus_per_node is not None and self.gpus_per_node < 0:
             raise UsageError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
         if self.priority is not None and not 0 <= self.priority <= 9999:

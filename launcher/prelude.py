@@ -150,7 +150,48 @@ export PET_NNODES="${PET_NNODES:-$LAUNCHER_NNODES}" PET_NODE_RANK="${PET_NODE_RA
 export PET_MASTER_ADDR="${PET_MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" PET_MASTER_PORT="${PET_MASTER_PORT:-$LAUNCHER_MAIN_PORT}"
 """
 
+# Node health, before the command: the GPUs this node's container was given, as nvidia-smi
+# (which the NVIDIA container runtime mounts into every GPU container) sees them. A GPU that
+# fell off the bus, an uncorrected ECC error since the driver loaded, a page retirement or row
+# remap waiting for a reset: the host is bad, and the node ends with BAD_HOST_EXIT before the
+# command starts, so the job is tried again elsewhere (launcher.jobdef's retry rules; the
+# stack's node replacer takes the instance out of the pool).
+GPU_CHECK = f"""\
+_host="$(hostname 2>/dev/null)"; _node="node $LAUNCHER_NODE_RANK"
+_where="${{LAUNCHER_INSTANCE_TYPE:-}}${{_host:+${{LAUNCHER_INSTANCE_TYPE:+, }}host $_host}}"
+if [ -n "$_where" ]; then _node="$_node ($_where)"; fi
+_bad=""
+_bad_host() {{
+  echo "launcher: BAD HOST: $_node:$1: ending with exit code {BAD_HOST_EXIT} so that the job is tried again on another instance" >&2
+  exit {BAD_HOST_EXIT}
+}}
+if [ "${{LAUNCHER_GPUS_PER_NODE:-0}}" -gt 0 ] && [ "${{LAUNCHER_HEALTH:-on}}" != off ]; then
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "launcher: GPU check skipped on $_node: no nvidia-smi in the container (the NVIDIA runtime mounts it when NVIDIA_DRIVER_CAPABILITIES includes utility)" >&2
+  elif ! _gpus="$(nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1)"; then
+    _bad="; nvidia-smi failed: $(echo "$_gpus" | head -n 1)"
+  else
+    _seen=$(echo "$_gpus" | grep -c .)
+    _model="$(echo "$_gpus" | head -n 1 | cut -d, -f2- | sed 's/^ *//')"
+    if [ "$_seen" -lt "$LAUNCHER_GPUS_PER_NODE" ]; then _bad="; $_seen of $LAUNCHER_GPUS_PER_NODE GPUs visible"; fi
+    _ecc="no uncorrected ECC errors"
+    if _h="$(nvidia-smi --query-gpu=index,ecc.errors.uncorrected.volatile.total,retired_pages.pending --format=csv,noheader 2>/dev/null)"; then
+      _bad="$_bad$(echo "$_h" | awk -F', *' '$2 ~ /^[0-9]+$/ && $2 > 0 {{ printf "; GPU %s: %s uncorrected ECC errors", $1, $2 }}
+        $3 == "Yes" {{ printf "; GPU %s: a page retirement is pending (needs a reboot)", $1 }}')"
+    else _ecc="ECC not reported by this driver"; fi
+    if _h="$(nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure --format=csv,noheader 2>/dev/null)"; then
+      _bad="$_bad$(echo "$_h" | awk -F', *' '$2 == "Yes" || $2 == "1" {{ printf "; GPU %s: a row remap is pending (needs a reset)", $1 }}
+        $3 == "Yes" || $3 == "1" {{ printf "; GPU %s: row remapping failed", $1 }}')"
+      _ecc="$_ecc, no pending or failed row remaps"
+    fi
+    if [ -z "$_bad" ]; then echo "launcher: GPUs healthy on $_node: $_seen/$LAUNCHER_GPUS_PER_NODE x $_model, $_ecc"; fi
+  fi
+  if [ -n "$_bad" ]; then _bad_host "${{_bad#;}}"; fi
+fi
+"""
+
 EFA_CHECK = f"""\
+_guard=""
 if [ -n "${{LAUNCHER_EFA:-}}" ]; then
   _find() {{ for _d in $1; do for _n in $2; do
     if [ -e "$_d/$_n" ]; then echo "$_d/$_n"; return 0; fi; done; done; return 1; }}
@@ -174,52 +215,91 @@ if [ -n "${{LAUNCHER_EFA:-}}" ]; then
     esac; fi
   _devices=$(ls /dev/infiniband/ 2>/dev/null | grep -c '^uverbs')
   _want="${{LAUNCHER_EFA_DEVICES:-0}}"
-  if [ "$_devices" -lt "$_want" ]; then _missing="$_missing; $_devices of $_want EFA devices visible"; fi
+  _short=""
+  if [ "$_devices" -lt "$_want" ]; then _short="$_devices of $_want EFA devices visible"; fi
   _provider="not checked (no EFA device here)"
   if [ "$_devices" -gt 0 ] && [ -n "$_fabric" ]; then
     _fi="$(command -v fi_info || echo /opt/amazon/efa/bin/fi_info)"
     if [ ! -x "$_fi" ]; then _provider="present, not verified (no fi_info)"
     elif "$_fi" -p efa -t FI_EP_RDM >/dev/null 2>&1; then _provider="usable (fi_info -p efa)"
     else _missing="$_missing; libfabric has no usable efa provider (fi_info -p efa failed)"; fi; fi
-  if [ -z "$_missing" ]; then
-    echo "launcher: EFA ready: $_devices/$_want devices, libfabric $_fabric (efa provider $_provider), aws-ofi-nccl $_plugin$_notes"
-  elif [ "$LAUNCHER_EFA" = require ]; then
-    echo "launcher: EFA ERROR:${{_missing#;}}: failing the job (--efa require); see {CONTRACT}" >&2
+  if [ "${{AWS_BATCH_CE_NAME:-}}" = local ] && [ "$_want" = 0 ]; then
+    # A rehearsal has no EFA: TCP is expected, whatever --efa says; what the image lacks
+    # would matter on AWS.
+    if [ -z "$_missing" ]; then
+      echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; the image has libfabric and aws-ofi-nccl for AWS"
+    else
+      echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; on AWS this image would fall back to TCP too:${{_missing#;}} (see {CONTRACT})"
+    fi
+  elif [ "$LAUNCHER_EFA" = require ] && [ -n "$_missing" ]; then
+    # The image: it would fail the same way on every host, so the job is not tried again.
+    echo "launcher: EFA ERROR on $_node:${{_missing#;}}${{_short:+; $_short}}: failing the job (--efa require); see {CONTRACT}" >&2
     exit {EFA_REQUIRED_EXIT}
-  elif [ "${{AWS_BATCH_CE_NAME:-}}" = local ] && [ "$_want" = 0 ]; then
-    # A rehearsal has no EFA: TCP is expected; what the image lacks would matter on AWS.
-    echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; on AWS this image would fall back to TCP too:${{_missing#;}} (see {CONTRACT})"
+  elif [ "$LAUNCHER_EFA" = require ] && [ -n "$_short" ]; then
+    _bad_host " $_short (the instance type has $_want)"
+  elif [ -z "$_missing$_short" ]; then
+    echo "launcher: EFA ready: $_devices/$_want devices, libfabric $_fabric (efa provider $_provider), aws-ofi-nccl $_plugin$_notes"
+    # After NCCL starts, its transport and NIC count are checked too (NCCL_WATCH).
+    if [ "$LAUNCHER_EFA" = require ] && [ "$_want" -gt 0 ]; then _guard="$_want"; fi
   else
-    echo "launcher: EFA WARNING:${{_missing#;}}: NCCL will fall back to TCP sockets, not EFA; see {CONTRACT}" >&2
+    echo "launcher: EFA WARNING:${{_missing#;}}${{_short:+; $_short}}: NCCL will fall back to TCP sockets, not EFA; see {CONTRACT}" >&2
   fi
 fi
 """
 
 # Forward NCCL's WARN lines and one transport line per node from the per-process debug files.
+# The fabric guard (``_guard``, set by EFA_CHECK for ``--efa require`` on a node with EFA
+# devices): once NCCL names its network, TCP sockets, another libfabric provider than efa, or
+# fewer NICs than the type has end the command within seconds (the scan runs every second)
+# instead of training at a fraction of the speed for days. Sockets or another provider are the
+# image's or the job's settings (EFA_REQUIRED_EXIT: not tried again); fewer NICs, with every
+# device present, is the host (BAD_HOST_EXIT). aws-ofi-nccl's line is "Selected Provider is %s
+# (found %d nics)" before 1.14 and "Selected provider is %s, fabric is %s (found %d nics)" since
+# (aws/aws-ofi-nccl, src/nccl_ofi_net.cpp); NCCL's own is "Using network %s" (src/init.cc).
 NCCL_WATCH = f"""\
-_watch=""
+_watch=""; _nccl=""
 case "${{NCCL_DEBUG_FILE:-}}" in {NCCL_LOG_DIR}/*)
-  mkdir -p {NCCL_LOG_DIR}/.seen
+  _nccl=1; _seen={NCCL_LOG_DIR}/.seen
+  mkdir -p "$_seen"; rm -f "$_seen/verdict"
+  _verdict() {{
+    [ -e "$_seen/verdict" ] && return 0
+    echo "$1 $2" > "$_seen/verdict"
+    kill -TERM "$_child" 2>/dev/null
+    ( sleep 5; kill -KILL "$_child" 2>/dev/null ) &
+  }}
   _nccl_scan() {{
     for _f in {NCCL_LOG_DIR}/*.log; do
       [ -f "$_f" ] || continue
-      _s="{NCCL_LOG_DIR}/.seen/${{_f##*/}}"; _old=$(cat "$_s" 2>/dev/null || echo 0)
+      _s="$_seen/${{_f##*/}}"; _old=$(cat "$_s" 2>/dev/null || echo 0)
       _new=$(wc -l < "$_f"); [ "$_new" -gt "$_old" ] || continue
       tail -n "+$((_old + 1))" "$_f" | head -n "$((_new - _old))" > "$_s.chunk"
       echo "$_new" > "$_s"
       grep ' NCCL WARN ' "$_s.chunk"
-      if [ ! -e {NCCL_LOG_DIR}/.seen/network ]; then
+      if [ ! -e "$_seen/network" ]; then
         _net="$(grep -o 'Using network .*' "$_s.chunk" | head -n 1)"
         if [ -n "$_net" ]; then
-          : > {NCCL_LOG_DIR}/.seen/network
+          : > "$_seen/network"
           case "$_net" in *Socket*) echo "launcher: NCCL ${{_net#Using }} (TCP sockets: EFA is NOT in use)";;
             *) echo "launcher: NCCL ${{_net#Using }}";; esac
         fi
       fi
+      if [ -n "$_guard" ]; then
+        _sel="$(grep -o 'Selected [Pp]rovider is [^ ,]*.*(found [0-9]* nics)' "$_s.chunk" | head -n 1)"
+        if [ -n "$_sel" ]; then
+          _prov="$(echo "$_sel" | sed 's/^Selected [Pp]rovider is \\([^ ,]*\\).*/\\1/')"
+          _nics="$(echo "$_sel" | sed 's/.*(found \\([0-9]*\\) nics)$/\\1/')"
+          if [ "$_prov" != efa ]; then _verdict {EFA_REQUIRED_EXIT} "aws-ofi-nccl chose libfabric's $_prov provider, not efa"
+          elif [ "$_nics" -lt "$_guard" ]; then _verdict {BAD_HOST_EXIT} "aws-ofi-nccl found $_nics of the $_guard EFA NICs the instance type has"
+          elif [ ! -e "$_seen/nics" ]; then
+            : > "$_seen/nics"; echo "launcher: fabric verified on $_node: NCCL on EFA, $_nics of $_guard NICs"
+          fi
+        fi
+        if grep -q 'Using network Socket' "$_s.chunk"; then
+          _verdict {EFA_REQUIRED_EXIT} "NCCL chose TCP sockets (Using network Socket), not EFA"
+        fi
+      fi
     done
-  }}
-  ( while :; do _nccl_scan; sleep 2; done ) &
-  _watch=$!;;
+  }};;
 esac
 """
 
@@ -343,13 +423,53 @@ if [ "${{LAUNCHER_RESTARTS:-}}" = on ] && [ "${{LAUNCHER_NNODES:-1}}" -gt 1 ]; t
 fi
 """
 
+# In a Capacity Block (launcher.capacity): at LAUNCHER_CHECKPOINT_AT (the block's end, less the
+# 30 minutes from which EC2 ends its instances, less --checkpoint-lead) the command is sent
+# LAUNCHER_CHECKPOINT_SIGNAL so that it can checkpoint; the job then resumes, on the next block
+# or the fallback pool, from LAUNCHER_CHECKPOINT_DIR. torchrun forwards no SIGUSR1 and dies of
+# it, so under torchrun (the command's first word) its children, the workers, get the signal
+# (found by their parent's pid in /proc/*/stat, whose fields after the ") " that ends the
+# process's name are its state and then its parent's pid). RUN starts `_checkpoint` beside
+# the command and ends it with the command.
+CHECKPOINT_TIMER = """\
+_timer=""
+if [ -n "${LAUNCHER_CHECKPOINT_AT:-}" ]; then
+  _timer=on
+  _hhmm() { printf '%02d:%02d' $(($1 % 86400 / 3600)) $(($1 % 3600 / 60)); }
+  _checkpoint() {
+    _cmd=$1; _first=$2; _end="${LAUNCHER_WINDOW_END:-0}"; _sig="${LAUNCHER_CHECKPOINT_SIGNAL:-USR1}"
+    _left=$((LAUNCHER_CHECKPOINT_AT - $(date +%s)))
+    if [ "$_left" -gt 0 ]; then sleep "$_left"; fi
+    kill -0 "$_cmd" 2>/dev/null || return 0
+    _pids="$_cmd"; _who="the command (pid $_cmd) so it can checkpoint"
+    if [ "${_first##*/}" = torchrun ]; then
+      _pids=""
+      for _st in /proc/[0-9]*/stat; do
+        _line="$(cat "$_st" 2>/dev/null)" || continue
+        set -- ${_line##*) }
+        if [ "${2:-}" = "$_cmd" ]; then _p="${_st#/proc/}"; _pids="$_pids ${_p%/stat}"; fi
+      done
+      _pids="${_pids# }"; _who="torchrun's workers (pids $_pids) so they can checkpoint"
+    fi
+    _when="Capacity Block ${LAUNCHER_CAPACITY_BLOCK:-} ends at $(_hhmm "$_end") UTC; EC2 ends its instances from $(_hhmm $((_end - 1800))) UTC"
+    if [ -z "$_pids" ]; then
+      echo "launcher: $_when: torchrun has no workers to send SIG$_sig to" >&2; return 0
+    fi
+    kill -s "$_sig" $_pids 2>/dev/null
+    echo "launcher: $_when: sent SIG$_sig to $_who" >&2
+  }
+fi
+"""
+
 # Run the command as a child (not exec) while the watcher or the node watch runs, so the last
 # lines are flushed and the outcome is read after the command ends; signals from Batch (via
 # the init process) are passed on.
 RUN = f"""\
-if [ -z "$_watch" ] && [ -z "$_monitor" ]; then exec "$@"; fi
+if [ -z "$_nccl" ] && [ -z "$_monitor" ] && [ -z "$_timer" ]; then exec "$@"; fi
 "$@" & _child=$!
+if [ -n "$_timer" ]; then _checkpoint "$_child" "$1" & _timer=$!; fi
 trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
+if [ -n "$_nccl" ]; then ( while :; do _nccl_scan; sleep 1; done ) & _watch=$!; fi
 if [ -n "$_monitor" ]; then
   if [ "$LAUNCHER_NODE_RANK" = 0 ]; then
     {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" "$LAUNCHER_MAIN_ADDR" & _mon=$!
@@ -359,7 +479,16 @@ if [ -n "$_monitor" ]; then
 fi
 wait "$_child"; _code=$?
 while kill -0 "$_child" 2>/dev/null; do wait "$_child"; _code=$?; done
-[ -n "$_watch" ] && {{ kill "$_watch" 2>/dev/null; _nccl_scan; }}
+if [ -n "$_timer" ]; then kill "$_timer" 2>/dev/null; fi
+if [ -n "$_watch" ]; then kill "$_watch" 2>/dev/null; _guard=""; _nccl_scan; fi
+if [ -s "${{_seen:-}}/verdict" ]; then
+  read -r _code _why < "$_seen/verdict"
+  if [ "$_code" = {BAD_HOST_EXIT} ]; then
+    echo "launcher: BAD HOST: $_node: $_why: ending with exit code {BAD_HOST_EXIT} so that the job is tried again on another instance" >&2
+  else
+    echo "launcher: EFA ERROR on $_node: $_why: failing the job (--efa require); see {CONTRACT}" >&2
+  fi
+fi
 if [ -n "$_monitor" ]; then
   if [ "$LAUNCHER_NODE_RANK" != 0 ]; then
     echo "$_code" > "$_monitor/exit"; _t=0
@@ -379,15 +508,29 @@ if [ -n "$_monitor" ]; then
       exit {NODE_LOST_EXIT}
     fi
     if [ -s "$_monitor/failed" ]; then
-      echo "launcher: node $(head -n 1 "$_monitor/failed" | cut -d' ' -f1) failed (exit code $(head -n 1 "$_monitor/failed" | cut -d' ' -f2)): the job stops" >&2
-      [ "$_code" = 0 ] && _code=1
+      read -r _wnode _wcode < "$_monitor/failed"
+      echo "launcher: node $_wnode failed (exit code $_wcode): the job stops" >&2
+      # A worker's bad host or misbuilt image decides the job's fate: the retry rules read
+      # the main node's code.
+      case "$_wcode" in {EFA_REQUIRED_EXIT}|{BAD_HOST_EXIT}) _code=$_wcode;; *) [ "$_code" = 0 ] && _code=1;; esac
     fi
   fi
 fi
 exit "$_code"
 #"""
 
-SCRIPT = REPARSE_GUARD + SECRETS + START_GATE + RENDEZVOUS + EFA_CHECK + NCCL_WATCH + MONITOR + RUN
+SCRIPT = (
+    REPARSE_GUARD
+    + SECRETS
+    + START_GATE
+    + RENDEZVOUS
+    + GPU_CHECK
+    + EFA_CHECK
+    + NCCL_WATCH
+    + MONITOR
+    + CHECKPOINT_TIMER
+    + RUN
+)
 
 
 def command(user_command: list[str] | tuple[str, ...]) -> list[str]:

@@ -274,7 +274,7 @@ def app_to_spec(app: AppDef, cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) ->
         image=main.image or "",
         nodes=first,
         mounts=tuple(dict.fromkeys(mounts)),
-        efa=parse_efa(_str(cfg, "efa") or EfaMode.AUTO),
+        efa=parse_efa(efa) if (efa := _str(cfg, "efa")) else None,
         attempts=attempts,
         share_id=_str(cfg, "share_id"),
         priority=int(cfg["priority"]) if cfg.get("priority") is not None else None,
@@ -360,7 +360,11 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             "(same repository path; $LAUNCHER_REGISTRY)",
         )
         opts.add(
-            "efa", type_=str, default=EfaMode.AUTO.value, help=" | ".join(m.value for m in EfaMode)
+            "efa",
+            type_=str,
+            default=None,
+            help=" | ".join(m.value for m in EfaMode)
+            + " (default: require for multi-node jobs on a pool with EFA, auto for one node)",
         )
         opts.add("port", type_=int, default=DEFAULT_RENDEZVOUS_PORT, help="rendezvous port")
         opts.add("local", type_=bool, default=False, help="run on the local Docker engine")

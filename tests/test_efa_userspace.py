@@ -15,6 +15,7 @@ import pytest
 from devenv.clusters import cluster_info
 from launcher import jobdef, local, prelude
 from launcher.jobspec import JobSpec, Mount
+from launcher.local.containers import CHECK_DEVICES_ENV
 from tests.conftest import ROOT
 from tests.support.processes import rendezvous_port
 
@@ -80,12 +81,16 @@ def test_an_image_without_the_userspace_gets_one_unmistakable_line(state, busybo
         assert "training" in lines(logs, node)
 
 
-def test_efa_require_fails_the_job_before_the_command_runs(state, busybox_base):
-    job, logs = run(busybox_base, "echo training", state, efa="require")
+def test_efa_require_fails_the_job_before_the_command_runs(state, busybox_base, monkeypatch):
+    """The default on an EFA pool; rehearsed with the pool's devices expected (a machine
+    without EFA otherwise expects none, and runs on TCP)."""
+    monkeypatch.setenv(CHECK_DEVICES_ENV, "1")
+    job, logs = run(busybox_base, "echo training", state)
     assert job.state == "FAILED"
     assert job.exit_code == prelude.EFA_REQUIRED_EXIT
     (error,) = [line for line in lines(logs) if line.startswith("launcher: EFA")]
-    assert error.startswith("launcher: EFA ERROR: no libfabric") and "--efa require" in error
+    assert error.startswith("launcher: EFA ERROR on node 0 (p4d.24xlarge, host ")
+    assert ": no libfabric" in error and "--efa require" in error
     assert "training" not in lines(logs)
 
 

@@ -70,9 +70,10 @@ def test_each_node_group_gets_its_own_image_command_gpus_and_variables():
     server, trainers = requests.register["nodeProperties"]["nodeRangeProperties"]
     common = NCCL | {
         "FI_EFA_USE_DEVICE_RDMA": "1",
-        "LAUNCHER_EFA": "auto",
+        "LAUNCHER_EFA": "require",
         "LAUNCHER_EFA_DEVICES": "32",
         "LAUNCHER_EFS": "/data",
+        "LAUNCHER_INSTANCE_TYPE": "p5.48xlarge",
         "LAUNCHER_FSX": "/lustre",
         "LAUNCHER_MAIN_PORT": "29500",
         "LAUNCHER_NNODES": "4",

@@ -69,10 +69,13 @@ def test_the_exit_code_and_signals_pass_through_the_watcher(nccl_dir):
     }
     assert run_dash(["sh", "-c", "exit 7"], env).returncode == 7
     process = subprocess.Popen(
-        [DASH or "dash", *prelude.command(["sleep", "30"])[1:]],
+        [DASH or "dash", *prelude.command(["sh", "-c", "echo started; exec sleep 30"])[1:]],
         env={"PATH": "/usr/bin:/bin", **env},
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    time.sleep(0.5)
+    assert process.stdout is not None and process.stdout.readline() == "started\n"
+    time.sleep(0.5)  # the shell sets its trap just after starting the command
     process.terminate()  # Batch (through the init process) sends SIGTERM to the shell
     assert process.wait(timeout=10) == 143  # the command got it and ended with it
 
@@ -206,8 +209,8 @@ def test_efa_require_fails_the_node_with_78_before_the_command(image):
     assert result.returncode == prelude.EFA_REQUIRED_EXIT == 78
     assert "trained" not in result.stdout
     assert result.stderr == (
-        "launcher: EFA ERROR: no aws-ofi-nccl plugin (libnccl-net-ofi.so or libnccl-net.so); 0 "
-        "of 4 EFA devices visible: failing the job (--efa require); see docs/jobs.md, 'The "
+        "launcher: EFA ERROR on node 0: no aws-ofi-nccl plugin (libnccl-net-ofi.so or "
+        "libnccl-net.so); 0 of 4 EFA devices visible: failing the job (--efa require); see docs/jobs.md, 'The "
         "base image contract'\n"
     )
 
@@ -232,24 +235,35 @@ def test_the_installers_paths_are_found_and_given_to_nccl(image):
 
 
 @pytest.mark.parametrize(
-    ("devices", "fi_info", "missing"),
+    ("devices", "fi_info", "code", "line"),
     [
-        (2, "exit 0", "2 of 4 EFA devices visible"),
-        (4, "exit 1", "libfabric has no usable efa provider (fi_info -p efa failed)"),
+        (
+            2,
+            "exit 0",
+            prelude.BAD_HOST_EXIT,
+            "launcher: BAD HOST: node 0: 2 of 4 EFA devices visible (the instance type has 4): "
+            "ending with exit code 79 so that the job is tried again on another instance",
+        ),
+        (
+            4,
+            "exit 1",
+            prelude.EFA_REQUIRED_EXIT,
+            "launcher: EFA ERROR on node 0: libfabric has no usable efa provider (fi_info -p efa "
+            "failed): failing the job (--efa require); see docs/jobs.md, 'The base image "
+            "contract'",
+        ),
     ],
 )
 def test_missing_devices_or_a_broken_provider_fail_a_required_check(
-    image, devices, fi_info, missing
+    image, devices, fi_info, code, line
 ):
     """Fewer uverbs devices than the node type has (LAUNCHER_EFA_DEVICES, from the job
-    definition), or a libfabric whose efa provider does not start, are what is missing."""
+    definition) is the host: the bad-host code, tried again elsewhere. A libfabric whose efa
+    provider does not start is the image: it would fail on every host, so it is not."""
     root = image(EFA_LIB, OFI_NCCL_LIB, devices=devices, fi_info=fi_info)
     result = run_efa_check(root, efa="require", want=4)
-    assert result.returncode == 78
-    assert efa_line(result) == (
-        f"launcher: EFA ERROR: {missing}: failing the job (--efa require); see docs/jobs.md, "
-        "'The base image contract'"
-    )
+    assert result.returncode == code
+    assert result.stderr.splitlines()[-1] == line
 
 
 def test_without_fi_info_the_provider_is_present_not_verified(image):

@@ -70,8 +70,11 @@ def test_a_container_job_keeps_what_a_node_of_a_gang_gets():
     env, gang_env = env_of(one), env_of(node)
     assert env["LAUNCHER_MAIN_ADDR"] == "127.0.0.1"  # host network mode: the rendezvous is here
     assert env["LAUNCHER_NNODES"] == "1" and gang_env["LAUNCHER_NNODES"] == "2"
-    assert {k: v for k, v in env.items() if k not in ("LAUNCHER_MAIN_ADDR", "LAUNCHER_NNODES")} == {
-        k: v for k, v in gang_env.items() if k != "LAUNCHER_NNODES"
+    # By default a gang's nodes require EFA (the fabric guard); one node only warns.
+    assert env["LAUNCHER_EFA"] == "auto" and gang_env["LAUNCHER_EFA"] == "require"
+    mine = ("LAUNCHER_MAIN_ADDR", "LAUNCHER_NNODES", "LAUNCHER_EFA")
+    assert {k: v for k, v in env.items() if k not in mine} == {
+        k: v for k, v in gang_env.items() if k not in mine
     }
     assert one["command"][:2] == ["/bin/sh", "-c"]  # the same prelude (no node watch: 1 node)
 

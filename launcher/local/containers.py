@@ -15,6 +15,7 @@ without CAP_NET_RAW and with no-new-privileges unless the job is privileged.
 from __future__ import annotations
 
 import enum
+import os
 import re
 import resource
 from datetime import datetime
@@ -79,6 +80,16 @@ def container_name(job_id: str, attempt: int, node: int) -> str:
     return f"efa-batch-{uuid[:12]}{f'-i{index}' if index else ''}-{attempt}-{node}"
 
 
+# A rehearsal setting: check the nodes as if on the pool's instances (the type's GPUs and EFA
+# devices expected) on a machine without them, to see the health check and fabric guard fail
+# with fake nvidia-smi and device files (docs/local-runs.md). Off: the prelude expects none.
+CHECK_DEVICES_ENV = "LAUNCHER_LOCAL_CHECK_DEVICES"
+
+
+def rehearse_devices() -> bool:
+    return os.environ.get(CHECK_DEVICES_ENV, "") not in ("", "0")
+
+
 def node_container(
     container: dict[str, Any],
     *,
@@ -137,9 +148,12 @@ def node_container(
         env["LAUNCHER_MAIN_PORT"] = str(main_port)
     if node != 0:  # as on Batch: only the workers are told where the main node is
         env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = "127.0.0.1"
-    if not infiniband and "LAUNCHER_EFA_DEVICES" in env:
+    if not infiniband and "LAUNCHER_EFA_DEVICES" in env and not rehearse_devices():
         # The devices are dropped here (warned about once): the prelude expects none.
         env["LAUNCHER_EFA_DEVICES"] = "0"
+    if not gpus and not rehearse_devices():
+        # No GPU is given to a local node here: the prelude's health check expects none.
+        env["LAUNCHER_GPUS_PER_NODE"] = "0"
     volumes: dict[str, dict[str, str]] = {}
     if secrets_file is not None:
         env[secret_values.FILE_ENV] = secret_values.CONTAINER_PATH
