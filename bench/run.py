@@ -8,12 +8,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import base_copy, first_build, images, launcher_calls, logs, synth
+from bench import base_copy, first_build, images, launcher_calls, logs, logs_quota, synth
 
 BENCHES = {
     "synth": synth.run,
     "launcher": launcher_calls.run,
     "logs": logs.run,
+    "logs_quota": logs_quota.run,
     "images": images.run,
     "first_build": first_build.run,
     "base_copy": base_copy.run,
