@@ -469,6 +469,7 @@ def patch_moto_models() -> None:
     get_template_as_deployed()
     batch_bulk_job_calls()
     batch_job_queue_snapshot()
+    ec2_capacity_reservations()
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
     # scales from zero holds it RUNNABLE. Jobs wait here until the caller runs them (run_job).
@@ -547,6 +548,53 @@ def patch_moto_models() -> None:
         return body
 
     BatchResponse.submitjob = submitjob  # type: ignore[method-assign]
+
+
+# Reservation id -> its DescribeCapacityReservations entry (see ec2_capacity_reservations).
+_CAPACITY_BLOCKS: dict[str, dict[str, Any]] = {}
+
+
+def capacity_block(reservation_id: str, start: float, end: float, state: str = "active") -> None:
+    """Play EC2's part: the account holds a Capacity Block with this window (seconds since the
+    epoch), as DescribeCapacityReservations shows it."""
+    import datetime
+
+    def moment(epoch: float) -> datetime.datetime:
+        return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc)
+
+    _CAPACITY_BLOCKS[reservation_id] = {
+        "CapacityReservationId": reservation_id,
+        "InstanceType": "p5.48xlarge",
+        "StartDate": moment(start),
+        "EndDate": moment(end),
+        "EndDateType": "limited",
+        "State": state,
+        "ReservationType": "capacity-block",
+    }
+
+
+def ec2_capacity_reservations() -> None:
+    # Gap: moto 5.2.5 has no Capacity Reservations at all: DescribeCapacityReservations is not
+    # an action of its EC2, and a Capacity Block is bought (PurchaseCapacityBlock), not
+    # created, so no call could make one. Answer it from the blocks ``capacity_block`` declares,
+    # with the members botocore's model gives CapacityReservation (StartDate, EndDate, State,
+    # ReservationType "capacity-block"); an id not declared is refused as EC2 refuses an
+    # unknown reservation (InvalidCapacityReservationId.NotFound).
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.responses import EC2Response
+
+    def describe(self: Any) -> ActionResult:  # a moto EC2Response
+        ids = self._get_param("CapacityReservationIds", []) or list(_CAPACITY_BLOCKS)
+        unknown = [i for i in ids if i not in _CAPACITY_BLOCKS]
+        if unknown:
+            raise EC2ClientError(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{unknown[0]}' does not exist",
+            )
+        return ActionResult({"CapacityReservations": [_CAPACITY_BLOCKS[i] for i in ids]})
+
+    EC2Response.describe_capacity_reservations = describe  # type: ignore[attr-defined]
 
 
 def _summary(job: Job) -> dict[str, Any]:

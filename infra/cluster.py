@@ -575,6 +575,7 @@ class ComputePool:
             "efa_interfaces": self.pool.efa_interfaces,
             "spot": self.pool.spot,
             "fallback": self.pool.fallback,
+            "capacity_block_id": self.config.capacity_block_id,
         }
 
     def _placement_group(self, config: ClusterConfig) -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from launcher import jobdef, jobspec
+from launcher import capacity, jobdef, jobspec
 from launcher.backend import Backend, newest_first
 from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
@@ -337,6 +337,7 @@ class Cluster:
         self._aws = aws
         self._copier = copier
         self._target = target
+        self._block: capacity.Lookup | None = None  # the pool's Capacity Block, once read
 
     @property
     def target(self) -> Target:
@@ -431,8 +432,43 @@ class Cluster:
         jobdef.validate(spec, self.info)
         return spec
 
-    def requests(self, spec: JobSpec) -> jobdef.Requests:
-        return jobdef.build(spec, self.info)
+    def requests(self, spec: JobSpec, progress: ProgressFn | None = None) -> jobdef.Requests:
+        """The RegisterJobDefinition and SubmitJob requests. In a Capacity Block's pool the
+        timeout is checked against the block's window (UsageError) and every node gets its end
+        in the submit's overrides (``launcher.capacity``): one call, the first time."""
+        requests = jobdef.build(spec, self.info)
+        pool = self.in_pool(spec.pool)
+        window = pool.window_for(spec, progress)
+        env = capacity.environment(spec, window) if window else {}
+        return capacity.timed(requests, env)
+
+    def block(self) -> capacity.Lookup | None:
+        """The Capacity Block this view's pool runs in, read once (one call); None: none."""
+        block_id = self.info.current_pool.capacity_block_id
+        if block_id is None:
+            return None
+        if self._block is None:
+            self._block = capacity.read(self.aws, block_id)
+        return self._block
+
+    def window_for(
+        self, spec: JobSpec, progress: ProgressFn | None = None
+    ) -> capacity.Window | None:
+        """The window of this view's Capacity Block while it has not ended (None: no block,
+        or its window could not be read: a warning says so); UsageError when the spec's
+        timeout reaches past it."""
+        found = self.block()
+        if found is None:
+            return None
+        if found.window is None:
+            say(progress)(
+                f"warning: Capacity Block {found.block_id}: {found.note}; the job's timeout is "
+                "not checked against its end and no checkpoint signal is set"
+            )
+            return None
+        now = time.time()
+        capacity.check_timeout(spec, found.window, now, self.info.pool_name)
+        return None if found.window.ended(now) else found.window
 
     # --- workspace images and bases ---------------------------------------------------------
 
@@ -582,7 +618,7 @@ class Cluster:
             stream_base=stream_base,
             compression=compression,
         )
-        document: dict[str, object] = dict(cluster.requests(spec).as_dict())
+        document: dict[str, object] = dict(cluster.requests(spec, progress).as_dict())
         copies = [b.plan for b in built if b.plan and b.plan.how is BaseHandling.COPY_JOB]
         if copies:  # what would move base layers, and where: the copy jobs' requests
             from launcher.image.build import target_repository
@@ -612,6 +648,7 @@ class Cluster:
         spec = self.spec(command, spec=spec, **options)  # all checks before any side effect
         cluster = self.in_pool(spec.pool)  # the pool's queue, nodes and platform
         cluster.check_after(spec)
+        cluster.window_for(spec)  # a timeout past the Capacity Block's end: refused here
         cluster.target.preflight(progress)
         spec = cluster.with_workspace(
             spec,
@@ -622,7 +659,7 @@ class Cluster:
             stream_base=stream_base,
             compression=compression,
         )
-        job = cluster.submit(cluster.requests(spec), progress=progress)
+        job = cluster.submit(cluster.requests(spec, progress), progress=progress)
         say(progress)(cluster.target.submitted(spec))
         return job
 

@@ -168,20 +168,24 @@ class Outputs(Command):
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        info = _cluster(args).info
+        cluster = _cluster(args)
+        info = cluster.info
         data = info.as_dict()
+        blocks = _capacity_blocks(cluster)
         if args.output == "json":
-            _print_json(data)
+            _print_json({**data, "capacity_windows": blocks})
             return 0
         del data["pools"]  # a table of their own
+        windows = {f"capacity ({pool})": window for pool, window in blocks.items()}
         if args.all:
-            _print_fields({**data, "internet": info.internet})
+            _print_fields({**data, "internet": info.internet, **windows})
         else:  # what a user needs to run a job; ARNs and ids are for --all
             _print_fields(
                 {
                     "stack": f"{info.stack_name} ({info.region})",
                     "images": info.repository_uri,
                     "internet": info.internet,
+                    **windows,
                 }
             )
         print()
@@ -190,6 +194,13 @@ class Outputs(Command):
         if not args.all:
             print("every value (ARNs, ids): launcher outputs --all")
         return 0
+
+
+def _capacity_blocks(cluster: Cluster) -> dict[str, str]:
+    """Each pool in a Capacity Block: the block and its window in words (one call each)."""
+    now = time.time()
+    found = {p.name: cluster.in_pool(p.name).block() for p in cluster.info.pools}
+    return {name: block.text(now) for name, block in found.items() if block is not None}
 
 
 def _print_fields(fields: dict[str, object]) -> None:
@@ -353,7 +364,24 @@ class Run(Command):
             action="store_true",
             help="root on the node (only where the stack sets allow_privileged)",
         )
-        parser.add_argument("--timeout", help="per-attempt limit, e.g. 90m (at least 60s)")
+        parser.add_argument(
+            "--timeout",
+            help="per-attempt limit, e.g. 90m (at least 60s; in a Capacity Block's pool, no later "
+            "than 30 min before the block ends, when EC2 starts ending its instances)",
+        )
+        parser.add_argument(
+            "--checkpoint-signal",
+            metavar="SIGNAL",
+            help="in a Capacity Block's pool: the signal the command (torchrun's workers with "
+            "--torchrun) gets before EC2 ends the block's instances: USR1 (default), USR2, INT, "
+            "TERM or HUP",
+        )
+        parser.add_argument(
+            "--checkpoint-lead",
+            metavar="DURATION",
+            help="how long before EC2 starts ending the block's instances the signal is sent "
+            "(default 10m)",
+        )
         parser.add_argument(
             "--retries",
             type=int,
@@ -442,6 +470,12 @@ class Run(Command):
             "tmpfs": tuple(jobspec.parse_tmpfs(t) for t in args.tmpfs),
             "privileged": args.privileged or None,
             "timeout_seconds": jobspec.parse_duration(args.timeout) if args.timeout else None,
+            "checkpoint_signal": (
+                jobspec.parse_signal(args.checkpoint_signal) if args.checkpoint_signal else None
+            ),
+            "checkpoint_lead_seconds": (
+                jobspec.parse_lead(args.checkpoint_lead) if args.checkpoint_lead else None
+            ),
             "attempts": args.retries,
             "share_id": args.share_id,
             "priority": args.priority,
@@ -639,7 +673,8 @@ class Status(Command):
     help = "print a job's state (one DescribeJobs call)"
     notes = (
         "A query: the exit status is 0 whatever the job's state (launcher wait JOB exits with "
-        "its result)."
+        "its result). For an unfinished job of the stack's pools that run in a Capacity Block, "
+        "the block's window too (two more calls: the stack, the block)."
     )
     examples = (
         'launcher status "$JOB"',
@@ -660,6 +695,7 @@ class Status(Command):
         waiting = job.waiting_for(info)
         nodes = job.lost_nodes(info)
         advice = explain(info)
+        block = _capacity_block_of(args, info)
         if args.output == "json":
             _print_json(
                 {
@@ -667,6 +703,7 @@ class Status(Command):
                     "waiting_for": waiting,
                     "lost_nodes": nodes,
                     "what_to_do": advice,
+                    "capacity_window": block,
                 }
             )
             return 0
@@ -677,9 +714,28 @@ class Status(Command):
             print(f"  waiting for: {waiting}")
         if nodes:
             print(f"  nodes: {nodes}")
+        if block:
+            print(f"  capacity: {block}")
         if advice:
             print(f"  what to do: {advice}")
         return 0
+
+
+def _capacity_block_of(args: argparse.Namespace, info: JobInfo) -> str | None:
+    """An unfinished AWS job's Capacity Block and its window in words, where the job is in a
+    pool of the stack (``--stack``) that runs in one; None otherwise, or when the stack cannot
+    be read (a job of another stack, or no access to it: status goes on without it)."""
+    from launcher.job import BackendName
+
+    if info.state.terminal or info.backend is not BackendName.AWS or not info.queue:
+        return None
+    try:
+        cluster = _cluster(args)
+    except LauncherError:
+        return None
+    pool = cluster.pool_of(info)
+    block = cluster.in_pool(pool).block() if pool else None
+    return block.text(time.time()) if block else None
 
 
 class Wait(Command):

@@ -154,6 +154,8 @@ KEYS = (
     "tmpfs",
     "efa",
     "timeout",
+    "checkpoint_signal",
+    "checkpoint_lead",
     "retries",
     "restarts",
     "torchrun",
@@ -192,6 +194,8 @@ _FLAG_KEYS = {
     "--env": "env",
     "--array": "array",
     "--after": "after",
+    "--checkpoint-signal": "checkpoint_signal",
+    "--checkpoint-lead": "checkpoint_lead",
 }
 
 
@@ -335,6 +339,12 @@ class _Reader:
         if "timeout" in data:
             timeout = self.string("timeout", data["timeout"])
             options["timeout_seconds"] = self.parsed("timeout", jobspec.parse_duration, timeout)
+        for key, option, parse_flag in (
+            ("checkpoint_signal", "checkpoint_signal", jobspec.parse_signal),
+            ("checkpoint_lead", "checkpoint_lead_seconds", jobspec.parse_lead),
+        ):
+            if key in data:
+                options[option] = self.parsed(key, parse_flag, self.string(key, data[key]))
         if "efa" in data:
             efa = data["efa"]
             # YAML reads an unquoted off as false (and on as true).

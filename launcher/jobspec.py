@@ -21,6 +21,12 @@ FSX_NODE_PATH = "/fsx"
 DEFAULT_FSX_PATH = "/fsx"
 DEFAULT_RENDEZVOUS_PORT = 29500
 DEFAULT_ATTEMPTS = 3
+# In a Capacity Block (launcher.capacity): the signal the command gets before EC2 ends the
+# block's instances, and how long before. Names only: a signal's number differs between
+# architectures for some signals, and a typo in a number would kill the command outright.
+CHECKPOINT_SIGNALS = ("USR1", "USR2", "INT", "TERM", "HUP")
+DEFAULT_CHECKPOINT_SIGNAL = "USR1"
+DEFAULT_CHECKPOINT_LEAD = 600  # seconds
 IMAGE_ENV = "LAUNCHER_IMAGE"  # the base image when none is given
 
 
@@ -190,6 +196,9 @@ class JobSpec:
     array_size: int | None = None
     after: tuple[Dependency, ...] = ()
     pool: str | None = None  # the stack's compute pool (its queue); None: the default pool
+    # In a Capacity Block: what the command is sent, this long before EC2 ends the instances.
+    checkpoint_signal: str = DEFAULT_CHECKPOINT_SIGNAL
+    checkpoint_lead_seconds: int = DEFAULT_CHECKPOINT_LEAD
 
     @property
     def restarts_on(self) -> bool:
@@ -221,6 +230,11 @@ class JobSpec:
             raise UsageError(f"--retries {self.attempts}: allowed 1-10 (AWS Batch attempts)")
         if self.efa is not None:
             object.__setattr__(self, "efa", parse_efa(self.efa))  # or the flag's str
+        object.__setattr__(self, "checkpoint_signal", parse_signal(self.checkpoint_signal))
+        if self.checkpoint_lead_seconds < 0:
+            raise UsageError(
+                f"--checkpoint-lead {self.checkpoint_lead_seconds}: must be 0 seconds or more"
+            )
         if self.gpus_per_node is not None and self.gpus_per_node < 0:
             raise UsageError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
         if self.priority is not None and not 0 <= self.priority <= 9999:
@@ -348,6 +362,20 @@ def parse_duration(text: str) -> int:
     if total < MIN_TIMEOUT_SECONDS:
         raise UsageError(f"--timeout {text!r}: AWS Batch needs at least 60 seconds")
     return total
+
+
+def parse_lead(text: str) -> int:
+    """``10m``, ``90s``, ``0`` -> seconds (``--checkpoint-lead``: no lower bound)."""
+    return _seconds(text, "--checkpoint-lead", "10m, 90s or 1h")
+
+
+def parse_signal(text: str) -> str:
+    """``USR1``, ``SIGUSR1``, ``usr1`` -> ``USR1`` (the name ``kill -s`` takes)."""
+    name = str(text).strip().upper().removeprefix("SIG")
+    if name not in CHECKPOINT_SIGNALS:
+        allowed = ", ".join(CHECKPOINT_SIGNALS)
+        raise UsageError(f"--checkpoint-signal {text!r}: allowed {allowed} (with or without SIG)")
+    return name
 
 
 def parse_since(text: str) -> int:

@@ -118,8 +118,14 @@ class PoolInfo:
     efa_interfaces: int
     spot: bool  # single-node jobs only: Batch runs no multi-node parallel job on Spot
     fallback: str | None  # the pool whose compute environment follows this one's in the queue
+    # The Capacity Block the pool launches into (its cr- id, or a group's ARN); stacks older
+    # than this field leave it out of the Pools output.
+    capacity_block_id: str | None = None
 
 
+# Fields an older stack's Pools output may lack, with the value they mean there. CDK's JSON of
+# the stack also leaves null values out (Stack.to_json_string).
+_OPTIONAL_POOL_FIELDS: dict[str, Any] = {"fallback": None, "capacity_block_id": None}
 _POOL_TYPES = {"max_nodes", "gpus_per_node", "vcpus_per_node", "memory_mib_per_node"}
 
 
@@ -130,8 +136,7 @@ def _pools(value: str) -> tuple[PoolInfo, ...]:
         raise ValueError("is not JSON") from None
     names = [f.name for f in fields(PoolInfo)]
     if isinstance(items, list):
-        # CDK's JSON of the stack leaves null values out (Stack.to_json_string).
-        items = [{"fallback": None, **i} if isinstance(i, dict) else i for i in items]
+        items = [{**_OPTIONAL_POOL_FIELDS, **i} if isinstance(i, dict) else i for i in items]
     if not isinstance(items, list) or not all(
         isinstance(i, dict) and sorted(i) == sorted(names) for i in items
     ):
@@ -173,6 +178,7 @@ EXAMPLE_POOLS = json.dumps(
             "efa_interfaces": 4,
             "spot": False,
             "fallback": None,
+            "capacity_block_id": None,
         },
         {
             "name": "cpu",
@@ -186,6 +192,7 @@ EXAMPLE_POOLS = json.dumps(
             "efa_interfaces": 0,
             "spot": True,
             "fallback": None,
+            "capacity_block_id": None,
         },
     ],
     separators=(",", ":"),
@@ -407,7 +414,7 @@ class OutputKey(str, enum.Enum):
         "Pools",
         "pools",
         "Every compute pool: name, queue, instance type, max nodes, GPUs, vCPUs, memory, EFA "
-        "interfaces, Spot, fallback (JSON)",
+        "interfaces, Spot, fallback, Capacity Block (JSON)",
         EXAMPLE_POOLS,
         _pools,
         _render_pools,

@@ -1,0 +1,199 @@
+"""A Capacity Block's window, and what a job in a pool that runs in one must respect.
+
+A Capacity Block for ML is capacity for a fixed window (its StartDate to its EndDate), and EC2
+ends its instances before the end: "Forty minutes before your Capacity Block reservation
+ends, you receive another EventBridge event that tells you that any instances running in the
+reservation will begin to terminate in 10 minutes" (EC2 user guide, capacity-blocks-monitor
+.html). So, for a job in such a pool:
+
+- its ``--timeout`` may not reach past that moment (``check_timeout``): a job killed by EC2
+  is not one Batch timed out, and a timeout that cannot be kept is a promise the launcher
+  should not accept. Refused, not capped: a capped timeout would change the job in silence.
+- every node learns the window's end and when to checkpoint (``environment``), per submit
+  (``timed``): job definitions are named by their content and reused (``launcher.jobdef``),
+  so a date in one would register a new definition with every submit. The prelude's timer
+  (``launcher.prelude.CHECKPOINT_TIMER``) sends the job's signal at LAUNCHER_CHECKPOINT_AT.
+
+Pure functions, and ``read``: one DescribeCapacityReservations call, whose refusal (no
+``ec2:DescribeCapacityReservations``, a throttle) is a note, never a failure of the command.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from launcher.errors import RemoteError, UsageError
+from launcher.jobdef import Requests
+from launcher.jobspec import MIN_TIMEOUT_SECONDS, JobSpec
+from launcher.waiting import duration_text
+
+if TYPE_CHECKING:
+    from launcher.aws import Aws
+
+# EC2 starts ending a block's instances this long before its EndDate (see above).
+EC2_LEAD_SECONDS = 30 * 60
+# States after which the block holds no capacity again (botocore ec2 CapacityReservationState).
+ENDED_STATES = frozenset({"expired", "cancelled", "failed", "payment-failed"})
+# What each node gets, in its submit's overrides (read by launcher.prelude).
+BLOCK_ENV = "LAUNCHER_CAPACITY_BLOCK"
+WINDOW_END_ENV = "LAUNCHER_WINDOW_END"  # seconds since the epoch
+SIGNAL_ENV = "LAUNCHER_CHECKPOINT_SIGNAL"
+CHECKPOINT_AT_ENV = "LAUNCHER_CHECKPOINT_AT"  # seconds since the epoch
+PERMISSION = "ec2:DescribeCapacityReservations"
+_DENIED = ("UnauthorizedOperation", "AccessDenied")  # EC2's code, and the generic one
+
+
+def is_group(block_id: str) -> bool:
+    """A group of Capacity Blocks is named by its ARN; a single block by its ``cr-`` id."""
+    return block_id.startswith("arn:")
+
+
+def clock(epoch: float) -> str:
+    """``2026-11-27 18:00 UTC``: a moment as people across time zones read it alike."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
+
+
+@dataclass(frozen=True)
+class Window:
+    """One Capacity Block: its id, StartDate and EndDate (seconds since the epoch), State."""
+
+    block_id: str
+    start: float
+    end: float
+    state: str
+
+    @classmethod
+    def of(cls, reservation: dict[str, Any]) -> Window:
+        """From a DescribeCapacityReservations entry (boto3 gives its dates as datetimes)."""
+
+        def epoch(value: datetime | str) -> float:
+            if isinstance(value, str):
+                value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return value.timestamp()
+
+        return cls(
+            reservation["CapacityReservationId"],
+            epoch(reservation["StartDate"]),
+            epoch(reservation["EndDate"]),
+            reservation.get("State", ""),
+        )
+
+    @property
+    def stop(self) -> float:
+        """When EC2 starts ending the block's instances."""
+        return self.end - EC2_LEAD_SECONDS
+
+    def ended(self, now: float) -> bool:
+        return self.state in ENDED_STATES or now >= self.end
+
+    def text(self, now: float) -> str:
+        """The window in words: ``active, 5h12m left``, ``starts in 3h00m``, ``ended``."""
+        if self.ended(now):
+            return f"ended ({clock(self.end)})"
+        if now < self.start:
+            return f"starts in {duration_text(self.start - now)} ({clock(self.start)})"
+        return f"active, {duration_text(self.end - now)} left (ends {clock(self.end)})"
+
+    def longest_timeout(self, now: float) -> int:
+        """The longest ``--timeout`` a job submitted now can keep: from now, or from the
+        block's start while it has not started, to when EC2 starts ending its instances."""
+        return int(self.stop - max(now, self.start))
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A pool's block as read: its window, or a note saying why there is none to show."""
+
+    block_id: str
+    window: Window | None = None
+    note: str | None = None
+
+    def text(self, now: float) -> str:
+        """``Capacity Block cr-...: active, 5h12m left (ends ...)``, or why it is not shown."""
+        window = self.window.text(now) if self.window else f"window not shown: {self.note}"
+        return f"Capacity Block {self.block_id}: {window}"
+
+
+def read(aws: Aws, block_id: str) -> Lookup:
+    """The block's window (one call); a note instead where it cannot be read."""
+    if is_group(block_id):
+        return Lookup(
+            block_id,
+            note="a group of Capacity Blocks; a job lands in whichever block has room when it "
+            "starts, so no one end applies to it before then",
+        )
+    try:
+        return Lookup(block_id, Window.of(aws.capacity_reservation(block_id)))
+    except RemoteError as exc:
+        if any(code in str(exc) for code in _DENIED):
+            return Lookup(block_id, note=f"this AWS identity may not call {PERMISSION}")
+        return Lookup(block_id, note=str(exc))
+
+
+def check_timeout(spec: JobSpec, window: Window, now: float, pool: str) -> None:
+    """UsageError when the job's timeout reaches past the moment EC2 starts ending the block's
+    instances (counted from now, or from the block's start if it has not started)."""
+    if spec.timeout_seconds is None or window.ended(now):
+        return
+    longest = window.longest_timeout(now)
+    if spec.timeout_seconds <= longest:
+        return
+    since = "from now" if now >= window.start else "from the block's start"
+    allowed = (
+        f"the longest timeout {since} is {duration_text(longest)}"
+        if longest >= MIN_TIMEOUT_SECONDS
+        else "too little is left of it for any timeout (AWS Batch needs 60s)"
+    )
+    raise UsageError(
+        f"--timeout {duration_text(spec.timeout_seconds)}: pool {pool} "
+        f"runs in Capacity Block {window.block_id}, which ends {clock(window.end)}; EC2 ends "
+        f"its instances from {clock(window.stop)}, so {allowed}"
+    )
+
+
+def environment(spec: JobSpec, window: Window) -> dict[str, str]:
+    """What every node of a job in the block gets (launcher.prelude's timer reads it)."""
+    return {
+        BLOCK_ENV: window.block_id,
+        WINDOW_END_ENV: str(int(window.end)),
+        SIGNAL_ENV: spec.checkpoint_signal,
+        CHECKPOINT_AT_ENV: str(int(window.stop) - spec.checkpoint_lead_seconds),
+    }
+
+
+def timed(requests: Requests, env: dict[str, str]) -> Requests:
+    """The requests with ``env`` in the SubmitJob's overrides: every node range's
+    (``nodeOverrides``) for a multi-node job, the container's (``containerOverrides``) for a
+    one-node job; beside what is there already (the node watch's token)."""
+    if not env:
+        return requests
+    entries = [{"name": k, "value": v} for k, v in sorted(env.items())]
+    submit = dict(requests.submit)
+    if "nodeOverrides" in submit:
+        ranges = submit["nodeOverrides"]["nodePropertyOverrides"]
+        submit["nodeOverrides"] = {
+            **submit["nodeOverrides"],
+            "nodePropertyOverrides": [
+                {
+                    **r,
+                    "containerOverrides": {
+                        **r.get("containerOverrides", {}),
+                        "environment": [
+                            *r.get("containerOverrides", {}).get("environment", []),
+                            *entries,
+                        ],
+                    },
+                }
+                for r in ranges
+            ],
+        }
+    else:
+        overrides = submit.get("containerOverrides", {})
+        submit["containerOverrides"] = {
+            **overrides,
+            "environment": [*overrides.get("environment", []), *entries],
+        }
+    return replace(requests, submit=submit)
