@@ -54,7 +54,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Policy:
-    interval: float = 1.0  # seconds from the end of one call to the start of the next, at most
+    interval: float = 1.0  # seconds from the end of one call to the start of the next, at least
     ceiling: float = 30.0  # the longest spacing repeated throttling backs off to
     decrease: float = 0.5  # a throttle multiplies the call rate by this
     recovery: float = 0.01  # calls/s the rate regains per second of calls at it (see above)
