@@ -131,6 +131,13 @@ def test_ten_followers_in_ten_processes_settle_under_the_account_quota(seed):
     assert gaps[len(gaps) // 2] < 2.0 and gaps[-1] < POLICY.ceiling
 
 
+def test_recovering_in_one_step_keeps_ten_followers_throttled():
+    """The same simulation discriminates: a success that restores full pace at once (as
+    halving the spacing per success nearly did) leaves a fifth of the calls throttled."""
+    calls, throttled, _ = follow(10, 600.0, seed=1, policy=pacing.Policy(recovery=1.0))
+    assert throttled / calls > 0.15
+
+
 def test_one_follower_alone_keeps_its_pace():
     """Nobody throttles it: a poll every second, as before the change, the same latency."""
     calls, throttled, [starts] = follow(1, 120.0, seed=1)
