@@ -8,7 +8,7 @@ that together they settle under it; one alone keeps its pace.
 
 The simulations run real ``Limiter``s in virtual time (tests/support/virtual_time.py)
 against ``devenv.quota.TokenBucket``, the emulated quota the benchmark puts in front of
-moto: an hour of ten followers in well under a second, the same every run.
+moto: ten minutes of ten followers in about half a second, the same every run.
 """
 
 from __future__ import annotations
