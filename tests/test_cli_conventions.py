@@ -31,7 +31,8 @@ LAUNCHER = shutil.which("launcher") or os.path.join(os.path.dirname(sys.executab
 JOB = "00000000-0000-0000-0000-000000000000"
 ESCAPE = "\x1b["
 # Commands that print data, and so take -o json (completion prints a script).
-DATA_COMMANDS = sorted(c.name for c in COMMANDS if c.name != "completion")
+# exec hands the terminal to the node's command: it prints no data of its own.
+DATA_COMMANDS = sorted(c.name for c in COMMANDS if c.name not in ("completion", "exec"))
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:

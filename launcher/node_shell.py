@@ -1,0 +1,228 @@
+"""``launcher exec``: a command, or a shell, in one node's container of a running job.
+
+Either backend hands the session to the tool that owns its protocol and the terminal: the
+local engine's to the docker CLI (``launcher.local.shell``), AWS's to the Session Manager
+plugin, after ECS ExecuteCommand, exactly as the AWS CLI's ``aws ecs execute-command`` does
+(aws/aws-cli, awscli/customizations/ecs/executecommand.py). The decisions (may this job be
+entered, which request, which argv) are pure functions; the rest is lookups and the hand-off.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from launcher.errors import LauncherError, UsageError
+from launcher.job import BackendName, JobInfo, JobState
+
+if TYPE_CHECKING:
+    from launcher.api import Job
+    from launcher.aws import Aws
+
+# No command: bash where the image has it, else sh (busybox, distroless-with-shell images).
+DEFAULT_COMMAND = (
+    "/bin/sh",
+    "-c",
+    "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi",
+)
+PLUGIN = "session-manager-plugin"
+NO_PLUGIN = (
+    f"launcher exec on AWS needs the Session Manager plugin ({PLUGIN}) on PATH, as aws ecs "
+    "execute-command does: install it from https://docs.aws.amazon.com/systems-manager/latest/"
+    "userguide/session-manager-working-with-install-plugin.html"
+)
+ECS_EXEC_OFF = (
+    "was submitted without ECS Exec: deploy the stack with -c ecs_exec=true "
+    "(docs/configuration.md) and submit the job again; until then, launcher logs {job} shows "
+    "its output"
+)
+
+
+def refusal(info: JobInfo, node: int) -> UsageError | None:
+    """Why ``node`` of this job cannot be entered now, in one line (None: it can)."""
+    job = info.job_id
+    if info.is_array:
+        return UsageError(
+            f"job {job} is an array job and runs nothing itself; enter a child: "
+            f"launcher exec {job}:K"
+        )
+    if not 0 <= node < info.nodes:
+        nodes = "one node, 0" if info.nodes == 1 else f"nodes 0-{info.nodes - 1}"
+        return UsageError(f"--node {node}: job {job} has {nodes}")
+    if info.state.terminal:
+        return UsageError(
+            f"job {job} has ended ({info.state}); nothing runs to enter: its output is in "
+            f"launcher logs {job}"
+        )
+    if info.state is not JobState.RUNNING:
+        return UsageError(
+            f"job {job} is {info.state}, not running yet; launcher status {job} says what it "
+            "waits for"
+        )
+    return None
+
+
+def node_refusal(job: str, node: int, state: str) -> UsageError | None:
+    """A running job's node that is not running itself (a worker that ended or has yet to
+    start)."""
+    if state == JobState.RUNNING.value:
+        return None
+    return UsageError(
+        f"node {node} of job {job} is {state}; its output is in launcher logs {job} --node {node}"
+    )
+
+
+def command_line(command: Sequence[str]) -> str:
+    """ExecuteCommand's ``command`` is one string, which the SSM agent in the container splits
+    with shlex (amazon-ssm-agent, agent/session/shell/shell_unix.go, StartPty:
+    ``shlex.Split(plugin.cmdContent)``, then exec without a shell): shlex.join keeps each
+    argument whole."""
+    return shlex.join(command)
+
+
+def execute_command_request(
+    cluster: str, task: str, container: str | None, command: Sequence[str]
+) -> dict[str, Any]:
+    """ECS ExecuteCommand's keyword arguments. ``interactive`` must be true: "Amazon ECS only
+    supports initiating interactive sessions" (ECS guide, ecs-exec.html)."""
+    request: dict[str, Any] = {
+        "cluster": cluster,
+        "task": task,
+        "interactive": True,
+        "command": command_line(command),
+    }
+    if container is not None:
+        request["container"] = container
+    return request
+
+
+def session_target(response: dict[str, Any], runtime_id: str) -> dict[str, str]:
+    """The plugin's target, as build_ssm_request_paramaters in the AWS CLI's
+    executecommand.py makes it: ``ecs:CLUSTER_TASK_RUNTIMEID``, cluster and task by their
+    names (the ARNs' last parts), the runtime id of the container the session entered."""
+    cluster = response["clusterArn"].split("/")[-1]
+    task = response["taskArn"].split("/")[-1]
+    return {"Target": f"ecs:{cluster}_{task}_{runtime_id}"}
+
+
+def plugin_argv(
+    response: dict[str, Any],
+    runtime_id: str,
+    region: str,
+    profile: str | None,
+    endpoint_url: str,
+) -> list[str]:
+    """The plugin's command line, in the AWS CLI's order (executecommand.py,
+    ExecuteCommandCaller.invoke): the session as JSON, the Region, "StartSession", the profile
+    ('' for none), the target as JSON, the ECS endpoint URL."""
+    return [
+        PLUGIN,
+        json.dumps(response["session"]),
+        region,
+        "StartSession",
+        profile or "",
+        json.dumps(session_target(response, runtime_id)),
+        endpoint_url,
+    ]
+
+
+@contextmanager
+def _user_signals_ignored() -> Iterator[None]:
+    """Ctrl-C, Ctrl-\\ and Ctrl-Z are the session's, not this process's (the AWS CLI's
+    compat.ignore_user_entered_signals, around the same plugin call)."""
+    kinds = (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP)
+    before = [signal.signal(kind, signal.SIG_IGN) for kind in kinds]
+    try:
+        yield
+    finally:
+        for kind, handler in zip(kinds, before, strict=True):
+            signal.signal(kind, handler)
+
+
+def _runtime_id(task: dict[str, Any], container: str) -> str:
+    for each in task.get("containers") or []:
+        if each.get("name") == container and each.get("runtimeId"):
+            return str(each["runtimeId"])
+    raise LauncherError(f"ECS: task {task.get('taskArn')} has no running container {container}")
+
+
+def _clusters(aws: Aws, queue: str) -> list[str]:
+    """The ECS clusters of the queue's compute environments, in the queue's order."""
+    found = aws.describe_job_queue(queue) or {}
+    order = sorted(found.get("computeEnvironmentOrder") or [], key=lambda e: e["order"])
+    names = [e["computeEnvironment"] for e in order]
+    environments = aws.describe_compute_environments(names) if names else []
+    return [e["ecsClusterArn"] for e in environments if e.get("ecsClusterArn")]
+
+
+def _find_task(aws: Aws, queue: str, task_arn: str) -> tuple[str, dict[str, Any]]:
+    """The cluster the task runs in, and its DescribeTasks entry: the job's compute
+    environments' clusters asked in turn (one, unless the queue falls back to another pool)."""
+    for cluster in _clusters(aws, queue):
+        tasks = aws.describe_tasks(cluster, [task_arn])
+        if tasks:
+            return cluster, tasks[0]
+    raise LauncherError(f"ECS: task {task_arn} is in no cluster of job queue {queue}")
+
+
+def aws_session(aws: Aws, job_id: str, node: int, command: Sequence[str]) -> int:
+    """ExecuteCommand into the node's task, then the plugin; its exit status."""
+    from launcher.batch import job_id_of, job_info
+
+    if shutil.which(PLUGIN) is None:  # before ExecuteCommand opens a session left unused
+        raise LauncherError(NO_PLUGIN)
+    found = aws.describe_jobs([job_id_of(job_id)])
+    if not found:
+        raise UsageError(f"job {job_id_of(job_id)}: no such job in this account and region")
+    job = found[0]
+    info = job_info(job)
+    if (refused := refusal(info, node)) is not None:
+        raise refused
+    detail = job
+    if "nodeProperties" in job:  # a multi-node job: each node is a job of its own, JOB#N
+        (detail,) = aws.describe_jobs([f"{info.job_id}#{node}"]) or [{}]
+        if (refused := node_refusal(info.job_id, node, str(detail.get("status")))) is not None:
+            raise refused
+    container = detail.get("container") or {}
+    if not container.get("enableExecuteCommand"):
+        raise UsageError(f"job {info.job_id} " + ECS_EXEC_OFF.format(job=info.job_id))
+    if not container.get("taskArn"):
+        raise UsageError(f"node {node} of job {info.job_id} has no task yet; try again shortly")
+    cluster, task = _find_task(aws, job["jobQueue"], container["taskArn"])
+    names = [c["name"] for c in task.get("containers") or []]
+    request = execute_command_request(
+        cluster, container["taskArn"], names[0] if len(names) == 1 else None, command
+    )
+    response = aws.execute_command(request)
+    client = aws.client("ecs")
+    argv = plugin_argv(
+        response,
+        _runtime_id(task, response["containerName"]),
+        client.meta.region_name,
+        aws.session._session.profile,  # the AWS CLI's session.profile: None unless named
+        client.meta.endpoint_url,
+    )
+    with _user_signals_ignored():
+        return subprocess.call(argv)
+
+
+def enter(job: Job, node: int, command: Sequence[str]) -> int:
+    """Run ``command`` (default: a shell) in node ``node`` of a running job, attached to this
+    terminal (or to plain pipes when stdin is not one); its exit status (on AWS, the plugin's).
+    UsageError, and nothing opened, for a job or node that is not running, or a job submitted
+    without ECS Exec."""
+    command = list(command) or list(DEFAULT_COMMAND)
+    if job.backend.name is BackendName.LOCAL:
+        from launcher.local.shell import local_session
+
+        return local_session(job.job_id, node, command)
+    from launcher.batch import BatchBackend
+
+    assert isinstance(job.backend, BatchBackend)
+    return aws_session(job.backend.aws, job.job_id, node, command)
