@@ -13,6 +13,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from botocore.stub import Stubber
@@ -428,9 +429,8 @@ def running(docker_engine, busybox_base, tmp_path_factory):
         "LAUNCHER_LOCAL_STATE": str(state),
         "AWS_REGION": "us-east-1",
     }
-    saved = {k: os.environ.get(k) for k in ("DOCKER_HOST", "LAUNCHER_LOCAL_STATE")}
-    os.environ.update({k: env[k] for k in saved})
-    try:
+    # LocalBackend and its Store read these from this process's environment.
+    with mock.patch.dict(os.environ, {k: env[k] for k in ("DOCKER_HOST", "LAUNCHER_LOCAL_STATE")}):
         requests = jobdef.build(
             _spec(
                 command=("sh", "-c", "sleep 600"),
@@ -448,12 +448,6 @@ def running(docker_engine, busybox_base, tmp_path_factory):
         yield job_id, env
         with contextlib.suppress(UsageError):  # the last test ended it
             local.LocalBackend().cancel(job_id)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def test_a_command_in_the_main_node_and_in_node_1(running):
