@@ -163,7 +163,7 @@ if [ -n "$_where" ]; then _node="$_node ($_where)"; fi
 _bad=""
 _bad_host() {{
   echo "launcher: BAD HOST: $_node:$1: ending with exit code {BAD_HOST_EXIT} so that the job is tried again on another instance" >&2
-  exit {BAD_HOST_EXIT}
+  _report {BAD_HOST_EXIT}; exit {BAD_HOST_EXIT}
 }}
 if [ "${{LAUNCHER_GPUS_PER_NODE:-0}}" -gt 0 ] && [ "${{LAUNCHER_HEALTH:-on}}" != off ]; then
   if ! command -v nvidia-smi >/dev/null 2>&1; then
@@ -234,7 +234,7 @@ if [ -n "${{LAUNCHER_EFA:-}}" ]; then
   elif [ "$LAUNCHER_EFA" = require ] && [ -n "$_missing" ]; then
     # The image: it would fail the same way on every host, so the job is not tried again.
     echo "launcher: EFA ERROR on $_node:${{_missing#;}}${{_short:+; $_short}}: failing the job (--efa require); see {CONTRACT}" >&2
-    exit {EFA_REQUIRED_EXIT}
+    _report {EFA_REQUIRED_EXIT}; exit {EFA_REQUIRED_EXIT}
   elif [ "$LAUNCHER_EFA" = require ] && [ -n "$_short" ]; then
     _bad_host " $_short (the instance type has $_want)"
   elif [ -z "$_missing$_short" ]; then
@@ -421,6 +421,15 @@ if [ "${{LAUNCHER_RESTARTS:-}}" = on ] && [ "${{LAUNCHER_NNODES:-1}}" -gt 1 ]; t
     _mport="$((LAUNCHER_MAIN_PORT + 1))"
   fi
 fi
+# A worker that ends before its command (a bad host, a misbuilt image) tells the main node's
+# watch its code at once, as its watch would have at the command's end: the main node then
+# ends with it, instead of waiting for the roll call.
+_report() {{
+  if [ -n "$_monitor" ] && [ "$LAUNCHER_NODE_RANK" != 0 ]; then
+    echo "$1" > "$_monitor/exit"
+    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor"
+  fi
+}}
 """
 
 # In a Capacity Block (launcher.capacity): at LAUNCHER_CHECKPOINT_AT (the block's end, less the
@@ -524,10 +533,10 @@ SCRIPT = (
     + SECRETS
     + START_GATE
     + RENDEZVOUS
+    + MONITOR
     + GPU_CHECK
     + EFA_CHECK
     + NCCL_WATCH
-    + MONITOR
     + CHECKPOINT_TIMER
     + RUN
 )

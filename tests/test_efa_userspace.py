@@ -100,11 +100,9 @@ def test_an_image_with_the_userspace_is_ready_and_nccl_can_find_the_plugin(state
     assert job.state == "SUCCEEDED"
     main = lines(logs)
     (ready,) = [line for line in main if line.startswith("launcher: EFA")]
-    assert ready == (
-        "launcher: EFA ready: 0/0 devices, libfabric /opt/amazon/efa/lib/libfabric.so.1 "
-        "(efa provider not checked (no EFA device here)), aws-ofi-nccl "
-        "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so, /opt/amazon/efa/lib put on "
-        "LD_LIBRARY_PATH, /opt/amazon/ofi-nccl/lib put on LD_LIBRARY_PATH, NCCL_NET_PLUGIN=ofi"
+    assert ready == (  # a machine without EFA: said so, and the image is ready for AWS
+        "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as "
+        "expected; the image has libfabric and aws-ofi-nccl for AWS"
     )
     # The image set neither: without them NCCL would never load the plugin.
     assert "LD=/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib PLUGIN=ofi" in main

@@ -17,19 +17,27 @@ retried), the node named, and the command's training never reached.
 from __future__ import annotations
 
 import io
+import sys
 import tarfile
 import time
+from dataclasses import replace
 
 import pytest
 
 from devenv.clusters import cluster_info
+from devenv.host_python import host_python_mounts
 from launcher import jobdef, local, prelude
 from launcher.jobspec import JobSpec
 from launcher.local.containers import CHECK_DEVICES_ENV
 from tests.support.processes import rendezvous_port
 
+FAKE_BIN = "/opt/fake/bin"  # not under /usr, which a test may bind from this machine
 FAKE_NVIDIA_SMI = """#!/bin/sh
-# Answers the prelude's three queries like nvidia-smi on a p4d.24xlarge (A100-SXM4-40GB).
+# Answers the prelude's three queries like nvidia-smi on a p4d.24xlarge (A100-SXM4-40GB);
+# with FAKE_NODE set, only that node has the fault.
+if [ -n "${FAKE_NODE:-}" ] && [ "$FAKE_NODE" != "${AWS_BATCH_JOB_NODE_INDEX:-0}" ]; then
+  unset FAKE_GPUS FAKE_ECC_GPU FAKE_REMAP_GPU
+fi
 n=${FAKE_GPUS:-8}; i=0
 while [ "$i" -lt "$n" ]; do
   case "$1" in
@@ -71,13 +79,12 @@ def gpu_image(docker_engine, busybox_base) -> str:
         _add(
             tar,
             "Dockerfile",
-            f"FROM {busybox_base}\nENV PATH=/usr/local/bin:/usr/bin:/bin\nCOPY opt /opt\n"
-            "COPY bin /usr/local/bin\n",
+            f"FROM {busybox_base}\nENV PATH={FAKE_BIN}:/usr/bin:/bin\nCOPY opt /opt\n",
         )
         for path in EFA_FILES:
             _add(tar, path, "")
-        _add(tar, "bin/nvidia-smi", FAKE_NVIDIA_SMI, 0o755)
-        _add(tar, "bin/fi_info", FAKE_FI_INFO, 0o755)
+        _add(tar, f"{FAKE_BIN[1:]}/nvidia-smi", FAKE_NVIDIA_SMI, 0o755)
+        _add(tar, f"{FAKE_BIN[1:]}/fi_info", FAKE_FI_INFO, 0o755)
     context.seek(0)
     tag = "fabric-guard:test"
     docker_engine.client().images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
@@ -101,7 +108,15 @@ def nccl(lines: tuple[str, ...], nics: int = 4) -> str:
     )
 
 
-def run(image: str, command: str, tmp_path, devices: int = 4, nodes: int = 2, **env: str):
+def run(
+    image: str,
+    command: str,
+    tmp_path,
+    devices: int = 4,
+    nodes: int = 2,
+    restarts: bool = False,
+    **env: str,
+):
     """Run the job with ``devices`` EFA device files; (job, node-and-line pairs, seconds)."""
     infiniband = tmp_path / "infiniband"
     infiniband.mkdir(exist_ok=True)
@@ -114,7 +129,14 @@ def run(image: str, command: str, tmp_path, devices: int = 4, nodes: int = 2, **
         nodes=nodes,
         env=tuple(env.items()),
         rendezvous_port=rendezvous_port(),
+        restarts=restarts,
+        attempts=1,  # 79 is retried (launcher.jobdef's rules); one attempt shows the fault
+        # The node watch is python3: this machine's, read-only (devenv.host_python).
+        mounts=host_python_mounts() if restarts else (),
     )
+    if restarts:
+        path = ("PATH", f"{FAKE_BIN}:{sys.prefix}/bin:/usr/bin:/bin")
+        spec = replace(spec, env=(*spec.env, path))
     requests = jobdef.build(spec, cluster_info())
     for group in requests.register["nodeProperties"]["nodeRangeProperties"]:
         container = group["container"]
@@ -200,6 +222,23 @@ def test_each_fault_ends_the_job_within_seconds_naming_the_node(
     assert "trained" not in [message for _, message in logs]
     if code == 79 and "NICs" not in found and "NCCL" not in found:
         assert "started" not in [message for _, message in logs]  # the command never ran
+
+
+def test_a_workers_bad_host_becomes_the_main_nodes_exit_code_under_the_node_watch(
+    state, gpu_image
+):
+    """Batch decides a multi-node job by its main node and does nothing when a child dies
+    (Batch user guide, job-lifecycle.html): the node watch ends the main node with the
+    worker's 79, which the retry rules try again."""
+    job, logs, seconds = run(
+        gpu_image, nccl(EFA_LINES), state, restarts=True, FAKE_GPUS="7", FAKE_NODE="1"
+    )
+    assert (job.state, job.exit_code) == ("FAILED", prelude.BAD_HOST_EXIT), logs
+    (bad,) = said(logs, 1, "launcher: BAD HOST: node 1 (p4d.24xlarge")
+    assert "7 of 8 GPUs visible" in bad
+    assert said(logs, 0, "launcher: node 1 failed (exit code 79): the job stops")
+    assert "trained" not in [message for _, message in logs]
+    assert seconds < 30
 
 
 def test_a_rehearsal_without_devices_runs_under_the_default_require(state, gpu_image, monkeypatch):

@@ -360,7 +360,7 @@ def test_a_file_and_its_flags_make_the_same_requests_on_the_emulated_stack(
     job = tmp_path / "job.yaml"
     job.write_text(
         FULL.replace("pool: default\n", "").replace("after: [abc-123]\n", "")
-        .replace("workspace: ws\n", "workspace: false\n").replace("efa: require", "efa: auto")
+        .replace("workspace: ws\n", "workspace: false\n")
         .replace("share_id: teamA\n", "").replace("priority: 10\n", "")
         .replace("secrets:\n  HF_TOKEN: team/hf-token\n", "")
         .replace("  - type=fsx,dst=/scratch\n", "")
