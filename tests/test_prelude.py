@@ -210,8 +210,8 @@ def test_efa_require_fails_the_node_with_78_before_the_command(image):
     assert "trained" not in result.stdout
     assert result.stderr == (
         "launcher: EFA ERROR on node 0: no aws-ofi-nccl plugin (libnccl-net-ofi.so or "
-        "libnccl-net.so); 0 of 4 EFA devices visible: failing the job (--efa require); see docs/jobs.md, 'The "
-        "base image contract'\n"
+        "libnccl-net.so); 0 of 4 EFA devices visible: failing the job (--efa require); see "
+        "docs/jobs.md, 'The base image contract'\n"
     )
 
 
