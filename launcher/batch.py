@@ -26,7 +26,8 @@ from launcher.job import (
     NodeStatus,
 )
 from launcher.jobdef import Requests, groups_of, node_ranges, resumption, watch_token
-from launcher.progress import ProgressFn
+from launcher.progress import Event, ProgressFn
+from launcher.replacements import replacement_lines
 from launcher.shapes import Dependency, is_single, parse_after
 from launcher.waiting import Capacity, Facts, Place, Watch, pending
 
@@ -118,6 +119,7 @@ def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> 
         array_index=array.get("index"),
         children={k: int(v) for k, v in (array.get("statusSummary") or {}).items()},
         depends_on=tuple(str(Dependency.from_batch(d)) for d in job.get("dependsOn") or []),
+        replacements=replacement_lines(job.get("tags")),
     )
 
 
@@ -315,6 +317,7 @@ class JobLogs:
         self.job: dict[str, Any] = {}
         self.group = ""
         self._checked = False
+        self._told: set[str] = set()  # replacement lines already said
 
     def state(self, call: Call) -> JobFacts:
         self.job = call(functools.partial(self.describe, self.job_id))
@@ -326,7 +329,12 @@ class JobLogs:
             )
         self.group = _log_group(self.job)
         if self.watch is not None:
-            self.watch.observe(job_info(self.job))
+            info = job_info(self.job)
+            self.watch.observe(info)
+            # A node the stack replaced after an attempt: said once, as the retry begins.
+            for line in (r for r in info.replacements if r not in self._told):
+                self._told.add(line)
+                self.watch.progress(Event(line))
         return JobFacts(
             state=self.job["status"],
             ended=JobState(self.job["status"]).terminal,

@@ -714,6 +714,8 @@ class Status(Command):
             print(f"  waiting for: {waiting}")
         if nodes:
             print(f"  nodes: {nodes}")
+        for line in info.replacements:  # the stack's node replacer (launcher.replacements)
+            print(f"  replaced: {line}")
         if block:
             print(f"  capacity: {block}")
         if advice:

@@ -88,6 +88,8 @@ class JobInfo:
     array_index: int | None = None
     children: dict[str, int] = field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
+    # The nodes whose instances the stack replaced after an attempt (launcher.replacements).
+    replacements: tuple[str, ...] = ()
 
     @property
     def is_array(self) -> bool:
