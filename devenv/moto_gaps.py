@@ -469,6 +469,8 @@ def patch_moto_models() -> None:
     get_template_as_deployed()
     batch_bulk_job_calls()
     batch_job_queue_snapshot()
+    event_pattern_arrays()
+    events_test_event_pattern()
     ec2_capacity_reservations()
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
@@ -656,13 +658,130 @@ def _node_record(parent: Job, index: int) -> dict[str, Any]:
     record: dict[str, Any] = parent.describe_short()
     record["jobId"] = f"{parent.job_id}#{index}"
     record["nodeDetails"] = {"nodeIndex": index, "isMainNode": index == 0}
-    if parent.status not in ("SUBMITTED", "PENDING", "RUNNABLE"):
+    if parent.status not in ("SUBMITTED", "PENDING", "RUNNABLE") or parent.attempts:
         record["container"] = {"logStreamName": node_stream(parent, index)}
         record["attempts"] = [
-            {"container": {"logStreamName": node_stream(parent, index, n + 1)}}
+            {
+                "container": {
+                    "logStreamName": node_stream(parent, index, n + 1),
+                    **_PLACED.get((parent.job_id, n + 1, index), {}),
+                }
+            }
             for n in range(len(parent.attempts))
         ]
     return record
+
+
+# (job id, attempt, node) -> the node's containerInstanceArn and exitCode in that attempt.
+_PLACED: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def end_attempt_on_hosts(
+    account: str,
+    region: str,
+    job_id: str,
+    hosts: dict[int, str],
+    exit_codes: dict[int, int],
+    *,
+    retry: bool,
+) -> None:
+    """Play the cluster's part for a started multi-node job: its attempt ran node N on the
+    container instance ``hosts[N]`` and each node ended with ``exit_codes[N]``; the job goes
+    back to RUNNABLE (a retry) or FAILS.
+
+    Gap: moto's attempts carry ``containerInstanceArn: "TBD"`` and no exit code, and its nodes
+    run nowhere. Batch's AttemptContainerDetail has both, for the job (the main node's) and for
+    each node's own record (JOB#N, see describe_jobs above).
+    """
+    import datetime
+
+    job = _job(account, region, job_id)
+    attempt = len(job.attempts)
+    for index, arn in hosts.items():
+        placed: dict[str, Any] = {"containerInstanceArn": arn}
+        if index in exit_codes:
+            placed["exitCode"] = exit_codes[index]
+        _PLACED[(job_id, attempt, index)] = placed
+    latest = job.attempts[-1]
+    latest["container"].update(_PLACED.get((job_id, attempt, 0), {}))
+    job.job_stopped_at = datetime.datetime.now()
+    latest["stoppedAt"] = int(job.job_stopped_at.timestamp() * 1000)
+    if retry:
+        job.status = "RUNNABLE"
+    else:
+        job._mark_stopped(success=False)
+
+
+def launch_node(clients: dict[str, Any], compute_environment: str) -> tuple[str, str]:
+    """Play Batch's part: one node of a managed EC2 compute environment, an EC2 instance with
+    the environment's tags registered with its ECS cluster; (instance id, container instance
+    ARN).
+
+    Gap: moto's managed compute environment starts its minimum of instances without the
+    environment's ``computeResources.tags`` and registers none with its ECS cluster; Batch
+    tags every instance it launches with them and the ECS agent registers it. ``clients``:
+    boto3's batch, ec2 and ecs clients.
+    """
+    batch, ec2, ecs = clients["batch"], clients["ec2"], clients["ecs"]
+    (ce,) = batch.describe_compute_environments(computeEnvironments=[compute_environment])[
+        "computeEnvironments"
+    ]
+    resources = ce["computeResources"]
+    tags = [{"Key": k, "Value": v} for k, v in (resources.get("tags") or {}).items()]
+    (instance,) = ec2.run_instances(
+        ImageId="ami-12c6146b",
+        InstanceType=resources["instanceTypes"][0],
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=resources["subnets"][0],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}] if tags else [],
+    )["Instances"]
+    document = json.dumps({"instanceId": instance["InstanceId"]})
+    registered = ecs.register_container_instance(
+        cluster=ce["ecsClusterArn"], instanceIdentityDocument=document
+    )["containerInstance"]
+    return instance["InstanceId"], registered["containerInstanceArn"]
+
+
+def event_pattern_arrays() -> None:
+    # Gap: moto's EventBridge matcher does not descend into arrays of objects, so a pattern
+    # on `detail.attempts.container.exitCode` never matches; EventBridge matches such a path
+    # against every element's value ("If the value in the event is an array, then the event
+    # pattern matches if the intersection of the event pattern array and the event array is
+    # non-empty", EventBridge user guide, eb-event-patterns-arrays.html).
+    from moto.events.models import EventPattern
+
+    def flatten(node: Any, prefix: str = "", result: dict[str, Any] | None = None) -> Any:
+        result = {} if result is None else result
+        for key, value in node.items() if isinstance(node, dict) else ():
+            path = f"{prefix}.{key}" if prefix else key
+            if isinstance(value, dict) and value:
+                flatten(value, path, result)
+            elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
+                for item in value:
+                    for inner, leaf in flatten(item, path).items():
+                        found = result.setdefault(inner, [])
+                        found.extend(leaf if isinstance(leaf, list) else [leaf])
+            else:
+                result[path] = value
+        return result
+
+    EventPattern._flatten_dict = staticmethod(flatten)  # type: ignore[method-assign]
+
+
+def events_test_event_pattern() -> None:
+    # Gap: moto 5.2.5 routes TestEventPattern but answers nothing (its model raises
+    # NotImplementedError). Answer {"Result": bool} with moto's own matcher, as EventBridge's
+    # TestEventPattern does; a malformed pattern is moto's InvalidEventPatternException.
+    from moto.events.models import EventPattern, EventPatternParser
+    from moto.events.responses import EventsHandler
+
+    def test_event_pattern(self: EventsHandler) -> str:
+        raw = self._get_param("EventPattern")
+        pattern = EventPattern(raw, EventPatternParser(raw).parse())
+        return json.dumps({"Result": pattern.matches_event(json.loads(self._get_param("Event")))})
+
+    EventsHandler.test_event_pattern = test_event_pattern  # type: ignore[method-assign,assignment]
 
 
 def node_overrides(account: str, region: str, job_id: str) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from infra.copy_jobs import CopyJobs
 from infra.data_access import attach_managed_policies, grant_buckets, grant_secrets, stack_place
 from infra.log_groups import job_log_group_name, log_group
 from infra.lustre import LustreFileSystem, mount_script
+from infra.node_replacer import NodeReplacer
 from infra.roles import (
     execution_role_principal,
     grant_ecr_login,
@@ -302,6 +303,15 @@ class ClusterStack(Stack):
             log_group=self.log_group,
         )
         copy = self.copy_jobs
+        if config.replace_bad_nodes:
+            self.node_replacer = NodeReplacer(
+                self,
+                "NodeReplacer",
+                config=config,
+                queues=[p.queue for p in self.pools.values()],
+                job_log_group=self.log_group,
+                logs_key=logs_key,
+            )
 
         values = {
             OutputKey.SCHEMA_VERSION: SCHEMA_VERSION,

@@ -286,6 +286,9 @@ class ClusterConfig:
     # ECS Exec into running jobs (launcher exec): off, since anyone allowed ecs:ExecuteCommand
     # in the account then gets a root shell in the job's container, with the job role's rights.
     ecs_exec: bool = False
+    # Drain and terminate the instance of a node that ended with the bad-host or lost-node
+    # exit code, so the job's retry lands elsewhere (infra/node_replacer.py).
+    replace_bad_nodes: bool = True
     # The pool the top-level keys (instance_type, max_nodes, efa, capacity_*, ...) describe,
     # where jobs go when none is named; its resources keep the single-pool stacks' ids.
     default_pool: str = "default"

@@ -8,6 +8,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from infra.cluster import SESSION_MANAGER
+from infra.node_replacer import DESCRIBE_ANY
 from launcher.outputs import NONE, SCHEMA_VERSION, OutputKey
 
 # Every test here reads a synthesized template.
@@ -454,15 +455,17 @@ def _statements(*templates: dict):
 def test_no_wildcard_action_and_resource_star_only_where_iam_knows_no_resource(
     cluster, network, storage
 ):
-    """Resource * only for actions without resource-level permissions: ecr:GetAuthorizationToken
-    and Session Manager's channels, whose statement is AWS's own (AWSCloud9SSMInstanceProfile)."""
+    """Resource * only for actions without resource-level permissions: ecr:GetAuthorizationToken,
+    Session Manager's channels, whose statement is AWS's own (AWSCloud9SSMInstanceProfile), and
+    the node replacer's reads (infra/node_replacer.py)."""
     statements = list(_statements(cluster, network, storage))
     assert statements
     for st in statements:
         actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
         assert not any("*" in a for a in actions), st
         if st["Resource"] == "*":
-            assert actions in (["ecr:GetAuthorizationToken"], list(SESSION_MANAGER)), st
+            allowed = (["ecr:GetAuthorizationToken"], list(SESSION_MANAGER), list(DESCRIBE_ANY))
+            assert actions in allowed, st
 
 
 def test_job_role_may_only_mount_and_write_the_file_system_via_its_access_point(cluster):
