@@ -501,7 +501,11 @@ def test_instance_role_has_the_ecs_agent_and_session_manager_only(cluster):
 
 
 def test_job_log_group_has_retention(cluster, synth_default):
-    props = _only(cluster, "AWS::Logs::LogGroup")
+    (props,) = [
+        r["Properties"]
+        for k, r in _resources(cluster, "AWS::Logs::LogGroup").items()
+        if k.startswith("JobLogGroup")  # the node replacer has its own (test_node_replacer.py)
+    ]
     assert props["RetentionInDays"] == synth_default.config.log_retention_days
     assert props["LogGroupName"] == "/aws/batch/EfaBatch/jobs"
 
