@@ -18,6 +18,16 @@ def flow_log_group_name(config: ClusterConfig) -> str:
     return f"/aws/vpc/{config.stack_name}/flow-logs"
 
 
+def node_replacer_log_group_name(config: ClusterConfig) -> str:
+    return f"/aws/lambda/{config.stack_name}/node-replacer"
+
+
+def encrypted_log_group_names(config: ClusterConfig) -> tuple[str, ...]:
+    """Every log group the stack's logs key encrypts: its key policy names each one."""
+    names = (job_log_group_name(config), flow_log_group_name(config))
+    return (*names, node_replacer_log_group_name(config)) if config.replace_bad_nodes else names
+
+
 def log_group(
     scope: Construct,
     construct_id: str,

@@ -28,7 +28,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.config import ClusterConfig
-from infra.log_groups import flow_log_group_name, job_log_group_name, log_group
+from infra.log_groups import encrypted_log_group_names, flow_log_group_name, log_group
 from launcher.secrets import Store
 
 # Interface endpoints that let instances in a subnet without NAT pull images (ECR api + dkr,
@@ -268,7 +268,7 @@ class NetworkStack(Stack):
                 resource_name=name,
                 arn_format=ArnFormat.COLON_RESOURCE_NAME,
             )
-            for name in (job_log_group_name(config), flow_log_group_name(config))
+            for name in encrypted_log_group_names(config)
         ]
         key.add_to_resource_policy(
             iam.PolicyStatement(

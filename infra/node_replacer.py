@@ -44,7 +44,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import CLUSTER_TAG, ClusterConfig
-from infra.log_groups import log_group
+from infra.log_groups import log_group, node_replacer_log_group_name
 from infra.roles import grant_log_streams
 from launcher.prelude import BAD_HOST_EXIT, LOST_NODES_LINE, NODE_LOST_EXIT
 from launcher.replacements import INSTANCE_TAG, JOB_TAG_PREFIX
@@ -81,10 +81,6 @@ DESCRIBE_ANY = (
     "batch:DescribeComputeEnvironments",
     "ec2:DescribeInstances",
 )
-
-
-def node_replacer_log_group_name(config: ClusterConfig) -> str:
-    return f"/aws/lambda/{config.stack_name}/node-replacer"
 
 
 def event_pattern(queue_arns: list[Any]) -> dict[str, Any]:

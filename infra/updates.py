@@ -247,6 +247,12 @@ UPDATES: dict[str, Update] = {
         "then on start with ECS Exec on (a running job keeps what it started with)",
         example={"ecs_exec": True},
     ),
+    "replace_bad_nodes": Update(
+        Effect.IN_PLACE,
+        "adds or removes the node replacer (its rule, function, role and log group) and the "
+        "logs key's grant for its log group; running jobs and nodes are not touched",
+        example={"replace_bad_nodes": False},
+    ),
     # Pools: the default pool's resources keep the single-pool stacks' logical ids, so adding
     # pools to a deployed cluster adds resources and replaces none (tests/test_pools.py).
     "pools": Update(

@@ -230,7 +230,7 @@ def test_every_template_property_is_governed_by_a_rule(deployment):
             for path in _nested(f"{type_}.{key}", value):
                 if not any(path == c or path.startswith(c + ".") for c in covers):
                     uncovered.add(path)
-    assert sorted(uncovered) == []
+    assert sorted(uncovered) == [], "\n".join(sorted(uncovered))
 
 
 def _job_fields(job: job_rules.Job) -> set[str]:

@@ -174,6 +174,16 @@ SINCE_POOLS = {
 
 
 def _since_pools(change) -> bool:
+    if change.logical_id.startswith("NodeReplacer"):
+        # Every cluster gains the node replacer (infra/node_replacer.py): added, and the logs
+        # key's policy names its log group, in place.
+        return change.action == "add"
+    if change.logical_id.startswith("LogsKey"):
+        return (change.type, change.action, change.reasons) == (
+            "AWS::KMS::Key",
+            "update",
+            ("KeyPolicy.Statement",),
+        )
     return change.logical_id.startswith("InstanceRole") and (
         (change.type, change.action, change.reasons) in SINCE_POOLS
     )

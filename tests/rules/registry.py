@@ -30,7 +30,11 @@ _GUIDES = {
     "logs": "AmazonCloudWatchLogs",
 }
 # Services whose API reference lives elsewhere than API.
-_API_PAGES = {"s3": "https://docs.aws.amazon.com/AmazonS3/latest/API/API_{shape}.html"}
+_API_PAGES = {
+    "s3": "https://docs.aws.amazon.com/AmazonS3/latest/API/API_{shape}.html",
+    "lambda": "https://docs.aws.amazon.com/lambda/latest/api/API_{shape}.html",
+    "events": "https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_{shape}.html",
+}
 
 
 @dataclass(frozen=True)

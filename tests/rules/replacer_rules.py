@@ -1,0 +1,191 @@
+"""The node replacer (infra/node_replacer.py): what it hears, what it runs, who may call it."""
+
+from __future__ import annotations
+
+from infra.log_groups import node_replacer_log_group_name
+from infra.node_replacer import EXIT_CODES, FUNCTION_SOURCE, STATUSES, function_environment
+from tests.rules.deployment import Deployment, Resource
+from tests.rules.registry import Model, rule
+
+PATTERN = Model(
+    "events",
+    "PutRuleRequest",
+    "EventPattern",
+    "The event pattern. For more information, see Amazon EventBridge event patterns",
+)
+STATE = Model(
+    "events",
+    "PutRuleRequest",
+    "State",
+    "ENABLED: The rule is enabled. EventBridge matches events against the rule",
+)
+TARGETS = Model(
+    "events", "PutTargetsRequest", "Targets", "The targets to update or add to the rule."
+)
+TIMEOUT = Model(
+    "lambda",
+    "CreateFunctionRequest",
+    "Timeout",
+    "The amount of time (in seconds) that Lambda allows a function to run before stopping it. "
+    "The default is 3 seconds",
+)
+HANDLER = Model(
+    "lambda",
+    "CreateFunctionRequest",
+    "Handler",
+    "The name of the method within your code that Lambda calls to run your function.",
+)
+ENVIRONMENT = Model(
+    "lambda",
+    "CreateFunctionRequest",
+    "Environment",
+    "Environment variables that are accessible from function code during execution.",
+)
+SOURCE_ARN = Model(
+    "lambda",
+    "AddPermissionRequest",
+    "Principal",
+    "If you specify a service, use SourceArn or SourceAccount to limit who can invoke the "
+    "function through that service.",
+)
+
+
+def _replacer(d: Deployment, type_: str) -> list[Resource]:
+    return [r for r in d.of_type(type_) if r.logical_id.startswith("NodeReplacer")]
+
+
+@rule(
+    PATTERN,
+    STATE,
+    TARGETS,
+    covers=(
+        "AWS::Events::Rule.EventPattern",
+        "AWS::Events::Rule.State",
+        "AWS::Events::Rule.Targets",
+    ),
+)
+def node_replacer_hears_only_bad_or_lost_nodes_of_this_stacks_pools(d: Deployment) -> list[str]:
+    """The rule is enabled and sends the function only Batch's job state changes in this
+    stack's pool queues (not the copy queue, not another stack's) whose attempts ended with
+    the bad-host or lost-node code, on the way back to RUNNABLE (a retry) or to FAILED.
+
+    https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutRule.html: "The event
+    pattern" decides what reaches the targets, and "ENABLED: The rule is enabled. EventBridge
+    matches events against the rule"; https://docs.aws.amazon.com/eventbridge/latest/
+    APIReference/API_PutTargets.html: the targets are what it invokes.
+    """
+    found = []
+    rules = _replacer(d, "AWS::Events::Rule")
+    if d.cluster_config.replace_bad_nodes and not rules:
+        return ["replace_bad_nodes is on, but the stack has no node replacer rule"]
+    queues = sorted(r.logical_id for r in d.of_type("AWS::Batch::JobQueue"))
+    copy = d.copy_job_queue.logical_id
+    for r in rules:
+        pattern = r.props.get("EventPattern", {})
+        detail = pattern.get("detail", {})
+        heard = sorted(d.ref_target(r.stack, q).logical_id for q in detail.get("jobQueue", []))
+        if heard != sorted(q for q in queues if q != copy):
+            found.append(f"{r.path}: hears queues {heard}, the pools' are {queues}")
+        if (pattern.get("source"), pattern.get("detail-type")) != (
+            ["aws.batch"],
+            ["Batch Job State Change"],
+        ):
+            found.append(f"{r.path}: not Batch's job state changes: {pattern}")
+        if sorted(detail.get("status", [])) != sorted(STATUSES):
+            found.append(f"{r.path}: statuses {detail.get('status')}")
+        codes = detail.get("attempts", {}).get("container", {}).get("exitCode")
+        if sorted(codes or []) != sorted(EXIT_CODES):
+            found.append(f"{r.path}: exit codes {codes}, want {sorted(EXIT_CODES)}")
+        if r.props.get("State") != "ENABLED":
+            found.append(f"{r.path}: state {r.props.get('State')}")
+        functions = [d.ref_target(r.stack, t["Arn"]) for t in r.props.get("Targets", [])]
+        if [f.type if f else None for f in functions] != ["AWS::Lambda::Function"]:
+            found.append(f"{r.path}: targets {r.props.get('Targets')}")
+    return found
+
+
+@rule(
+    TIMEOUT,
+    HANDLER,
+    ENVIRONMENT,
+    covers=(
+        "AWS::Lambda::Function.Code",
+        "AWS::Lambda::Function.Handler",
+        "AWS::Lambda::Function.Runtime",
+        "AWS::Lambda::Function.Environment",
+        "AWS::Lambda::Function.Timeout",
+        "AWS::Lambda::Function.MemorySize",
+        "AWS::Lambda::Function.LoggingConfig",
+        "AWS::Lambda::Function.Role",
+    ),
+)
+def node_replacer_runs_this_repositorys_code_with_the_launchers_constants(
+    d: Deployment,
+) -> list[str]:
+    """The function is infra/node_replacer_function.py as index.py, called at ``handler``, on
+    a Python runtime, with the stack's and the launcher's constants in its environment, time
+    for its few calls, its own log group and its own role.
+
+    https://docs.aws.amazon.com/lambda/latest/api/API_CreateFunction.html: "The amount of time
+    (in seconds) that Lambda allows a function to run before stopping it. The default is 3
+    seconds" (one event is a handful of calls: 60 s); the handler is "The name of the method
+    within your code that Lambda calls to run your function"; "Environment variables that are
+    accessible from function code during execution".
+    """
+    found = []
+    for r in _replacer(d, "AWS::Lambda::Function"):
+        props = r.props
+        if props.get("Code", {}).get("ZipFile") != FUNCTION_SOURCE.read_text():
+            found.append(f"{r.path}: its code is not {FUNCTION_SOURCE.name}")
+        if props.get("Handler") != "index.handler":
+            found.append(f"{r.path}: handler {props.get('Handler')}")
+        if not str(props.get("Runtime", "")).startswith("python3."):
+            found.append(f"{r.path}: runtime {props.get('Runtime')}")
+        variables = props.get("Environment", {}).get("Variables", {})
+        if variables != function_environment(d.cluster_config):
+            found.append(f"{r.path}: environment {variables}")
+        if not 30 <= props.get("Timeout", 3) <= 900 or props.get("MemorySize", 128) < 128:
+            found.append(f"{r.path}: timeout {props.get('Timeout')} s")
+        group = d.ref_target(r.stack, props.get("LoggingConfig", {}).get("LogGroup"))
+        name = group.props.get("LogGroupName") if group else None
+        if name != node_replacer_log_group_name(d.cluster_config):
+            found.append(f"{r.path}: logs to {name}")
+        role = d.ref_target(r.stack, props.get("Role"))
+        if role is None or not role.logical_id.startswith("NodeReplacerRole"):
+            found.append(f"{r.path}: not its own role: {props.get('Role')}")
+    return found
+
+
+@rule(
+    SOURCE_ARN,
+    covers=(
+        "AWS::Lambda::Permission.Action",
+        "AWS::Lambda::Permission.FunctionName",
+        "AWS::Lambda::Permission.Principal",
+        "AWS::Lambda::Permission.SourceArn",
+    ),
+)
+def only_the_rule_may_invoke_the_node_replacer(d: Deployment) -> list[str]:
+    """EventBridge may invoke the function for the node replacer's rule alone: a permission
+    for the service principal without the source ARN would let any rule in the account (or
+    any account's, through the service) call it.
+
+    https://docs.aws.amazon.com/lambda/latest/api/API_AddPermission.html: "If you specify a
+    service, use SourceArn or SourceAccount to limit who can invoke the function through that
+    service."
+    """
+    found = []
+    for r in _replacer(d, "AWS::Lambda::Permission"):
+        props = r.props
+        source = d.ref_target(r.stack, props.get("SourceArn"))
+        function = d.ref_target(r.stack, props.get("FunctionName"))
+        if (props.get("Action"), props.get("Principal")) != (
+            "lambda:InvokeFunction",
+            "events.amazonaws.com",
+        ):
+            found.append(f"{r.path}: {props.get('Action')} for {props.get('Principal')}")
+        if source is None or source.type != "AWS::Events::Rule":
+            found.append(f"{r.path}: not limited to the rule: {props.get('SourceArn')}")
+        if function is None or function.type != "AWS::Lambda::Function":
+            found.append(f"{r.path}: for {props.get('FunctionName')}")
+    return found
