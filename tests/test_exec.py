@@ -21,7 +21,7 @@ from botocore.stub import Stubber
 from devenv.clusters import cluster_info
 from infra.cluster import SSM_MESSAGES
 from infra.network import exec_endpoints
-from launcher import jobdef, local, node_shell
+from launcher import enterable, jobdef, local, node_shell
 from launcher.aws import Aws
 from launcher.cli import parser
 from launcher.cluster import ClusterInfo
@@ -52,7 +52,7 @@ def _info(state: JobState, nodes: int = 2, **kw) -> JobInfo:
     "state", [JobState.SUBMITTED, JobState.PENDING, JobState.RUNNABLE, JobState.STARTING]
 )
 def test_a_job_not_yet_running_is_refused_with_what_to_look_at(state):
-    refused = node_shell.refusal(_info(state), 0)
+    refused = enterable.refusal(_info(state), 0)
     assert refused is not None and refused.exit_code == 2
     assert str(refused) == (
         f"job {JOB} is {state}, not running yet; launcher status {JOB} says what it waits for"
@@ -61,7 +61,7 @@ def test_a_job_not_yet_running_is_refused_with_what_to_look_at(state):
 
 @pytest.mark.parametrize("state", [JobState.SUCCEEDED, JobState.FAILED])
 def test_an_ended_job_is_refused_pointing_to_its_logs(state):
-    refused = node_shell.refusal(_info(state), 0)
+    refused = enterable.refusal(_info(state), 0)
     assert str(refused) == (
         f"job {JOB} has ended ({state}); nothing runs to enter: its output is in "
         f"launcher logs {JOB}"
@@ -70,14 +70,14 @@ def test_an_ended_job_is_refused_pointing_to_its_logs(state):
 
 def test_a_node_outside_the_job_and_an_array_parent_are_refused():
     assert (
-        str(node_shell.refusal(_info(JobState.RUNNING), 2)) == f"--node 2: job {JOB} has nodes 0-1"
+        str(enterable.refusal(_info(JobState.RUNNING), 2)) == f"--node 2: job {JOB} has nodes 0-1"
     )
-    assert str(node_shell.refusal(_info(JobState.RUNNING, nodes=1), -1)) == (
+    assert str(enterable.refusal(_info(JobState.RUNNING, nodes=1), -1)) == (
         f"--node -1: job {JOB} has one node, 0"
     )
     array = _info(JobState.RUNNING, nodes=1, array_size=4)
-    assert "launcher exec " + JOB + ":K" in str(node_shell.refusal(array, 0))
-    assert node_shell.refusal(_info(JobState.RUNNING), 1) is None
+    assert "launcher exec " + JOB + ":K" in str(enterable.refusal(array, 0))
+    assert enterable.refusal(_info(JobState.RUNNING), 1) is None
 
 
 def test_options_after_the_job_and_the_command_after_the_dashes():
