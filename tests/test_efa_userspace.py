@@ -7,9 +7,6 @@ debug files made of real NCCL output (``tests/fixtures/nccl``).
 
 from __future__ import annotations
 
-import io
-import tarfile
-
 import pytest
 
 from devenv.clusters import cluster_info
@@ -17,6 +14,7 @@ from launcher import jobdef, local, prelude
 from launcher.jobspec import JobSpec, Mount
 from launcher.local.containers import CHECK_DEVICES_ENV
 from tests.conftest import ROOT
+from tests.support import context_images
 from tests.support.processes import rendezvous_port
 
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
@@ -26,18 +24,9 @@ EFA_FILES = ("opt/amazon/efa/lib/libfabric.so.1", "opt/amazon/ofi-nccl/lib/libnc
 @pytest.fixture(scope="module")
 def efa_image(docker_engine, busybox_base) -> str:
     """The busybox base plus libfabric and the plugin where the EFA installer puts them."""
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        dockerfile = f"FROM {busybox_base}\nCOPY opt /opt\n".encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile)
-        tar.addfile(info, io.BytesIO(dockerfile))
-        for path in EFA_FILES:
-            tar.addfile(tarfile.TarInfo(path), io.BytesIO(b""))
-    context.seek(0)
-    tag = "efa-userspace:test"
-    docker_engine.client().images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
-    return tag
+    files = {path: ("", 0o644) for path in EFA_FILES}
+    dockerfile = f"FROM {busybox_base}\nCOPY opt /opt\n"
+    return context_images.build(docker_engine, "efa-userspace:test", dockerfile, files)
 
 
 @pytest.fixture

@@ -16,9 +16,7 @@ retried), the node named, and the command's training never reached.
 
 from __future__ import annotations
 
-import io
 import sys
-import tarfile
 import time
 from dataclasses import replace
 
@@ -29,6 +27,7 @@ from devenv.host_python import host_python_mounts
 from launcher import jobdef, local, prelude
 from launcher.jobspec import JobSpec
 from launcher.local.containers import CHECK_DEVICES_ENV
+from tests.support import context_images
 from tests.support.processes import rendezvous_port
 
 FAKE_BIN = "/opt/fake/bin"  # not under /usr, which a test may bind from this machine
@@ -65,30 +64,13 @@ SOCKET_LINES = (
 )
 
 
-def _add(tar: tarfile.TarFile, path: str, text: str, mode: int = 0o644) -> None:
-    data = text.encode()
-    info = tarfile.TarInfo(path)
-    info.size, info.mode = len(data), mode
-    tar.addfile(info, io.BytesIO(data))
-
-
 @pytest.fixture(scope="module")
 def gpu_image(docker_engine, busybox_base) -> str:
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        _add(
-            tar,
-            "Dockerfile",
-            f"FROM {busybox_base}\nENV PATH={FAKE_BIN}:/usr/bin:/bin\nCOPY opt /opt\n",
-        )
-        for path in EFA_FILES:
-            _add(tar, path, "")
-        _add(tar, f"{FAKE_BIN[1:]}/nvidia-smi", FAKE_NVIDIA_SMI, 0o755)
-        _add(tar, f"{FAKE_BIN[1:]}/fi_info", FAKE_FI_INFO, 0o755)
-    context.seek(0)
-    tag = "fabric-guard:test"
-    docker_engine.client().images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
-    return tag
+    files = {path: ("", 0o644) for path in EFA_FILES}
+    files[f"{FAKE_BIN[1:]}/nvidia-smi"] = (FAKE_NVIDIA_SMI, 0o755)
+    files[f"{FAKE_BIN[1:]}/fi_info"] = (FAKE_FI_INFO, 0o755)
+    dockerfile = f"FROM {busybox_base}\nENV PATH={FAKE_BIN}:/usr/bin:/bin\nCOPY opt /opt\n"
+    return context_images.build(docker_engine, "fabric-guard:test", dockerfile, files)
 
 
 @pytest.fixture
@@ -224,9 +206,7 @@ def test_each_fault_ends_the_job_within_seconds_naming_the_node(
         assert "started" not in [message for _, message in logs]  # the command never ran
 
 
-def test_a_workers_bad_host_becomes_the_main_nodes_exit_code_under_the_node_watch(
-    state, gpu_image
-):
+def test_a_workers_bad_host_becomes_the_main_nodes_exit_code_under_the_node_watch(state, gpu_image):
     """Batch decides a multi-node job by its main node and does nothing when a child dies
     (Batch user guide, job-lifecycle.html): the node watch ends the main node with the
     worker's 79, which the retry rules try again."""
