@@ -8,8 +8,15 @@
   aws-ofi-nccl plugin, NCCL quietly falls back to TCP sockets on one interface. The check
   looks for both, puts the plugin's directory on the loader path and names the plugin to NCCL
   when the image left that out, and prints one line: ``launcher: EFA ready ...`` or
-  ``launcher: EFA WARNING ...``. With ``--efa require`` a missing piece fails the node with
-  exit code 78 before the command starts.
+  ``launcher: EFA WARNING ...``. With ``--efa require`` (the default for multi-node jobs on an
+  EFA pool) a missing piece fails the node with exit code 78 before the command starts, and a
+  missing device with BAD_HOST_EXIT (79).
+- Node health: the node's GPUs, as nvidia-smi sees them (count, uncorrected ECC errors,
+  pending retirements and remaps); a bad host ends the node with 79 before the command.
+- The fabric guard: after NCCL starts, TCP sockets, another provider than efa or fewer NICs
+  than the type has end the command within seconds (NCCL_WATCH).
+- Capacity Blocks: the command gets a signal to checkpoint before EC2 ends the block's
+  instances (CHECKPOINT_TIMER).
 - Restarts that resume (``LAUNCHER_RESTARTS=on``, the default with ``--torchrun``): every node
   gets ``LAUNCHER_CHECKPOINT_DIR`` on EFS, the same for every attempt of the job (and for
   ``launcher resubmit``); a watch between the nodes (python3, beside the command) ends the main
@@ -239,8 +246,18 @@ if [ -n "${{LAUNCHER_EFA:-}}" ]; then
     _bad_host " $_short (the instance type has $_want)"
   elif [ -z "$_missing$_short" ]; then
     echo "launcher: EFA ready: $_devices/$_want devices, libfabric $_fabric (efa provider $_provider), aws-ofi-nccl $_plugin$_notes"
-    # After NCCL starts, its transport and NIC count are checked too (NCCL_WATCH).
-    if [ "$LAUNCHER_EFA" = require ] && [ "$_want" -gt 0 ]; then _guard="$_want"; fi
+    # After NCCL starts, its transport and NIC count are checked too (NCCL_WATCH), from the
+    # INIT lines of NCCL's debug files; a job that changed those settings is told it is not.
+    if [ "$LAUNCHER_EFA" = require ] && [ "$_want" -gt 0 ]; then
+      _sub="$(echo ",${{NCCL_DEBUG_SUBSYS:-INIT}}," | tr 'a-z' 'A-Z')"
+      case "$(echo "${{NCCL_DEBUG:-}}" | tr 'a-z' 'A-Z'):${{NCCL_DEBUG_FILE:-}}" in
+        INFO:{NCCL_LOG_DIR}/*|TRACE:{NCCL_LOG_DIR}/*)
+          case "$_sub" in *,INIT,*|*,ALL,*) _guard="$_want";; esac;;
+      esac
+      if [ -z "$_guard" ]; then
+        echo "launcher: fabric guard: NCCL's network is not checked after it starts on $_node: the job set NCCL_DEBUG=${{NCCL_DEBUG:-}}, NCCL_DEBUG_SUBSYS=${{NCCL_DEBUG_SUBSYS:-}} or NCCL_DEBUG_FILE=${{NCCL_DEBUG_FILE:-}} (the guard reads NCCL's INFO lines of INIT from {NCCL_LOG_DIR})" >&2
+      fi
+    fi
   else
     echo "launcher: EFA WARNING:${{_missing#;}}${{_short:+; $_short}}: NCCL will fall back to TCP sockets, not EFA; see {CONTRACT}" >&2
   fi
@@ -440,33 +457,40 @@ _report() {{
 # (found by their parent's pid in /proc/*/stat, whose fields after the ") " that ends the
 # process's name are its state and then its parent's pid). RUN starts `_checkpoint` beside
 # the command and ends it with the command.
-CHECKPOINT_TIMER = """\
+#
+# A command that dies of the signal (it did not catch it), or ends otherwise than 0 after it,
+# ends the node with NODE_LOST_EXIT: EC2 was about to end it anyway, and a retry ("Host EC2"
+# would have been one) resumes the run on the next block or the fallback pool, where an exit
+# code of 128+N would fail the job for good.
+CHECKPOINT_SENT = "/tmp/launcher-checkpoint-sent"
+CHECKPOINT_TIMER = f"""\
 _timer=""
-if [ -n "${LAUNCHER_CHECKPOINT_AT:-}" ]; then
-  _timer=on
-  _hhmm() { printf '%02d:%02d' $(($1 % 86400 / 3600)) $(($1 % 3600 / 60)); }
-  _checkpoint() {
-    _cmd=$1; _first=$2; _end="${LAUNCHER_WINDOW_END:-0}"; _sig="${LAUNCHER_CHECKPOINT_SIGNAL:-USR1}"
+if [ -n "${{LAUNCHER_CHECKPOINT_AT:-}}" ]; then
+  _timer=on; rm -f {CHECKPOINT_SENT}
+  _hhmm() {{ printf '%02d:%02d' $(($1 % 86400 / 3600)) $(($1 % 3600 / 60)); }}
+  _checkpoint() {{
+    _cmd=$1; _first=$2; _end="${{LAUNCHER_WINDOW_END:-0}}"; _sig="${{LAUNCHER_CHECKPOINT_SIGNAL:-USR1}}"
     _left=$((LAUNCHER_CHECKPOINT_AT - $(date +%s)))
     if [ "$_left" -gt 0 ]; then sleep "$_left"; fi
     kill -0 "$_cmd" 2>/dev/null || return 0
     _pids="$_cmd"; _who="the command (pid $_cmd) so it can checkpoint"
-    if [ "${_first##*/}" = torchrun ]; then
+    if [ "${{_first##*/}}" = torchrun ]; then
       _pids=""
       for _st in /proc/[0-9]*/stat; do
         _line="$(cat "$_st" 2>/dev/null)" || continue
-        set -- ${_line##*) }
-        if [ "${2:-}" = "$_cmd" ]; then _p="${_st#/proc/}"; _pids="$_pids ${_p%/stat}"; fi
+        set -- ${{_line##*) }}
+        if [ "${{2:-}}" = "$_cmd" ]; then _p="${{_st#/proc/}}"; _pids="$_pids ${{_p%/stat}}"; fi
       done
-      _pids="${_pids# }"; _who="torchrun's workers (pids $_pids) so they can checkpoint"
+      _pids="${{_pids# }}"; _who="torchrun's workers (pids $_pids) so they can checkpoint"
     fi
-    _when="Capacity Block ${LAUNCHER_CAPACITY_BLOCK:-} ends at $(_hhmm "$_end") UTC; EC2 ends its instances from $(_hhmm $((_end - 1800))) UTC"
+    _when="Capacity Block ${{LAUNCHER_CAPACITY_BLOCK:-}} ends at $(_hhmm "$_end") UTC; EC2 ends its instances from $(_hhmm $((_end - 1800))) UTC"
     if [ -z "$_pids" ]; then
       echo "launcher: $_when: torchrun has no workers to send SIG$_sig to" >&2; return 0
     fi
+    # Said and marked first: the command may end at once, and RUN then ends this timer.
+    echo "launcher: $_when: sent SIG$_sig to $_who" >&2; : > {CHECKPOINT_SENT}
     kill -s "$_sig" $_pids 2>/dev/null
-    echo "launcher: $_when: sent SIG$_sig to $_who" >&2
-  }
+  }}
 fi
 """
 
@@ -497,6 +521,10 @@ if [ -s "${{_seen:-}}/verdict" ]; then
   else
     echo "launcher: EFA ERROR on $_node: $_why: failing the job (--efa require); see {CONTRACT}" >&2
   fi
+fi
+if [ -e {CHECKPOINT_SENT} ] && [ "$_code" != 0 ]; then
+  echo "launcher: the command ended with exit code $_code after the checkpoint signal: ending with exit code {NODE_LOST_EXIT} so that the job is tried again, from its checkpoint, on the next Capacity Block or the pool's fallback" >&2
+  _code={NODE_LOST_EXIT}
 fi
 if [ -n "$_monitor" ]; then
   if [ "$LAUNCHER_NODE_RANK" != 0 ]; then

@@ -290,3 +290,46 @@ def test_the_command_gets_its_signal_before_the_block_ends(
     assert f"launcher: Capacity Block {BLOCK} ends at " in result.stderr
     assert ": sent SIGUSR1 to the command (pid " in result.stderr
     assert time.time() - started < 40
+
+
+def test_a_command_that_dies_of_the_signal_is_tried_again(
+    moto_server, stack, docker_engine, busybox_base, tmp_path
+):
+    """A command that does not catch the signal dies of it (exit 138 for SIGUSR1), which the
+    retry rules would take for an application failure and end the job; the prelude ends the
+    node with 75 instead, as EC2's ending of the instance ("Host EC2") would have been retried."""
+    moto_gaps.capacity_block(BLOCK, time.time() - HOUR, time.time() + 1800 + 5)
+    env = {
+        "DOCKER_HOST": docker_engine.host,
+        "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
+        "LAUNCHER_LOCAL_EFS": str(tmp_path / "efs"),
+    }
+    started = time.time()
+    result = launcher(
+        moto_server,
+        stack,
+        "run",
+        "--local",
+        "--follow",
+        "--no-workspace",
+        "--image",
+        busybox_base,
+        "--share-id",
+        "vision",
+        "--retries",
+        "1",
+        "--checkpoint-lead",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        "sleep 30; echo never",
+        env=env,
+    )
+    assert result.returncode == 1, result.stderr
+    assert ": sent SIGUSR1 to the command (pid " in result.stderr
+    assert (
+        "launcher: the command ended with exit code 138 after the checkpoint signal: ending with "
+        "exit code 75 so that the job is tried again" in result.stderr
+    )
+    assert "never" not in result.stderr and time.time() - started < 30

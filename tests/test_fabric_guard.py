@@ -221,6 +221,20 @@ def test_a_workers_bad_host_becomes_the_main_nodes_exit_code_under_the_node_watc
     assert seconds < 30
 
 
+def test_a_job_that_hides_nccls_info_lines_is_told_the_guard_cannot_check_them(state, gpu_image):
+    """NCCL_DEBUG=WARN (a common setting) writes no INIT lines: the guard cannot see the
+    network NCCL chose, so it says so, once per node, instead of passing in silence."""
+    quick = nccl(SOCKET_LINES).replace("sleep 60", "sleep 1")
+    job, logs, _ = run(gpu_image, quick, state, NCCL_DEBUG="WARN")
+    assert job.state == "SUCCEEDED", logs
+    for node in (0, 1):
+        (line,) = said(logs, node, "launcher: fabric guard:")
+        assert line.startswith(
+            f"launcher: fabric guard: NCCL's network is not checked after it starts on node {node}"
+        )
+        assert "NCCL_DEBUG=WARN" in line
+
+
 def test_a_rehearsal_without_devices_runs_under_the_default_require(state, gpu_image, monkeypatch):
     """A multi-node job on an EFA pool gets ``--efa require`` by default; on this machine,
     without the rehearsal setting, the nodes expect no device and the job runs on TCP, said
