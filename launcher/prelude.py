@@ -168,10 +168,16 @@ _host="$(hostname 2>/dev/null)"; _node="node $LAUNCHER_NODE_RANK"
 _where="${{LAUNCHER_INSTANCE_TYPE:-}}${{_host:+${{LAUNCHER_INSTANCE_TYPE:+, }}host $_host}}"
 if [ -n "$_where" ]; then _node="$_node ($_where)"; fi
 _bad=""
-_bad_host() {{
-  echo "launcher: BAD HOST: $_node:$1: ending with exit code {BAD_HOST_EXIT} so that the job is tried again on another instance" >&2
-  _report {BAD_HOST_EXIT}; exit {BAD_HOST_EXIT}
+# What a node found wrong, in one line: its host (tried again elsewhere), or its image or the
+# job's settings (not tried again). Said before the command (the checks) or after it (the
+# fabric guard's verdict, in RUN).
+_say_bad_host() {{
+  echo "launcher: BAD HOST: $_node: $1: ending with exit code {BAD_HOST_EXIT} so that the job is tried again on another instance" >&2
 }}
+_say_efa_error() {{
+  echo "launcher: EFA ERROR on $_node: $1: failing the job (--efa require); see {CONTRACT}" >&2
+}}
+_bad_host() {{ _say_bad_host "$1"; _report {BAD_HOST_EXIT}; exit {BAD_HOST_EXIT}; }}
 if [ "${{LAUNCHER_GPUS_PER_NODE:-0}}" -gt 0 ] && [ "${{LAUNCHER_HEALTH:-on}}" != off ]; then
   if ! command -v nvidia-smi >/dev/null 2>&1; then
     echo "launcher: GPU check skipped on $_node: no nvidia-smi in the container (the NVIDIA runtime mounts it when NVIDIA_DRIVER_CAPABILITIES includes utility)" >&2
@@ -193,7 +199,7 @@ if [ "${{LAUNCHER_GPUS_PER_NODE:-0}}" -gt 0 ] && [ "${{LAUNCHER_HEALTH:-on}}" !=
     fi
     if [ -z "$_bad" ]; then echo "launcher: GPUs healthy on $_node: $_seen/$LAUNCHER_GPUS_PER_NODE x $_model, $_ecc"; fi
   fi
-  if [ -n "$_bad" ]; then _bad_host "${{_bad#;}}"; fi
+  if [ -n "$_bad" ]; then _bad_host "${{_bad#; }}"; fi
 fi
 """
 
@@ -240,10 +246,10 @@ if [ -n "${{LAUNCHER_EFA:-}}" ]; then
     fi
   elif [ "$LAUNCHER_EFA" = require ] && [ -n "$_missing" ]; then
     # The image: it would fail the same way on every host, so the job is not tried again.
-    echo "launcher: EFA ERROR on $_node:${{_missing#;}}${{_short:+; $_short}}: failing the job (--efa require); see {CONTRACT}" >&2
+    _say_efa_error "${{_missing#; }}${{_short:+; $_short}}"
     _report {EFA_REQUIRED_EXIT}; exit {EFA_REQUIRED_EXIT}
   elif [ "$LAUNCHER_EFA" = require ] && [ -n "$_short" ]; then
-    _bad_host " $_short (the instance type has $_want)"
+    _bad_host "$_short (the instance type has $_want)"
   elif [ -z "$_missing$_short" ]; then
     echo "launcher: EFA ready: $_devices/$_want devices, libfabric $_fabric (efa provider $_provider), aws-ofi-nccl $_plugin$_notes"
     # After NCCL starts, its transport and NIC count are checked too (NCCL_WATCH), from the
@@ -516,11 +522,7 @@ if [ -n "$_timer" ]; then kill "$_timer" 2>/dev/null; fi
 if [ -n "$_watch" ]; then kill "$_watch" 2>/dev/null; _guard=""; _nccl_scan; fi
 if [ -s "${{_seen:-}}/verdict" ]; then
   read -r _code _why < "$_seen/verdict"
-  if [ "$_code" = {BAD_HOST_EXIT} ]; then
-    echo "launcher: BAD HOST: $_node: $_why: ending with exit code {BAD_HOST_EXIT} so that the job is tried again on another instance" >&2
-  else
-    echo "launcher: EFA ERROR on $_node: $_why: failing the job (--efa require); see {CONTRACT}" >&2
-  fi
+  if [ "$_code" = {BAD_HOST_EXIT} ]; then _say_bad_host "$_why"; else _say_efa_error "$_why"; fi
 fi
 if [ -e {CHECKPOINT_SENT} ] && [ "$_code" != 0 ]; then
   echo "launcher: the command ended with exit code $_code after the checkpoint signal: ending with exit code {NODE_LOST_EXIT} so that the job is tried again, from its checkpoint, on the next Capacity Block or the pool's fallback" >&2
