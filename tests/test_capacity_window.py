@@ -250,6 +250,36 @@ def test_the_window_is_shown_checked_and_sent_on_the_emulated_stack(moto_server,
 # --- the local Docker engine: the signal reaches the command --------------------------------------
 
 
+def _local_run(moto_server, stack, docker_engine, busybox_base, tmp_path, *flags, command):
+    """``launcher run --local --follow`` of ``sh -c COMMAND`` in the vision pool (a Capacity
+    Block's) on the busybox base; the process and the seconds it took."""
+    env = {
+        "DOCKER_HOST": docker_engine.host,
+        "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
+        "LAUNCHER_LOCAL_EFS": str(tmp_path / "efs"),
+    }
+    started = time.time()
+    result = launcher(
+        moto_server,
+        stack,
+        "run",
+        "--local",
+        "--follow",
+        "--no-workspace",
+        "--image",
+        busybox_base,
+        "--share-id",
+        "vision",
+        *flags,
+        "--",
+        "sh",
+        "-c",
+        command,
+        env=env,
+    )
+    return result, time.time() - started
+
+
 def test_the_command_gets_its_signal_before_the_block_ends(
     moto_server, stack, docker_engine, busybox_base, tmp_path
 ):
@@ -260,36 +290,21 @@ def test_the_command_gets_its_signal_before_the_block_ends(
         'trap "echo checkpointing; exit 0" USR1; i=0; '
         "while [ $i -lt 400 ]; do sleep 0.1; i=$((i+1)); done; echo no signal; exit 1"
     )
-    env = {
-        "DOCKER_HOST": docker_engine.host,
-        "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
-        "LAUNCHER_LOCAL_EFS": str(tmp_path / "efs"),
-    }
-    started = time.time()
-    result = launcher(
+    result, seconds = _local_run(
         moto_server,
         stack,
-        "run",
-        "--local",
-        "--follow",
-        "--no-workspace",
-        "--image",
+        docker_engine,
         busybox_base,
-        "--share-id",
-        "vision",
+        tmp_path,
         "--checkpoint-lead",
         "10s",
-        "--",
-        "sh",
-        "-c",
-        command,
-        env=env,
+        command=command,
     )
     assert result.returncode == 0, result.stderr
     assert "[node 0] checkpointing" in result.stderr and "no signal" not in result.stderr
     assert f"launcher: Capacity Block {BLOCK} ends at " in result.stderr
     assert ": sent SIGUSR1 to the command (pid " in result.stderr
-    assert time.time() - started < 40
+    assert seconds < 40
 
 
 def test_a_command_that_dies_of_the_signal_is_tried_again(
@@ -299,32 +314,17 @@ def test_a_command_that_dies_of_the_signal_is_tried_again(
     retry rules would take for an application failure and end the job; the prelude ends the
     node with 75 instead, as EC2's ending of the instance ("Host EC2") would have been retried."""
     moto_gaps.capacity_block(BLOCK, time.time() - HOUR, time.time() + 1800 + 5)
-    env = {
-        "DOCKER_HOST": docker_engine.host,
-        "LAUNCHER_LOCAL_STATE": str(tmp_path / "state"),
-        "LAUNCHER_LOCAL_EFS": str(tmp_path / "efs"),
-    }
-    started = time.time()
-    result = launcher(
+    result, seconds = _local_run(
         moto_server,
         stack,
-        "run",
-        "--local",
-        "--follow",
-        "--no-workspace",
-        "--image",
+        docker_engine,
         busybox_base,
-        "--share-id",
-        "vision",
+        tmp_path,
         "--retries",
         "1",
         "--checkpoint-lead",
         "1s",
-        "--",
-        "sh",
-        "-c",
-        "sleep 30; echo never",
-        env=env,
+        command="sleep 30; echo never",
     )
     assert result.returncode == 1, result.stderr
     assert ": sent SIGUSR1 to the command (pid " in result.stderr
@@ -332,4 +332,4 @@ def test_a_command_that_dies_of_the_signal_is_tried_again(
         "launcher: the command ended with exit code 138 after the checkpoint signal: ending with "
         "exit code 75 so that the job is tried again" in result.stderr
     )
-    assert "never" not in result.stderr and time.time() - started < 30
+    assert "never" not in result.stderr and seconds < 30
