@@ -25,7 +25,14 @@ from launcher.job import (
     LogLine,
     NodeStatus,
 )
-from launcher.jobdef import Requests, groups_of, node_ranges, resumption, watch_token
+from launcher.jobdef import (
+    Requests,
+    groups_of,
+    node_overrides,
+    node_ranges,
+    resumption,
+    watch_token,
+)
 from launcher.progress import Event, ProgressFn
 from launcher.replacements import replacement_lines
 from launcher.shapes import Dependency, is_single, parse_after
@@ -223,15 +230,7 @@ class BatchBackend:
             request["containerOverrides"] = {"environment": environment}
         else:
             environment.append(watch_token())  # a new job: the node watch's new token
-            request["nodeOverrides"] = {
-                "nodePropertyOverrides": [
-                    {
-                        "targetNodes": node_range["targetNodes"],
-                        "containerOverrides": {"environment": environment},
-                    }
-                    for node_range in job["nodeProperties"]["nodeRangeProperties"]
-                ]
-            }
+            request["nodeOverrides"] = node_overrides(job, environment)
         size = (job.get("arrayProperties") or {}).get("size")
         if size:  # the whole array again (its dependencies are behind it: not repeated)
             request["arrayProperties"] = {"size": size}
