@@ -80,6 +80,7 @@ JOBS = {
         tags=tuple((f"k{i}", "v") for i in range(48)),
         timeout_seconds=60,
     ),
+    "ecs-exec": lambda: _job(dataclasses.replace(cluster_info(), ecs_exec=True)),
 }
 
 

@@ -192,6 +192,43 @@ def nccl_selects(ifname_setting: str, interface: str) -> bool:
     return not hit if exclude else hit
 
 
+EXECUTE_COMMAND = Model(
+    "batch",
+    "ContainerProperties",
+    "enableExecuteCommand",
+    "If true, execute command functionality is turned on all the containers in the task.",
+)
+INIT_PROCESS = Model(
+    "batch",
+    "LinuxParameters",
+    "initProcessEnabled",
+    "If true, run an init process inside the container that forwards signals and reaps processes.",
+)
+
+
+@rule(EXECUTE_COMMAND, INIT_PROCESS, kind="job", covers=("enableExecuteCommand",))
+def ecs_exec_is_on_only_where_the_stack_turned_it_on(job: Job) -> list[str]:
+    """A node takes ``launcher exec`` sessions only on a stack deployed with ``ecs_exec``
+    (whose job role has the SSM messages channel permissions), and then with an init process
+    to reap the sessions' processes.
+
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_ContainerProperties.html: "If
+    true, execute command functionality is turned on all the containers in the task";
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_LinuxParameters.html: "If true,
+    run an init process inside the container that forwards signals and reaps processes".
+    """
+    problems = []
+    for container in job.containers:
+        on = container.get("enableExecuteCommand", False)
+        if on != job.cluster.ecs_exec:
+            problems.append(
+                f"enableExecuteCommand {on} on a stack with ecs_exec {job.cluster.ecs_exec}"
+            )
+        if on and not container.get("linuxParameters", {}).get("initProcessEnabled"):
+            problems.append("enableExecuteCommand without initProcessEnabled")
+    return problems
+
+
 @rule(
     LINK_LOCAL, NCCL_IFNAME, AWS_P6_SAMPLE, kind="job", covers=("environment.NCCL_SOCKET_IFNAME",)
 )
