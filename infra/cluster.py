@@ -259,6 +259,14 @@ class ClusterStack(Stack):
             self.job_role.add_to_policy(
                 iam.PolicyStatement(actions=list(SSM_MESSAGES), resources=["*"])
             )
+            Validations.of(self.job_role).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-IAM5[Resource::*]",
+                    reason="ECS Exec's four ssmmessages channel actions (ECS guide, "
+                    "ecs-exec.html); ssmmessages has no resource-level permission. Off unless "
+                    "the stack sets ecs_exec.",
+                )
+            )
 
         scheduling_policy = None
         if config.fair_share:
