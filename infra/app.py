@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
-from cdk_nag import AwsSolutionsChecks
+import cdk_nag
 
 from infra.cluster import ClusterStack
 from infra.config import (
@@ -80,13 +80,20 @@ def tag(app: cdk.App, config: ClusterConfig) -> None:
 
 
 def create_app(
-    context: Mapping[str, Any] | None = None, *, outdir: str | None = None, nag: bool = True
+    context: Mapping[str, Any] | None = None,
+    *,
+    outdir: str | None = None,
+    packs: Sequence[type[cdk_nag.NagPack]] = (),
 ) -> tuple[cdk.App, ClusterConfig, dict[str, cdk.Stack]]:
+    """The app as ``cdk synth`` runs it: cdk-nag's AwsSolutions pack always checks it (its
+    synth raises ValidationFailed on an unacknowledged finding), so no caller, test or tool,
+    can synthesize a template that the CDK CLI would refuse. ``packs``: more cdk-nag packs
+    to run beside it (``infra.nag_report``)."""
     app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
     config = load(_context_of(app))
     stacks = build(app, config)
-    if nag:
-        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    packs = (cdk_nag.AwsSolutionsChecks, *packs)
+    cdk.Validations.of(app).add_plugins(*(pack(app) for pack in packs))
     return app, config, stacks
 
 

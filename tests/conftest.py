@@ -69,14 +69,16 @@ _SYNTHESIZED: dict[str, dict[str, dict]] = {}
 
 def synth_templates(tmp_path_factory, **overrides) -> dict[str, dict]:
     """The templates of the default environment with ``overrides`` (values as in cdk.json),
-    synthesized once a session: the day-2 plans start from the same settings many times."""
-    from infra.app import create_app
+    synthesized once a session as ``cdk synth`` does (devenv.synth.synth_app: cdk-nag on, no
+    error annotation):
+    the day-2 plans start from the same settings many times."""
+    from devenv.synth import synth_app
 
     key = json.dumps(overrides, sort_keys=True, default=list)
     if key not in _SYNTHESIZED:
         context = cdk_context(**{k: context_value(v) for k, v in overrides.items()})
-        app, _, _ = create_app(context, outdir=str(tmp_path_factory.mktemp("day2")), nag=False)
-        _SYNTHESIZED[key] = {s.stack_name: s.template for s in app.synth().stacks}
+        assembly, _ = synth_app(context, tmp_path_factory.mktemp("day2"))
+        _SYNTHESIZED[key] = {s.stack_name: s.template for s in assembly.stacks}
     return copy.deepcopy(_SYNTHESIZED[key])
 
 

@@ -272,13 +272,12 @@ def _cdk_replacements(assembly: Path, stack: str, old: Path) -> set[str]:
 @pytest.mark.cdk
 @pytest.mark.parametrize("name", ["demo", "prod"])
 def test_cdk_diff_replaces_what_the_analysis_replaces(name, tmp_path_factory):
-    from infra.app import create_app
+    from devenv.synth import synth_app
 
     environment, settings, _ = UPGRADES[name]
     outdir = tmp_path_factory.mktemp("cdk-diff")
     overrides = {k: context_value(v) for k, v in {**environment, **settings}.items()}
-    app, config, _ = create_app(cdk_context(**overrides), outdir=str(outdir), nag=False)
-    assembly = app.synth()
+    assembly, _ = synth_app(cdk_context(**overrides), outdir)
     new = {s.stack_name: s.template for s in assembly.stacks}
     changes = plan(release(name), new)
     for stack in new:

@@ -157,11 +157,10 @@ def test_the_rules_catch_a_reversed_order_a_spot_fallback_and_a_shared_placement
 
 
 def _synth(tmp_path_factory, **context) -> dict[str, dict]:
-    from infra.app import create_app
+    from devenv.synth import synth_app
 
-    outdir = tmp_path_factory.mktemp("pools-upgrade")
-    app, _, _ = create_app(cdk_context(**context), outdir=str(outdir), nag=False)
-    return {s.stack_name: s.template for s in app.synth().stacks}
+    assembly, _ = synth_app(cdk_context(**context), tmp_path_factory.mktemp("pools-upgrade"))
+    return {s.stack_name: s.template for s in assembly.stacks}
 
 
 # What this version changes on every cluster besides pools, in place: the instance role loses
