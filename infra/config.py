@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import json
 import re
 import types
@@ -391,6 +392,7 @@ class ClusterConfig:
                 f"availability_zone: {self.availability_zone!r} is not in region {self.region!r}"
             )
         _check(_STACK_NAME, "stack_name", self.stack_name, "letters, digits and hyphens")
+        _check_vpc_cidr(self.vpc_cidr)
         self._validate_pools()
         imported = (self.vpc_id, self.subnet_id, self.default_security_group_id)
         if any(v is not None for v in imported) and not all(v is not None for v in imported):
@@ -799,6 +801,24 @@ def _check_tags(key: str, tags: Mapping[str, str]) -> None:
                 f"{key}: {name!r}={value!r}; allowed: keys of 1-128 letters, digits, spaces and "
                 f"_.:/=+-@ (not aws:*, not {CLUSTER_TAG}), values of at most 256 characters"
             )
+
+
+# The new VPC's block: the cluster subnet takes a /18 and the NAT's public subnet a /24 beside
+# it (infra/network.py), so a /18 or smaller has no room for NAT; AWS allows "between a /16
+# netmask (65,536 IP addresses) and /28 netmask" (VPC user guide, vpc-cidr-blocks.html).
+VPC_PREFIXES = (16, 17)
+
+
+def _check_vpc_cidr(value: str) -> None:
+    try:
+        network = ipaddress.IPv4Network(value)
+    except ValueError:
+        network = None
+    if network is None or network.prefixlen not in VPC_PREFIXES:
+        raise ConfigError(
+            f"vpc_cidr: {value!r}; allowed: an IPv4 block of /16 or /17 such as 10.42.0.0/16 "
+            "(the cluster subnet takes a /18 of it, the NAT gateway's subnet a /24)"
+        )
 
 
 def _check(pattern: re.Pattern[str], key: str, value: object, allowed: str) -> None:

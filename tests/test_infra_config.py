@@ -38,6 +38,12 @@ def test_command_line_overrides_win_over_the_environment():
         ({"max_nodes": "many"}, "max_nodes: 'many' is not an integer"),
         ({"availability_zones": ["us-east-1a", "us-east-1b"]}, "an EFA cluster lives in exactly"),
         ({**IMPORTED_VPC, "vpc_id": "vpc-12"}, "vpc_id: 'vpc-12' is"),
+        # CDK would stop with its own message ("1 of /24 exceeds remaining space") or a
+        # traceback; VPC user guide, vpc-cidr-blocks.html: /16 is the largest block.
+        ({"vpc_cidr": "10.42.0.0/18"}, "vpc_cidr: '10.42.0.0/18'; allowed: an IPv4 block of /16"),
+        ({"vpc_cidr": "10.0.0.0/8"}, "vpc_cidr: '10.0.0.0/8'; allowed: an IPv4 block of /16 or"),
+        ({"vpc_cidr": "10.42.0.1/16"}, "vpc_cidr: '10.42.0.1/16'; allowed: "),
+        ({"vpc_cidr": "banana"}, "vpc_cidr: 'banana'; allowed: "),
         ({**IMPORTED_VPC, "default_security_group_id": "sg-x"}, "default_security_group_id: "),
         (
             {"vpc_id": "vpc-0123456789abcdef0"},
