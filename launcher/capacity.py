@@ -35,8 +35,21 @@ if TYPE_CHECKING:
 
 # EC2 starts ending a block's instances this long before its EndDate (see above).
 EC2_LEAD_SECONDS = 30 * 60
-# States after which the block holds no capacity again (botocore ec2 CapacityReservationState).
-ENDED_STATES = frozenset({"expired", "cancelled", "failed", "payment-failed"})
+# States in which the block holds no capacity, now or later (botocore ec2
+# CapacityReservationState and CapacityReservation.State: "no longer available for your use",
+# "will not be delivered", "Capacity has been released"); tests/test_capacity.py classes every
+# state of the model, so a new one cannot pass unnoticed.
+ENDED_STATES = frozenset(
+    {
+        "expired",
+        "cancelled",
+        "cancelling",
+        "failed",
+        "payment-failed",
+        "unsupported",
+        "unavailable",
+    }
+)
 # What each node gets, in its submit's overrides (read by launcher.prelude).
 BLOCK_ENV = "LAUNCHER_CAPACITY_BLOCK"
 WINDOW_END_ENV = "LAUNCHER_WINDOW_END"  # seconds since the epoch

@@ -442,3 +442,26 @@ def test_the_rules_catch_a_p6_b300_or_block_group_launched_wrong(synth_p6_b300_b
             spec["CapacityReservationTarget"] = {"CapacityReservationId": "cr-01234567"}
 
     assert launch(_broken(synth_p6_b300_blocks, block_id_target))
+
+
+# The states of botocore's ec2 CapacityReservationState in which a block holds capacity now or
+# may later: "active - The capacity is available for use", "pending", "scheduled",
+# "payment-pending", "assessing", and "delayed" (EC2 "is unable to deliver ... by the requested
+# start date", not never). Every other one is an ended window (launcher.capacity.ENDED_STATES).
+LIVE_STATES = {"active", "pending", "scheduled", "payment-pending", "assessing", "delayed"}
+
+
+def test_every_capacity_reservation_state_is_live_or_ended():
+    """botocore's ec2 model, CapacityReservation.State: "cancelling - ... Capacity has been
+    released but charges continue", "unsupported - ... will not be delivered", and
+    "unavailable" (in the enum, not described): a block in any of them gets no checkpoint
+    signal and no timeout check against its end (launcher.capacity.Window.ended)."""
+    import botocore.session
+
+    from launcher.capacity import ENDED_STATES, Window
+
+    model = botocore.session.get_session().get_service_model("ec2")
+    states = set(model.shape_for("CapacityReservationState").enum)
+    assert sorted(states - LIVE_STATES) == sorted(ENDED_STATES)
+    for state in ("cancelling", "unavailable"):
+        assert Window("cr-0123456789abcdef0", 0.0, 4e9, state).ended(1.0), state
