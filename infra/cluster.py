@@ -594,6 +594,11 @@ class ComputePool:
             "spot": self.pool.spot,
             "fallback": self.pool.fallback,
             "capacity_block_id": self.config.capacity_block_id,
+            # What Batch sets AWS_BATCH_CE_NAME to in a job placed here (job_env_vars.html): the
+            # prelude's checkpoint timer arms only in a block's own. Ref gives the ARN,
+            # arn:...:compute-environment/NAME (Batch names allow no '/'); the name itself is
+            # CloudFormation's, so it stays the same as long as the compute environment does.
+            "compute_environment_name": Fn.select(1, Fn.split("/", self.compute_environment.ref)),
         }
 
     def _placement_group(self, config: ClusterConfig) -> str | None:

@@ -121,11 +121,19 @@ class PoolInfo:
     # The Capacity Block the pool launches into (its cr- id, or a group's ARN); stacks older
     # than this field leave it out of the Pools output.
     capacity_block_id: str | None = None
+    # The name of the pool's compute environment, which Batch gives a job's containers as
+    # AWS_BATCH_CE_NAME (the prelude's checkpoint timer arms only in a block's own); stacks
+    # older than this field leave it out.
+    compute_environment_name: str | None = None
 
 
 # Fields an older stack's Pools output may lack, with the value they mean there. CDK's JSON of
 # the stack also leaves null values out (Stack.to_json_string).
-_OPTIONAL_POOL_FIELDS: dict[str, Any] = {"fallback": None, "capacity_block_id": None}
+_OPTIONAL_POOL_FIELDS: dict[str, Any] = {
+    "fallback": None,
+    "capacity_block_id": None,
+    "compute_environment_name": None,
+}
 _POOL_TYPES = {"max_nodes", "gpus_per_node", "vcpus_per_node", "memory_mib_per_node"}
 
 
@@ -179,6 +187,7 @@ EXAMPLE_POOLS = json.dumps(
             "spot": False,
             "fallback": None,
             "capacity_block_id": None,
+            "compute_environment_name": "ComputeEnvironment-0a1b2c3d4e5f6a7b",
         },
         {
             "name": "cpu",
@@ -193,6 +202,7 @@ EXAMPLE_POOLS = json.dumps(
             "spot": True,
             "fallback": None,
             "capacity_block_id": None,
+            "compute_environment_name": "cpuComputeEnvironment-1b2c3d4e5f6a7b8c",
         },
     ],
     separators=(",", ":"),
@@ -414,7 +424,7 @@ class OutputKey(str, enum.Enum):
         "Pools",
         "pools",
         "Every compute pool: name, queue, instance type, max nodes, GPUs, vCPUs, memory, EFA "
-        "interfaces, Spot, fallback, Capacity Block (JSON)",
+        "interfaces, Spot, fallback, Capacity Block, compute environment (JSON)",
         EXAMPLE_POOLS,
         _pools,
         _render_pools,
