@@ -439,8 +439,38 @@ class Cluster:
         requests = jobdef.build(spec, self.info)
         pool = self.in_pool(spec.pool)
         window = pool.window_for(spec, progress)
-        env = capacity.environment(spec, window) if window else {}
+        env = pool.checkpoint_environment(spec, window, progress) if window else {}
         return capacity.timed(requests, env)
+
+    def checkpoint_environment(
+        self, spec: JobSpec, window: capacity.Window, progress: ProgressFn | None = None
+    ) -> dict[str, str]:
+        """What every node of a job in this view's block gets (``capacity.environment``), with
+        the names of the queue's compute environments, which the prelude's timer compares with
+        the attempt's own; a line where the signal will not come as the user may expect."""
+        pool = self.info.current_pool
+        fallback = self.info.pool(pool.fallback).current_pool if pool.fallback else None
+        at = capacity.checkpoint_at(spec, window)
+        if time.time() >= at:
+            say(progress)(
+                f"warning: Capacity Block {window.block_id}: the checkpoint time "
+                f"({capacity.clock(at)}, --checkpoint-lead before EC2 starts ending the block's "
+                f"instances at {capacity.clock(window.stop)}) has passed, so this job gets no "
+                "checkpoint signal: in the block it runs until EC2 ends its instances"
+            )
+        elif pool.compute_environment_name is None:
+            say(progress)(
+                f"warning: stack {self.info.stack_name} does not name pool "
+                f"{self.info.pool_name}'s compute environment (it was deployed by an older "
+                "version), so the checkpoint signal also reaches an attempt that runs on the "
+                "fallback pool before the checkpoint time; deploy the stack again to fix that"
+            )
+        return capacity.environment(
+            spec,
+            window,
+            pool.compute_environment_name,
+            fallback.compute_environment_name if fallback else None,
+        )
 
     def block(self) -> capacity.Lookup | None:
         """The Capacity Block this view's pool runs in, read once (one call); None: none."""

@@ -12,7 +12,14 @@ reservation will begin to terminate in 10 minutes" (EC2 user guide, capacity-blo
 - every node learns the window's end and when to checkpoint (``environment``), per submit
   (``timed``): job definitions are named by their content and reused (``launcher.jobdef``),
   so a date in one would register a new definition with every submit. The prelude's timer
-  (``launcher.prelude.CHECKPOINT_TIMER``) sends the job's signal at LAUNCHER_CHECKPOINT_AT.
+  (``launcher.prelude.CHECKPOINT_TIMER``) sends the job's signal at LAUNCHER_CHECKPOINT_AT,
+  to an attempt in the block's own compute environment that started before that moment.
+  The overrides belong to the SubmitJob, and its retries are attempts of the same job ("The
+  retry strategy to use for failed jobs from this SubmitJob operation", botocore's batch
+  model, SubmitJob.retryStrategy), so every attempt gets them: a retry on the fallback pool,
+  or one that starts after the moment, must not be signalled too.
+- the local backend places each attempt as Batch would (``placement``): in the block's
+  compute environment while the block can take it, else in the fallback's.
 
 Pure functions, and ``read``: one DescribeCapacityReservations call, whose refusal (no
 ``ec2:DescribeCapacityReservations``, a throttle) is a note, never a failure of the command.
@@ -21,6 +28,7 @@ Pure functions, and ``read``: one DescribeCapacityReservations call, whose refus
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -52,9 +60,15 @@ ENDED_STATES = frozenset(
 )
 # What each node gets, in its submit's overrides (read by launcher.prelude).
 BLOCK_ENV = "LAUNCHER_CAPACITY_BLOCK"
+WINDOW_START_ENV = "LAUNCHER_WINDOW_START"  # seconds since the epoch
 WINDOW_END_ENV = "LAUNCHER_WINDOW_END"  # seconds since the epoch
 SIGNAL_ENV = "LAUNCHER_CHECKPOINT_SIGNAL"
 CHECKPOINT_AT_ENV = "LAUNCHER_CHECKPOINT_AT"  # seconds since the epoch
+# The compute environments of the pool's queue, by name (AWS_BATCH_CE_NAME, which Batch sets
+# in every job container to "the name of the compute environment where your job is placed",
+# Batch user guide, job_env_vars.html): the block's, where the timer arms, and the fallback's.
+BLOCK_CE_ENV = "LAUNCHER_CAPACITY_BLOCK_CE"
+FALLBACK_CE_ENV = "LAUNCHER_FALLBACK_CE"
 PERMISSION = "ec2:DescribeCapacityReservations"
 _DENIED = ("UnauthorizedOperation", "AccessDenied")  # EC2's code, and the generic one
 
@@ -167,14 +181,49 @@ def check_timeout(spec: JobSpec, window: Window, now: float, pool: str) -> None:
     )
 
 
-def environment(spec: JobSpec, window: Window) -> dict[str, str]:
-    """What every node of a job in the block gets (launcher.prelude's timer reads it)."""
-    return {
+def checkpoint_at(spec: JobSpec, window: Window) -> int:
+    """When the job's nodes get the checkpoint signal: ``--checkpoint-lead`` before EC2 starts
+    ending the block's instances."""
+    return int(window.stop) - spec.checkpoint_lead_seconds
+
+
+def environment(
+    spec: JobSpec,
+    window: Window,
+    block_ce: str | None = None,
+    fallback_ce: str | None = None,
+) -> dict[str, str]:
+    """What every node of a job in the block gets (launcher.prelude's timer reads it):
+    ``block_ce`` and ``fallback_ce`` name the compute environments of the pool's queue (None:
+    a stack too old to name them, or a pool without a fallback)."""
+    env = {
         BLOCK_ENV: window.block_id,
+        WINDOW_START_ENV: str(int(window.start)),
         WINDOW_END_ENV: str(int(window.end)),
         SIGNAL_ENV: spec.checkpoint_signal,
-        CHECKPOINT_AT_ENV: str(int(window.stop) - spec.checkpoint_lead_seconds),
+        CHECKPOINT_AT_ENV: str(checkpoint_at(spec, window)),
     }
+    if block_ce:
+        env[BLOCK_CE_ENV] = block_ce
+    if fallback_ce:
+        env[FALLBACK_CE_ENV] = fallback_ce
+    return env
+
+
+def placement(env: Mapping[str, str], now: float) -> str | None:
+    """The compute environment Batch places an attempt of a job in the block in when it starts
+    at ``now``, from the job's ``environment``: the block's from its start until EC2 starts
+    ending its instances, the fallback's (the queue's next, infra.cluster ``add_queue``) before
+    and after; None for a job outside a block, or when the stack names no compute environment.
+    What the local backend gives an attempt as AWS_BATCH_CE_NAME."""
+    block = env.get(BLOCK_CE_ENV)
+    if not block:
+        return None
+    start = float(env.get(WINDOW_START_ENV, "0"))
+    stop = float(env.get(WINDOW_END_ENV, "0")) - EC2_LEAD_SECONDS
+    if start <= now < stop:
+        return block
+    return env.get(FALLBACK_CE_ENV) or block
 
 
 def timed(requests: Requests, env: dict[str, str]) -> Requests:

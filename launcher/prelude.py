@@ -56,7 +56,6 @@ NODE_LOST_EXIT = 75  # EX_TEMPFAIL: a node was lost; the job's retry rules try a
 # terminates the instance so the retry lands elsewhere. Outside sysexits' 64-78 and below 126,
 # so no shell, signal or library gives it another meaning.
 BAD_HOST_EXIT = 79
-MONITOR_DIR = "/tmp/launcher-monitor"
 HEARTBEAT_SECONDS = 5
 LOST_AFTER_SECONDS = 30  # a worker silent this long is lost (a dead host sends no FIN)
 # The node watch's per-job secret (see MONITOR_MAIN), set with every submit (launcher.jobdef).
@@ -71,6 +70,12 @@ START_SECONDS = 900
 # How the main node says which nodes it lost or never saw start (launcher.api reads it back).
 LOST_NODES_LINE = re.compile(r"^launcher: node\(s\) [\d ]+(lost|never started)")
 NCCL_LOG_DIR = "/tmp/launcher-nccl"
+# Where the prelude looks for NCCL's files instead (the job definition's NCCL_DEBUG_FILE then
+# names it too): for tests that run the prelude on a machine whose /tmp others share.
+NCCL_DIR_ENV = "LAUNCHER_NCCL_DIR"
+# What the local backend sets in every container, so the prelude knows a rehearsal on a machine
+# without EFA from a node on AWS (launcher.local.containers).
+REHEARSAL_ENV = "LAUNCHER_REHEARSAL"
 # Where the EFA installer, AWS's DLAMIs/DLCs and NGC builds put aws-ofi-nccl (newest first).
 PLUGIN_DIRS = (
     "/opt/amazon/ofi-nccl/lib",
@@ -136,6 +141,25 @@ if [ -n "${LAUNCHER_START_GATE:-}" ]; then
   done
   unset LAUNCHER_START_GATE
 fi
+"""
+
+# What the prelude keeps while the command runs (the node watch's files, the NCCL watcher's
+# counts and verdict, the checkpoint timer's mark) goes in a directory of its own, made for this
+# run when the first of them needs it (``_private``: mktemp -d, mode 0700, under $TMPDIR or
+# /tmp) and removed when the prelude ends. A fixed name in /tmp would be read by the next run on
+# the same machine (a mark of a signal sent to another run turned its failure into a retry) and
+# can be taken first by anyone who shares /tmp; a test that runs the prelude on such a machine
+# gives it a TMPDIR of its own. In a job's container /tmp is the container's, as before.
+PRIVATE = f"""\
+_tmp=""; _ndir="${{{NCCL_DIR_ENV}:-{NCCL_LOG_DIR}}}"
+_private() {{
+  [ -z "$_tmp" ] || return 0
+  _tmp="$(mktemp -d "${{TMPDIR:-/tmp}}/launcher.XXXXXX" 2>/dev/null)" && return 0
+  _tmp="${{TMPDIR:-/tmp}}/launcher.$$"; mkdir -m 700 "$_tmp" 2>/dev/null && return 0
+  _tmp=""; echo "launcher: WARNING: cannot make a directory under ${{TMPDIR:-/tmp}}, so $1 is off" >&2
+  return 1
+}}
+trap '[ -z "$_tmp" ] || rm -rf "$_tmp"' EXIT
 """
 
 RENDEZVOUS = """\
@@ -236,7 +260,7 @@ if [ -n "${{LAUNCHER_EFA:-}}" ]; then
     if [ ! -x "$_fi" ]; then _provider="present, not verified (no fi_info)"
     elif "$_fi" -p efa -t FI_EP_RDM >/dev/null 2>&1; then _provider="usable (fi_info -p efa)"
     else _missing="$_missing; libfabric has no usable efa provider (fi_info -p efa failed)"; fi; fi
-  if [ "${{AWS_BATCH_CE_NAME:-}}" = local ] && [ "$_want" = 0 ]; then
+  if [ "${{{REHEARSAL_ENV}:-}}" = local ] && [ "$_want" = 0 ]; then
     # A rehearsal has no EFA: TCP is expected, whatever --efa says; what the image lacks
     # would matter on AWS.
     if [ -z "$_missing" ]; then
@@ -257,11 +281,11 @@ if [ -n "${{LAUNCHER_EFA:-}}" ]; then
     if [ "$LAUNCHER_EFA" = require ] && [ "$_want" -gt 0 ]; then
       _sub="$(echo ",${{NCCL_DEBUG_SUBSYS:-INIT}}," | tr 'a-z' 'A-Z')"
       case "$(echo "${{NCCL_DEBUG:-}}" | tr 'a-z' 'A-Z'):${{NCCL_DEBUG_FILE:-}}" in
-        INFO:{NCCL_LOG_DIR}/*|TRACE:{NCCL_LOG_DIR}/*)
+        INFO:"$_ndir"/*|TRACE:"$_ndir"/*)
           case "$_sub" in *,INIT,*|*,ALL,*) _guard="$_want";; esac;;
       esac
       if [ -z "$_guard" ]; then
-        echo "launcher: fabric guard: NCCL's network is not checked after it starts on $_node: the job set NCCL_DEBUG=${{NCCL_DEBUG:-}}, NCCL_DEBUG_SUBSYS=${{NCCL_DEBUG_SUBSYS:-}} or NCCL_DEBUG_FILE=${{NCCL_DEBUG_FILE:-}} (the guard reads NCCL's INFO lines of INIT from {NCCL_LOG_DIR})" >&2
+        echo "launcher: fabric guard: NCCL's network is not checked after it starts on $_node: the job set NCCL_DEBUG=${{NCCL_DEBUG:-}}, NCCL_DEBUG_SUBSYS=${{NCCL_DEBUG_SUBSYS:-}} or NCCL_DEBUG_FILE=${{NCCL_DEBUG_FILE:-}} (the guard reads NCCL's INFO lines of INIT from $_ndir)" >&2
       fi
     fi
   else
@@ -281,9 +305,8 @@ fi
 # (aws/aws-ofi-nccl, src/nccl_ofi_net.cpp); NCCL's own is "Using network %s" (src/init.cc).
 NCCL_WATCH = f"""\
 _watch=""; _nccl=""
-case "${{NCCL_DEBUG_FILE:-}}" in {NCCL_LOG_DIR}/*)
-  _nccl=1; _seen={NCCL_LOG_DIR}/.seen
-  mkdir -p "$_seen"; rm -f "$_seen/verdict"
+case "${{NCCL_DEBUG_FILE:-}}" in "$_ndir"/*)
+  if _private "the NCCL watcher"; then _nccl=1; _seen="$_tmp/nccl"; mkdir -p "$_ndir" "$_seen"; fi
   _verdict() {{
     [ -e "$_seen/verdict" ] && return 0
     echo "$1 $2" > "$_seen/verdict"
@@ -291,7 +314,7 @@ case "${{NCCL_DEBUG_FILE:-}}" in {NCCL_LOG_DIR}/*)
     ( sleep 5; kill -KILL "$_child" 2>/dev/null ) &
   }}
   _nccl_scan() {{
-    for _f in {NCCL_LOG_DIR}/*.log; do
+    for _f in "$_ndir"/*.log; do
       [ -f "$_f" ] || continue
       _s="$_seen/${{_f##*/}}"; _old=$(cat "$_s" 2>/dev/null || echo 0)
       _new=$(wc -l < "$_f"); [ "$_new" -gt "$_old" ] || continue
@@ -322,6 +345,20 @@ case "${{NCCL_DEBUG_FILE:-}}" in {NCCL_LOG_DIR}/*)
         fi
       fi
     done
+  }}
+  # One scanner, from the command's start to past its end. RUN tells it to finish with a file,
+  # not a signal, so it is never cut off mid-scan (a scan killed with its pipeline or grep still
+  # running on a chunk that the next scan rewrites forwarded lines twice), and waits while it
+  # scans once more, without the guard, and ends: each line is forwarded once.
+  _nccl_watch() {{
+    if sleep 0.2 2>/dev/null; then _nap=0.2 _naps=5; else _nap=1 _naps=1; fi
+    while :; do
+      _nccl_scan
+      _n=0
+      while [ ! -e "$_seen/stop" ] && [ "$_n" -lt "$_naps" ]; do sleep "$_nap"; _n=$((_n + 1)); done
+      [ ! -e "$_seen/stop" ] || break
+    done
+    _guard=""; _nccl_scan
   }};;
 esac
 """
@@ -439,8 +476,8 @@ if [ "${{LAUNCHER_RESTARTS:-}}" = on ] && [ "${{LAUNCHER_NNODES:-1}}" -gt 1 ]; t
     echo "launcher: restarts WARNING: no python3 in the image, so a lost node is not noticed and the job is not tried again" >&2
   elif [ -z "$_wtoken" ]; then
     echo "launcher: restarts WARNING: no {WATCH_TOKEN_ENV} (the launcher sets it with every submit), so the nodes cannot vouch for each other: a lost node is not noticed and the job is not tried again" >&2
-  else
-    _monitor="{MONITOR_DIR}"; rm -rf "$_monitor"; mkdir -p "$_monitor"
+  elif _private "the node watch"; then
+    _monitor="$_tmp/monitor"; mkdir "$_monitor"
     _mport="$((LAUNCHER_MAIN_PORT + 1))"
   fi
 fi
@@ -464,39 +501,62 @@ _report() {{
 # process's name are its state and then its parent's pid). RUN starts `_checkpoint` beside
 # the command and ends it with the command.
 #
+# The timer arms only for an attempt that EC2 will end with the block, and only while the
+# moment is ahead. The values ride in the SubmitJob's overrides, which Batch gives every
+# attempt of the job, so a retry sees them too: on the fallback pool, or in the block after the
+# moment, a timer that fired at once would end each retry with 75 in turn until the job failed.
+# Batch names the compute environment it placed the attempt in ("AWS_BATCH_CE_NAME: This
+# variable is set to the name of the compute environment where your job is placed", Batch user
+# guide, job_env_vars.html); the launcher gives the block's (LAUNCHER_CAPACITY_BLOCK_CE, from
+# the stack's Pools output; a stack older than that names none, and then only the moment
+# counts) and the fallback's (LAUNCHER_FALLBACK_CE). An attempt that does not arm says why in
+# one line, and its command runs to its own end with its own exit code.
+#
 # A command that dies of the signal (it did not catch it), or ends otherwise than 0 after it,
 # ends the node with NODE_LOST_EXIT: EC2 was about to end it anyway, and a retry ("Host EC2"
 # would have been one) resumes the run on the next block or the fallback pool, where an exit
-# code of 128+N would fail the job for good.
-CHECKPOINT_SENT = "/tmp/launcher-checkpoint-sent"
-CHECKPOINT_TIMER = f"""\
+# code of 128+N would fail the job for good. Only a signal this run's timer sent counts: its
+# mark is in this run's own directory (PRIVATE).
+CHECKPOINT_TIMER = """\
 _timer=""
-if [ -n "${{LAUNCHER_CHECKPOINT_AT:-}}" ]; then
-  _timer=on; rm -f {CHECKPOINT_SENT}
-  _hhmm() {{ printf '%02d:%02d' $(($1 % 86400 / 3600)) $(($1 % 3600 / 60)); }}
-  _checkpoint() {{
-    _cmd=$1; _first=$2; _end="${{LAUNCHER_WINDOW_END:-0}}"; _sig="${{LAUNCHER_CHECKPOINT_SIGNAL:-USR1}}"
+if [ -n "${LAUNCHER_CHECKPOINT_AT:-}" ]; then
+  _hhmm() { printf '%02d:%02d' $(($1 % 86400 / 3600)) $(($1 % 3600 / 60)); }
+  _end="${LAUNCHER_WINDOW_END:-0}"; _sig="${LAUNCHER_CHECKPOINT_SIGNAL:-USR1}"
+  _when="Capacity Block ${LAUNCHER_CAPACITY_BLOCK:-} ends at $(_hhmm "$_end") UTC; EC2 ends its instances from $(_hhmm $((_end - 1800))) UTC"
+  _ce="${AWS_BATCH_CE_NAME:-}"; _off=""
+  if [ -n "${LAUNCHER_CAPACITY_BLOCK_CE:-}" ] && [ "$_ce" != "$LAUNCHER_CAPACITY_BLOCK_CE" ]; then
+    if [ -n "$_ce" ] && [ "$_ce" = "${LAUNCHER_FALLBACK_CE:-}" ]; then _ce="$_ce (the pool's fallback)"; fi
+    _off="this attempt runs in compute environment ${_ce:-unknown}, not in the block's ($LAUNCHER_CAPACITY_BLOCK_CE), so EC2 does not end it with the block; the command runs to its own end"
+  elif [ "$(date +%s)" -ge "$LAUNCHER_CHECKPOINT_AT" ]; then
+    _off="this attempt started after the checkpoint time ($(_hhmm "$LAUNCHER_CHECKPOINT_AT") UTC); the command runs until it ends or EC2 ends its instance"
+  fi
+  if [ -n "$_off" ]; then
+    echo "launcher: $_when: no checkpoint signal: $_off" >&2
+  elif _private "the checkpoint signal"; then
+    _timer=on
+  fi
+  _checkpoint() {
+    _cmd=$1; _first=$2
     _left=$((LAUNCHER_CHECKPOINT_AT - $(date +%s)))
     if [ "$_left" -gt 0 ]; then sleep "$_left"; fi
     kill -0 "$_cmd" 2>/dev/null || return 0
     _pids="$_cmd"; _who="the command (pid $_cmd) so it can checkpoint"
-    if [ "${{_first##*/}}" = torchrun ]; then
+    if [ "${_first##*/}" = torchrun ]; then
       _pids=""
       for _st in /proc/[0-9]*/stat; do
         _line="$(cat "$_st" 2>/dev/null)" || continue
-        set -- ${{_line##*) }}
-        if [ "${{2:-}}" = "$_cmd" ]; then _p="${{_st#/proc/}}"; _pids="$_pids ${{_p%/stat}}"; fi
+        set -- ${_line##*) }
+        if [ "${2:-}" = "$_cmd" ]; then _p="${_st#/proc/}"; _pids="$_pids ${_p%/stat}"; fi
       done
-      _pids="${{_pids# }}"; _who="torchrun's workers (pids $_pids) so they can checkpoint"
+      _pids="${_pids# }"; _who="torchrun's workers (pids $_pids) so they can checkpoint"
     fi
-    _when="Capacity Block ${{LAUNCHER_CAPACITY_BLOCK:-}} ends at $(_hhmm "$_end") UTC; EC2 ends its instances from $(_hhmm $((_end - 1800))) UTC"
     if [ -z "$_pids" ]; then
       echo "launcher: $_when: torchrun has no workers to send SIG$_sig to" >&2; return 0
     fi
     # Said and marked first: the command may end at once, and RUN then ends this timer.
-    echo "launcher: $_when: sent SIG$_sig to $_who" >&2; : > {CHECKPOINT_SENT}
+    echo "launcher: $_when: sent SIG$_sig to $_who" >&2; : > "$_tmp/checkpoint-sent"
     kill -s "$_sig" $_pids 2>/dev/null
-  }}
+  }
 fi
 """
 
@@ -508,7 +568,7 @@ if [ -z "$_nccl" ] && [ -z "$_monitor" ] && [ -z "$_timer" ]; then exec "$@"; fi
 "$@" & _child=$!
 if [ -n "$_timer" ]; then _checkpoint "$_child" "$1" & _timer=$!; fi
 trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
-if [ -n "$_nccl" ]; then ( while :; do _nccl_scan; sleep 1; done ) & _watch=$!; fi
+if [ -n "$_nccl" ]; then _nccl_watch & _watch=$!; fi
 if [ -n "$_monitor" ]; then
   if [ "$LAUNCHER_NODE_RANK" = 0 ]; then
     {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" "$LAUNCHER_MAIN_ADDR" & _mon=$!
@@ -519,12 +579,15 @@ fi
 wait "$_child"; _code=$?
 while kill -0 "$_child" 2>/dev/null; do wait "$_child"; _code=$?; done
 if [ -n "$_timer" ]; then kill "$_timer" 2>/dev/null; fi
-if [ -n "$_watch" ]; then kill "$_watch" 2>/dev/null; _guard=""; _nccl_scan; fi
-if [ -s "${{_seen:-}}/verdict" ]; then
+if [ -n "$_watch" ]; then
+  : > "$_seen/stop"
+  while kill -0 "$_watch" 2>/dev/null; do wait "$_watch"; done
+fi
+if [ -n "$_nccl" ] && [ -s "$_seen/verdict" ]; then
   read -r _code _why < "$_seen/verdict"
   if [ "$_code" = {BAD_HOST_EXIT} ]; then _say_bad_host "$_why"; else _say_efa_error "$_why"; fi
 fi
-if [ -e {CHECKPOINT_SENT} ] && [ "$_code" != 0 ]; then
+if [ -n "$_timer" ] && [ -e "$_tmp/checkpoint-sent" ] && [ "$_code" != 0 ]; then
   echo "launcher: the command ended with exit code $_code after the checkpoint signal: ending with exit code {NODE_LOST_EXIT} so that the job is tried again, from its checkpoint, on the next Capacity Block or the pool's fallback" >&2
   _code={NODE_LOST_EXIT}
 fi
@@ -562,6 +625,7 @@ SCRIPT = (
     REPARSE_GUARD
     + SECRETS
     + START_GATE
+    + PRIVATE
     + RENDEZVOUS
     + MONITOR
     + GPU_CHECK

@@ -20,9 +20,11 @@ from devenv import moto_gaps
 from devenv.clusters import cluster_info
 from devenv.emulator import ACCOUNT, REGION
 from launcher import capacity, jobdef, jobfile, prelude
-from launcher.cluster import ClusterInfo
+from launcher.api import Cluster
+from launcher.cluster import ClusterInfo, from_stack
 from launcher.errors import RemoteError, UsageError
 from launcher.jobspec import JobSpec, parse_lead, parse_signal
+from launcher.local import containers
 from launcher.outputs import OutputKey
 from tests.support import cli
 
@@ -82,13 +84,18 @@ def test_every_node_gets_the_end_and_the_checkpoint_time_in_the_submit_not_the_d
     """Beside the node watch's token in each node range's overrides (a gang), or in the
     container's (one node): definitions are named by their content and shared (jobdef)."""
     gang = spec(nodes=2, checkpoint_signal="SIGUSR2", checkpoint_lead_seconds=300)
-    env = capacity.environment(gang, window())
+    env = capacity.environment(gang, window(), "train-ce", "ondemand-ce")
     assert env == {
         "LAUNCHER_CAPACITY_BLOCK": BLOCK,
+        "LAUNCHER_WINDOW_START": str(int(NOW - HOUR)),
         "LAUNCHER_WINDOW_END": str(int(NOW + 5 * HOUR)),
         "LAUNCHER_CHECKPOINT_SIGNAL": "USR2",
         "LAUNCHER_CHECKPOINT_AT": str(int(NOW + 5 * HOUR) - 1800 - 300),
+        "LAUNCHER_CAPACITY_BLOCK_CE": "train-ce",
+        "LAUNCHER_FALLBACK_CE": "ondemand-ce",
     }
+    # A stack too old to name its compute environments, a pool without a fallback: left out.
+    assert capacity.BLOCK_CE_ENV not in capacity.environment(gang, window())
     plain = jobdef.build(gang, cluster_info())
     timed = capacity.timed(plain, env)
     assert timed.register == plain.register
@@ -106,10 +113,81 @@ def test_the_prelude_reads_what_the_launcher_sets():
         capacity.WINDOW_END_ENV,
         capacity.SIGNAL_ENV,
         capacity.CHECKPOINT_AT_ENV,
+        capacity.BLOCK_CE_ENV,
+        capacity.FALLBACK_CE_ENV,
     ):
         assert name in prelude.CHECKPOINT_TIMER, name
     assert f"- {capacity.EC2_LEAD_SECONDS}))" in prelude.CHECKPOINT_TIMER
     assert prelude.CHECKPOINT_TIMER in prelude.SCRIPT
+
+
+def test_an_attempt_is_placed_in_the_block_while_it_can_take_it_and_on_the_fallback_otherwise():
+    """Where the local backend places each attempt (its AWS_BATCH_CE_NAME), as Batch would: the
+    pool's queue tries the block's compute environment first and the fallback's when the first
+    cannot run the job ("Compute environments are tried in ascending order", Batch API,
+    ComputeEnvironmentOrder; infra.cluster ``add_queue``), and the block runs nothing before its
+    start or once EC2 ends its instances, 30 minutes before its end."""
+    env = capacity.environment(spec(), window(), "train-ce", "ondemand-ce")
+    stop = NOW + 5 * HOUR - capacity.EC2_LEAD_SECONDS
+    assert capacity.placement(env, NOW) == "train-ce"
+    assert capacity.placement(env, stop - 1) == "train-ce"
+    assert capacity.placement(env, stop) == "ondemand-ce"  # EC2 is ending the block's instances
+    assert capacity.placement(env, NOW - 2 * HOUR) == "ondemand-ce"  # before the block starts
+    # Without a fallback the job can only wait for the block; locally it runs there.
+    assert capacity.placement(capacity.environment(spec(), window(), "train-ce"), stop) == (
+        "train-ce"
+    )
+    assert capacity.placement(capacity.environment(spec(), window()), NOW) is None  # older stack
+    node = {"environment": [{"name": k, "value": v} for k, v in env.items()]}
+    assert containers.placement(node, stop) == "ondemand-ce"
+    assert containers.placement({"environment": []}, NOW) == "local"  # outside any block
+
+
+def _block_cluster(*, names: bool) -> Cluster:
+    """The example stack with its default pool in the block and the cpu pool as its fallback;
+    ``names``: whether its Pools output names the compute environments (stacks since the field)."""
+    pools = json.loads(OutputKey.POOLS.example)
+    pools[0] |= {"capacity_block_id": BLOCK, "fallback": "cpu"}
+    if not names:
+        for pool in pools:
+            del pool["compute_environment_name"]
+    outputs = {k.value: k.example for k in OutputKey} | {"Pools": json.dumps(pools)}
+    return Cluster(ClusterInfo.from_outputs("EfaBatch", outputs))
+
+
+def test_the_nodes_learn_which_compute_environment_is_the_blocks_and_a_late_job_is_told():
+    """The timer compares the attempt's compute environment with the block's, so every node gets
+    both names from the Pools output. A job whose checkpoint time has passed at submission gets
+    no signal, and the launcher says so; a stack too old to name the compute environments gets
+    the signal on the fallback too, and the launcher says to deploy it again."""
+    said: list[str] = []
+    now = time.time()
+    env = _block_cluster(names=True).checkpoint_environment(
+        spec(), window(now - HOUR, now + 5 * HOUR), lambda e: said.append(e.text)
+    )
+    pools = {p["name"]: p for p in json.loads(OutputKey.POOLS.example)}
+    assert env[capacity.BLOCK_CE_ENV] == pools["default"]["compute_environment_name"]
+    assert env[capacity.FALLBACK_CE_ENV] == pools["cpu"]["compute_environment_name"]
+    assert said == []
+
+    late = window(now - HOUR, now + 1800 + 60)  # EC2 ends the instances in a minute
+    _block_cluster(names=True).checkpoint_environment(spec(), late, lambda e: said.append(e.text))
+    (line,) = said
+    assert line.startswith(f"warning: Capacity Block {BLOCK}: the checkpoint time (")
+    assert line.endswith(
+        ") has passed, so this job gets no checkpoint signal: in the block it runs until EC2 "
+        "ends its instances"
+    )
+    said.clear()
+    env = _block_cluster(names=False).checkpoint_environment(
+        spec(), window(now - HOUR, now + 5 * HOUR), lambda e: said.append(e.text)
+    )
+    assert capacity.BLOCK_CE_ENV not in env and capacity.CHECKPOINT_AT_ENV in env
+    assert said == [
+        "warning: stack EfaBatch does not name pool default's compute environment (it was "
+        "deployed by an older version), so the checkpoint signal also reaches an attempt that "
+        "runs on the fallback pool before the checkpoint time; deploy the stack again to fix that"
+    ]
 
 
 @pytest.mark.parametrize("given", ["USR1", "SIGUSR1", "usr1", " sigusr1 "])
@@ -245,6 +323,41 @@ def test_the_window_is_shown_checked_and_sent_on_the_emulated_stack(moto_server,
         for e in json.loads(dry.stdout)["submitJob"]["containerOverrides"]["environment"]
     }
     assert int(env["LAUNCHER_CHECKPOINT_AT"]) == int(env["LAUNCHER_WINDOW_END"]) - 1800 - 300
+    names = {p.name: p.compute_environment_name for p in _pools(moto_server, stack)}
+    assert (env["LAUNCHER_CAPACITY_BLOCK_CE"], env["LAUNCHER_FALLBACK_CE"]) == (
+        names["train"],
+        names["ondemand"],
+    )
+    # A lead longer than the 1h30m left before EC2 ends the instances: the time has passed.
+    late = launcher(moto_server, stack, *run, "--dryrun", "--checkpoint-lead", "2h", "--", "x")
+    assert late.returncode == 0, late.stderr
+    assert f"warning: Capacity Block {BLOCK}: the checkpoint time (" in late.stderr
+    assert "has passed, so this job gets no checkpoint signal" in late.stderr
+
+
+def test_the_pools_output_names_each_pools_compute_environment_as_batch_does(moto_server, stack):
+    """The name Batch sets AWS_BATCH_CE_NAME to in a job placed there ("the name of the compute
+    environment where your job is placed", Batch user guide, job_env_vars.html), read from the
+    deployed stack: each pool's queue tries its own compute environment first, and the train
+    pool's (the block's) queue the ondemand pool's after it."""
+    cf = moto_server.client("cloudformation")
+    (described,) = cf.describe_stacks(StackName=stack)["Stacks"]
+    info = from_stack(described)
+    batch = moto_server.client("batch")
+    names = {
+        c["computeEnvironmentArn"]: c["computeEnvironmentName"]
+        for c in batch.describe_compute_environments()["computeEnvironments"]
+    }
+    queues = {q["jobQueueName"]: q for q in batch.describe_job_queues()["jobQueues"]}
+    for pool in info.pools:
+        order = sorted(queues[pool.queue_name]["computeEnvironmentOrder"], key=lambda o: o["order"])
+        fallback = info.pool(pool.fallback).current_pool if pool.fallback else None
+        assert [names[o["computeEnvironment"]] for o in order] == [
+            pool.compute_environment_name,
+            *([fallback.compute_environment_name] if fallback else []),
+        ]
+    assert len({p.compute_environment_name for p in info.pools}) == len(info.pools)
+    assert info.pool("train").current_pool.fallback == "ondemand"
 
 
 # --- the local Docker engine: the signal reaches the command --------------------------------------
@@ -307,13 +420,26 @@ def test_the_command_gets_its_signal_before_the_block_ends(
     assert seconds < 40
 
 
-def test_a_command_that_dies_of_the_signal_is_tried_again(
+def test_a_signalled_attempt_is_tried_again_and_the_retry_runs_to_its_end(
     moto_server, stack, docker_engine, busybox_base, tmp_path
 ):
-    """A command that does not catch the signal dies of it (exit 138 for SIGUSR1), which the
-    retry rules would take for an application failure and end the job; the prelude ends the
-    node with 75 instead, as EC2's ending of the instance ("Host EC2") would have been retried."""
-    moto_gaps.capacity_block(BLOCK, time.time() - HOUR, time.time() + 1800 + 5)
+    """The whole life of a job in the block, on the local engine with the stack's retry rules.
+    Attempt 1 runs in the block's compute environment, gets SIGUSR1 at the checkpoint time (the
+    moment EC2 starts ending the block's instances, with no lead), saves its step and exits 1,
+    which the prelude turns into 75: tried again. Attempt 2 starts after that moment, where
+    Batch places it on the fallback pool (the block can no longer take it): no signal, and it
+    resumes from the checkpoint and succeeds. The checkpoint values ride in the SubmitJob's
+    overrides, which every attempt gets (SubmitJob.retryStrategy: "The retry strategy to use
+    for failed jobs from this SubmitJob operation"); before, attempt 2 was signalled as it
+    started and ended 75 too, and the job failed once its attempts ran out."""
+    moto_gaps.capacity_block(BLOCK, time.time() - HOUR, time.time() + 1800 + 6)
+    command = (
+        'step="$LAUNCHER_CHECKPOINT_DIR/step"; '
+        'if [ -e "$step" ]; then echo "resumed from step $(cat "$step") on $AWS_BATCH_CE_NAME"; '
+        "exit 0; fi; "
+        'trap \'echo 7 > "$step"; echo "saved step 7"; exit 1\' USR1; i=0; '
+        "while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo never; exit 1"
+    )
     result, seconds = _local_run(
         moto_server,
         stack,
@@ -321,15 +447,29 @@ def test_a_command_that_dies_of_the_signal_is_tried_again(
         busybox_base,
         tmp_path,
         "--retries",
-        "1",
+        "2",
         "--checkpoint-lead",
-        "1s",
-        command="sleep 30; echo never",
+        "0s",
+        command=command,
     )
-    assert result.returncode == 1, result.stderr
-    assert ": sent SIGUSR1 to the command (pid " in result.stderr
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert err.count(": sent SIGUSR1 to the command (pid ") == 1
+    assert "[node 0] saved step 7" in err and "never" not in err
     assert (
-        "launcher: the command ended with exit code 138 after the checkpoint signal: ending with "
-        "exit code 75 so that the job is tried again" in result.stderr
+        "launcher: the command ended with exit code 1 after the checkpoint signal: ending with "
+        "exit code 75 so that the job is tried again" in err
     )
-    assert "never" not in result.stderr and seconds < 30
+    names = {p.name: p.compute_environment_name for p in _pools(moto_server, stack)}
+    assert (
+        f": no checkpoint signal: this attempt runs in compute environment {names['ondemand']} "
+        f"(the pool's fallback), not in the block's ({names['train']})" in err
+    )
+    assert f"[node 0] resumed from step 7 on {names['ondemand']}" in err
+    assert seconds < 40
+
+
+def _pools(moto_server, stack):
+    cf = moto_server.client("cloudformation")
+    (described,) = cf.describe_stacks(StackName=stack)["Stacks"]
+    return from_stack(described).pools

@@ -52,11 +52,12 @@ IGNORED = (
 def node(
     tmp_path: Path, rank: int, port: int, command: list[str], **env: str | None
 ) -> subprocess.Popen:
-    """One node's prelude under dash, with its own monitor directory (they share /tmp here);
-    ``env`` adds to the node's environment, or takes out what it sets to None."""
+    """One node's prelude under dash, with a TMPDIR of its own for the prelude's files (the
+    machine's /tmp is shared); ``env`` adds to the node's environment, or takes out what it sets
+    to None."""
     if DASH is None:
         pytest.fail("dash is not installed (Debian's /bin/sh)")
-    script = prelude.SCRIPT.replace(prelude.MONITOR_DIR, str(tmp_path / f"monitor{rank}"))
+    (tmp_path / f"node{rank}").mkdir(exist_ok=True)
     where = (
         {"LAUNCHER_MAIN_ADDR": "127.0.0.1"}
         if rank == 0
@@ -70,12 +71,13 @@ def node(
         "LAUNCHER_MAIN_PORT": str(port),
         "LAUNCHER_EFS": str(tmp_path),  # the checkpoint directory goes under it
         "LAUNCHER_START_SECONDS": "60",
+        "TMPDIR": str(tmp_path / f"node{rank}"),
         prelude.WATCH_TOKEN_ENV: TOKEN,
         **where,
         **env,
     }
     return subprocess.Popen(
-        [DASH, "-c", script, prelude.ARGV0, *command],
+        [DASH, "-c", prelude.SCRIPT, prelude.ARGV0, *command],
         env={k: v for k, v in environment.items() if v is not None},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

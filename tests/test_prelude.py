@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -56,16 +57,14 @@ def test_rendezvous_variables_on_a_worker_and_the_command_keeps_its_arguments():
     assert result.stdout == "10.0.0.5:29500 3/4 [a b]\n"
 
 
-@pytest.fixture
-def nccl_dir():
-    yield
-    shutil.rmtree(prelude.NCCL_LOG_DIR, ignore_errors=True)  # the watcher's files on this host
-
-
-def test_the_exit_code_and_signals_pass_through_the_watcher(nccl_dir):
+def test_the_exit_code_and_signals_pass_through_the_watcher(tmp_path):
+    """With the NCCL watcher on (in directories of the test's own: this machine's /tmp is
+    shared with every other run on it)."""
     env = {
         "LAUNCHER_MAIN_ADDR": "127.0.0.1",
-        "NCCL_DEBUG_FILE": f"{prelude.NCCL_LOG_DIR}/%h.%p.log",
+        "TMPDIR": str(tmp_path),
+        prelude.NCCL_DIR_ENV: str(tmp_path / "nccl"),
+        "NCCL_DEBUG_FILE": f"{tmp_path}/nccl/%h.%p.log",
     }
     assert run_dash(["sh", "-c", "exit 7"], env).returncode == 7
     process = subprocess.Popen(
@@ -78,6 +77,7 @@ def test_the_exit_code_and_signals_pass_through_the_watcher(nccl_dir):
     time.sleep(0.5)  # the shell sets its trap just after starting the command
     process.terminate()  # Batch (through the init process) sends SIGTERM to the shell
     assert process.wait(timeout=10) == 143  # the command got it and ended with it
+    assert [p.name for p in tmp_path.iterdir()] == ["nccl"]  # its own directory removed
 
 
 def test_restarts_without_python3_in_the_image_say_so_and_run_the_command(tmp_path):
@@ -190,10 +190,16 @@ def test_an_image_without_the_userspace_gets_one_warning_and_runs(image):
 
 
 def test_a_local_run_says_tcp_is_expected_and_what_the_image_would_lack_on_aws(image):
-    """A rehearsal on a machine without EFA (the local backend sets AWS_BATCH_CE_NAME=local
+    """A rehearsal on a machine without EFA (the local backend sets LAUNCHER_REHEARSAL=local
     and no devices): TCP is expected there, so the line is not a warning, but an image that
     would fall back to TCP on AWS too is still named."""
-    result = run_efa_check(image(EFA_LIB), AWS_BATCH_CE_NAME="local")
+    # A rehearsal in a Capacity Block's pool names the block's compute environment, as Batch
+    # would (launcher.local.containers.placement): the sign of a rehearsal is its own variable.
+    result = run_efa_check(
+        image(EFA_LIB),
+        AWS_BATCH_CE_NAME="EfaBatch-ComputeEnvironment-IYY8BHAZAAD5",
+        **{prelude.REHEARSAL_ENV: "local"},
+    )
     assert (result.returncode, result.stdout.splitlines()[-1], result.stderr) == (0, "trained", "")
     assert efa_line(result) == (
         "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as "
@@ -301,3 +307,177 @@ def test_libraries_already_on_the_loaders_path_are_left_there(image):
         "NCCL_NET_PLUGIN=ofi"
     )
     assert result.stdout.splitlines()[-2] == "LD=/opt/nccl-net PLUGIN=ofi"
+
+
+# --- the checkpoint timer and the NCCL watcher, in an image of this machine's tools ------------
+#
+# Each test runs the prelude as a node does, in a chroot of its own: its /tmp is the node's,
+# never this machine's, which other runs share.
+
+NODE_TOOLS = (*IMAGE_TOOLS, "rm", "mktemp", "date", "sleep", "tail", "head", "wc", "sed", "cut")
+BLOCK_CE = "EfaBatch-ComputeEnvironment-IYY8BHAZAAD5"
+FALLBACK_CE = "EfaBatch-PoolOndemandComputeEnvironment3A9F0918-P7KVVXX1RSUV"
+
+
+@pytest.fixture(scope="module")
+def node_tools(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("node-image")
+    for tool in NODE_TOOLS:
+        copy_with_libraries(tool, root)
+    (root / "usr/bin/sh").symlink_to("dash")
+    (root / "bin").symlink_to("usr/bin")
+    (root / "dev").mkdir()
+    os.mknod(root / "dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    return root
+
+
+@pytest.fixture
+def node_image(node_tools, tmp_path) -> Path:
+    """A node's root file system of its own (/tmp included), linked from ``node_tools``."""
+    root = tmp_path / "node"
+    shutil.copytree(node_tools, root, symlinks=True, copy_function=os.link)
+    (root / "tmp").mkdir(mode=0o1777)
+    return root
+
+
+def start_node(root: Path, command: str, **env: str) -> subprocess.Popen:
+    """The prelude in ``root`` with ``sh -c COMMAND`` as the job's command."""
+    return subprocess.Popen(
+        [
+            shutil.which("chroot") or "/usr/sbin/chroot",
+            str(root),
+            *prelude.command(["sh", "-c", command]),
+        ],
+        # The checkpoint directory goes under LAUNCHER_EFS (/tmp without it).
+        env={"PATH": "/usr/bin:/bin", "LAUNCHER_MAIN_ADDR": "10.0.0.5", "LAUNCHER_EFS": "/efs"}
+        | env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def in_block(checkpoint_in: int, **env: str) -> dict[str, str]:
+    """What the launcher gives every node of a job in the block (launcher.capacity.environment),
+    with the checkpoint time ``checkpoint_in`` seconds from now; ``env`` on top (Batch's own)."""
+    at = int(time.time()) + checkpoint_in
+    return {
+        "LAUNCHER_CAPACITY_BLOCK": "cr-0123456789abcdef0",
+        "LAUNCHER_WINDOW_START": str(at - 3600),
+        "LAUNCHER_WINDOW_END": str(at + 1800 + 600),
+        "LAUNCHER_CHECKPOINT_SIGNAL": "USR1",
+        "LAUNCHER_CHECKPOINT_AT": str(at),
+        "LAUNCHER_CAPACITY_BLOCK_CE": BLOCK_CE,
+        "LAUNCHER_FALLBACK_CE": FALLBACK_CE,
+        **env,
+    }
+
+
+def fails_after(tenths: int) -> str:
+    """A command that runs ``tenths`` tenths of a second, then fails with its own code, unless a
+    signal ends it first (it catches none)."""
+    return f"i=0; while [ $i -lt {tenths} ]; do sleep 0.1; i=$((i + 1)); done; exit 3"
+
+
+def test_a_signalled_run_ends_75_and_the_next_runs_failure_is_its_own(node_image):
+    """In the block's compute environment, before the checkpoint time: the timer sends the
+    signal and the node ends with 75 (tried again). The next run on the same machine (the
+    retry; or a prelude started by hand where one ran before) fails with its own exit code:
+    the mark of the signal was the first run's, in a directory of its own, gone with it. Before,
+    /tmp/launcher-checkpoint-sent stayed behind and turned any later failure into 75."""
+    signalled = start_node(node_image, fails_after(20), **in_block(1, AWS_BATCH_CE_NAME=BLOCK_CE))
+    _, err = signalled.communicate(timeout=30)
+    assert signalled.returncode == prelude.NODE_LOST_EXIT, err
+    assert ": sent SIGUSR1 to the command (pid " in err
+    assert "ended with exit code 138 after the checkpoint signal: ending with exit code 75" in err
+    assert list((node_image / "tmp").iterdir()) == []  # nothing left behind
+
+    (node_image / "tmp/launcher-checkpoint-sent").touch()  # what the old prelude left there
+    again = start_node(node_image, "exit 3")
+    _, err = again.communicate(timeout=30)
+    assert (again.returncode, err) == (3, "")
+
+
+@pytest.mark.parametrize(
+    ("env", "tenths", "why"),
+    [
+        (  # the checkpoint time comes within the command's 1.5 s
+            in_block(1, AWS_BATCH_CE_NAME=FALLBACK_CE),
+            15,
+            f"this attempt runs in compute environment {FALLBACK_CE} (the pool's fallback), not "
+            f"in the block's ({BLOCK_CE}), so EC2 does not end it with the block; the command "
+            "runs to its own end",
+        ),
+        (
+            in_block(-60, AWS_BATCH_CE_NAME=BLOCK_CE),
+            3,
+            "this attempt started after the checkpoint time (",
+        ),
+        (  # a stack too old to name the compute environments: the time alone decides
+            {
+                k: v
+                for k, v in in_block(-60, AWS_BATCH_CE_NAME=FALLBACK_CE).items()
+                if not k.endswith("_CE")
+            },
+            3,
+            "this attempt started after the checkpoint time (",
+        ),
+    ],
+    ids=["on-the-fallback", "after-the-checkpoint-time", "older-stack-after-the-time"],
+)
+def test_an_attempt_the_block_will_not_end_gets_no_signal_and_keeps_its_exit_code(
+    node_image, env, tenths, why
+):
+    """The checkpoint values ride in the SubmitJob's overrides, which every attempt of the job
+    gets (SubmitJob.retryStrategy: "The retry strategy to use for failed jobs from this
+    SubmitJob operation"). An attempt that Batch placed in another compute environment than
+    the block's (AWS_BATCH_CE_NAME: "the name of the compute environment where your job is
+    placed", Batch user guide, job_env_vars.html), or that starts after the checkpoint time,
+    is told why in one line and its command runs to its own end with its own exit code. Before,
+    the timer fired (at once, or at the checkpoint time on the fallback) and every retry ended
+    with 75 in turn until the job failed."""
+    node = start_node(node_image, fails_after(tenths), **env)
+    _, err = node.communicate(timeout=30)
+    assert node.returncode == 3, err
+    (line,) = err.splitlines()
+    assert (
+        line.startswith("launcher: Capacity Block cr-0123456789abcdef0 ends at ")
+        and f": no checkpoint signal: {why}" in line
+    )
+    assert list((node_image / "tmp").iterdir()) == []
+
+
+# Behind the scanner's `grep ' NCCL WARN ' CHUNK`, a grep that says it started (a file) and
+# takes a second before it reads the chunk: the race of a scan still running as the command
+# ends, made certain instead of likely.
+SLOW_WARN_GREP = """#!/bin/sh
+case "$1" in " NCCL WARN ") : > /tmp/warn-grep-started; sleep 1;; esac
+exec /usr/libexec/grep "$@"
+"""
+
+
+def test_each_nccl_warn_line_is_forwarded_once_when_the_command_ends_mid_scan(node_image):
+    """The command writes one NCCL WARN line, waits until the watcher's scan is reading it,
+    writes a second and ends. The scan under way finishes and one last scan follows it, so
+    each line is in the node's output once. Before, the scan was killed while its grep ran on
+    in the background and the last scan rewrote the chunk that grep was reading: the first line
+    was lost and the second forwarded twice (issue 42, item 7: 'assert 3 == 2')."""
+    grep = node_image / "usr/bin/grep"
+    (node_image / "usr/libexec").mkdir(parents=True, exist_ok=True)
+    grep.rename(node_image / "usr/libexec/grep")
+    grep.write_text(SLOW_WARN_GREP)
+    grep.chmod(0o755)
+    log = f"{prelude.NCCL_LOG_DIR}/node.7.log"  # as NCCL_DEBUG_FILE's %h.%p expands
+    command = (
+        f'echo "node:7:7 [0] NCCL WARN first" >> {log}; i=0; '
+        "while [ ! -e /tmp/warn-grep-started ] && [ $i -lt 100 ]; do "
+        "sleep 0.1; i=$((i + 1)); done; "
+        f'echo "node:7:7 [0] NCCL WARN second" >> {log}'
+    )
+    node = start_node(node_image, command, NCCL_DEBUG_FILE=f"{prelude.NCCL_LOG_DIR}/%h.%p.log")
+    out, err = node.communicate(timeout=30)
+    assert node.returncode == 0, err
+    assert out.splitlines() == [
+        "node:7:7 [0] NCCL WARN first",
+        "node:7:7 [0] NCCL WARN second",
+    ]

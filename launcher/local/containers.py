@@ -21,9 +21,11 @@ import resource
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from launcher import capacity
 from launcher.jobdef import AWS_NCCL_INTERFACES, FSX_VOLUME
 from launcher.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
 from launcher.local import secret_values
+from launcher.prelude import REHEARSAL_ENV
 from launcher.shapes import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV
 
 if TYPE_CHECKING:
@@ -90,6 +92,15 @@ def rehearse_devices() -> bool:
     return os.environ.get(CHECK_DEVICES_ENV, "") not in ("", "0")
 
 
+def placement(container: dict[str, Any], now: float) -> str:
+    """The compute environment an attempt that starts ``now`` runs in, as Batch would place it
+    and name it in AWS_BATCH_CE_NAME: for a job in a Capacity Block's pool the block's or the
+    fallback's (``launcher.capacity.placement``), so that the prelude's checkpoint timer decides
+    as on AWS; ``local`` for any other job."""
+    env = {e["name"]: e["value"] for e in container.get("environment", [])}
+    return capacity.placement(env, now) or "local"
+
+
 def node_container(
     container: dict[str, Any],
     *,
@@ -110,6 +121,7 @@ def node_container(
     network: LocalNetwork = LocalNetwork.NONE,
     secrets_file: str | None = None,
     start_gate: str | None = None,
+    compute_environment: str = "local",
 ) -> dict[str, Any]:
     """Keyword arguments for ``docker.containers.run`` for one node of the job;
     ``secrets_file``: the host file holding the container's ``secrets`` (read as the ECS agent
@@ -118,7 +130,8 @@ def node_container(
     array child's (index, size); ``main_port``: the rendezvous port instead of the job's;
     ``network``: what the nodes reach (node 0's namespace, which the others join);
     ``start_gate``: the host directory where the backend marks that every node is up, which
-    the prelude waits for (launcher.prelude START_GATE)."""
+    the prelude waits for (launcher.prelude START_GATE); ``compute_environment``: the attempt's
+    AWS_BATCH_CE_NAME (``placement``)."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
     if network is not LocalNetwork.HOST:
         for name, value in LOOPBACK_SOCKETS.items():
@@ -129,7 +142,8 @@ def node_container(
             "AWS_BATCH_JOB_ID": job_id if single else f"{job_id}#{node}",
             "AWS_BATCH_JOB_ATTEMPT": str(attempt),
             "AWS_BATCH_JQ_NAME": queue,
-            "AWS_BATCH_CE_NAME": "local",
+            "AWS_BATCH_CE_NAME": compute_environment,
+            REHEARSAL_ENV: "local",  # the prelude's sign of a rehearsal (no EFA expected)
             # Every node is on this machine: keep the main node off its non-loopback addresses.
             "LAUNCHER_MAIN_ADDR": "127.0.0.1",
         }

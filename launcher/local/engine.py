@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from launcher.local.containers import (
     capped_limits,
     host_ulimit_caps,
     node_container,
+    placement,
 )
 from launcher.local.state import Record
 
@@ -113,6 +115,8 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
         else None
     )
     gate = _start_gate(record) if record.nodes > 1 else None
+    # Batch places a multi-node job whole in one compute environment: one name for every node.
+    compute_environment = placement(_container_for(record, 0), time.time())
     try:
         if network is LocalNetwork.BRIDGE and not client.networks.list(names=["bridge"]):
             # An engine without its default bridge (dockerd --bridge=none) starts a "bridge"
@@ -152,6 +156,7 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                     if record.array_index is None or record.array_size is None
                     else (record.array_index, record.array_size),
                     main_port=port,
+                    compute_environment=compute_environment,
                 )
                 try:
                     started.append(client.containers.run(**run).id)
