@@ -472,6 +472,8 @@ def patch_moto_models() -> None:
     event_pattern_arrays()
     events_test_event_pattern()
     ec2_capacity_reservations()
+    batch_tag_resource_limits()
+    ec2_instance_lifecycle()
 
     # Gap: moto's Docker-less Batch finishes every job inside SubmitJob; a real queue that
     # scales from zero holds it RUNNABLE. Jobs wait here until the caller runs them (run_job).
@@ -491,7 +493,7 @@ def patch_moto_models() -> None:
     Job.terminate = terminate  # type: ignore[method-assign]
 
     # Gap: moto knows no node-level job ids (JOB_ID#N) of multi-node jobs; Batch answers them
-    # with the node's own record, whose container names its log stream.
+    # with the node's own record (its own ARN, JOB_ARN#N), whose container names its log stream.
     original_describe = BatchBackend.describe_jobs
 
     def describe_jobs(self: BatchBackend, jobs: list[str] | None) -> list[dict[str, Any]]:
@@ -657,6 +659,8 @@ def node_stream(job: Job, index: int, attempt: int | None = None) -> str:
 def _node_record(parent: Job, index: int) -> dict[str, Any]:
     record: dict[str, Any] = parent.describe_short()
     record["jobId"] = f"{parent.job_id}#{index}"
+    record["jobArn"] = f"{parent.arn}#{index}"
+    record["jobQueue"] = parent.job_queue.arn  # JobDetail requires it (botocore's model)
     record["nodeDetails"] = {"nodeIndex": index, "isMainNode": index == 0}
     if parent.status not in ("SUBMITTED", "PENDING", "RUNNABLE") or parent.attempts:
         record["container"] = {"logStreamName": node_stream(parent, index)}
@@ -712,10 +716,13 @@ def end_attempt_on_hosts(
         job._mark_stopped(success=False)
 
 
-def launch_node(clients: dict[str, Any], compute_environment: str) -> tuple[str, str]:
+def launch_node(
+    clients: dict[str, Any], compute_environment: str, market_type: str | None = None
+) -> tuple[str, str]:
     """Play Batch's part: one node of a managed EC2 compute environment, an EC2 instance with
     the environment's tags registered with its ECS cluster; (instance id, container instance
-    ARN).
+    ARN). ``market_type``: the launch template's InstanceMarketOptions (``capacity-block`` for
+    a Capacity Block pool's nodes).
 
     Gap: moto's managed compute environment starts its minimum of instances without the
     environment's ``computeResources.tags`` and registers none with its ECS cluster; Batch
@@ -735,12 +742,57 @@ def launch_node(clients: dict[str, Any], compute_environment: str) -> tuple[str,
         MaxCount=1,
         SubnetId=resources["subnets"][0],
         TagSpecifications=[{"ResourceType": "instance", "Tags": tags}] if tags else [],
+        **({"InstanceMarketOptions": {"MarketType": market_type}} if market_type else {}),
     )["Instances"]
     document = json.dumps({"instanceId": instance["InstanceId"]})
     registered = ecs.register_container_instance(
         cluster=ce["ecsClusterArn"], instanceIdentityDocument=document
     )["containerInstance"]
     return instance["InstanceId"], registered["containerInstanceArn"]
+
+
+def batch_tag_resource_limits() -> None:
+    # Gap: moto's Batch TagResource takes any ARN and any number of tags. Batch refuses a child
+    # job's ARN ("ARNs for child jobs of array and multi-node parallel (MNP) jobs aren't
+    # supported", TagResource resourceArn) and more than 50 tags on a resource ("Maximum number
+    # of tags per resource - 50"; tags starting with aws: do not count; user guide,
+    # tag-restrictions.html), both with a ClientException.
+    from moto.batch.exceptions import ClientException
+    from moto.batch.models import BatchBackend
+
+    original = BatchBackend.tag_resource
+
+    def tag_resource(self: BatchBackend, resource_arn: str, tags: dict[str, str]) -> None:
+        name = resource_arn.rsplit("/", 1)[-1]
+        if ":job/" in resource_arn and ("#" in name or ":" in name):
+            raise ClientException(
+                f"{resource_arn}: child jobs of array and MNP jobs aren't supported"
+            )
+        keys = set(self.list_tags_for_resource(resource_arn)) | set(tags or {})
+        if len([k for k in keys if not k.lower().startswith("aws:")]) > 50:
+            raise ClientException(f"{resource_arn}: more than 50 tags")
+        original(self, resource_arn, tags)
+
+    BatchBackend.tag_resource = tag_resource  # type: ignore[method-assign]
+
+
+def ec2_instance_lifecycle() -> None:
+    # Gap: moto's RunInstances marks every instance launched with InstanceMarketOptions as
+    # "spot"; EC2 reports the market it runs in, and an instance of a Capacity Block has
+    # InstanceLifecycle "capacity-block" (botocore ec2 InstanceLifecycleType).
+    from moto.ec2.models.instances import InstanceBackend
+
+    original = InstanceBackend.run_instances
+
+    def run_instances(self: Any, *args: Any, **kwargs: Any) -> Any:
+        reservation = original(self, *args, **kwargs)
+        market = kwargs.get("instance_market_options")
+        if isinstance(market, str) and market:
+            for instance in reservation.instances:
+                instance.lifecycle = market
+        return reservation
+
+    InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]
 
 
 def event_pattern_arrays() -> None:
@@ -800,6 +852,17 @@ def start_job(account: str, region: str, job_id: str) -> None:
     job._start_attempt()
     for index in range(_nodes(job)["numNodes"]):
         logs.create_log_stream(group, node_stream(job, index))
+
+
+def start_container_attempt(account: str, region: str, job_id: str) -> None:
+    """Play the cluster's part: a held single-node job (an array's child included) starts a
+    new attempt; end it with ``end_attempt_on_hosts`` (its one node is node 0)."""
+    import datetime
+
+    job = _job(account, region, job_id)
+    job.job_started_at = datetime.datetime.now()
+    job.status = "RUNNING"
+    job._start_attempt()
 
 
 def finish_job(account: str, region: str, job_id: str, *, success: bool) -> None:
