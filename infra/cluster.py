@@ -317,6 +317,7 @@ class ClusterStack(Stack):
                 "NodeReplacer",
                 config=config,
                 queues=[p.queue for p in self.pools.values()],
+                compute_environments=[p.compute_environment for p in self.pools.values()],
                 job_log_group=self.log_group,
                 logs_key=logs_key,
             )

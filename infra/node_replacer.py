@@ -8,8 +8,14 @@ batch_cwe_events.html: "Anytime that an existing (previously submitted) job chan
 an event is created", its ``detail`` shaped like DescribeJobs' JobDetail) invokes a Lambda
 function (infra/node_replacer_function.py) that drains the node's ECS container instance (ECS
 "prevents new tasks from being scheduled for placement" on a DRAINING instance, developer
-guide, container-instance-draining.html), tags it and terminates it; Batch launches a new one
-as the compute environment needs it.
+guide, container-instance-draining.html), tags it, and terminates it once ECS counts no task
+on it; Batch launches a new one as the compute environment needs it. Draining does not stop
+Batch's tasks already there (they are not service tasks), and the job's event comes after
+all its nodes stopped, when Batch may have placed the retry or another job on the instance:
+such an instance stays DRAINING, and a second rule, on ECS's "ECS Container Instance State
+Change" events of the stack's compute environments' clusters (one whenever a task stops on an
+instance, developer guide, ecs_container_instance_events.html), invokes the function again
+until the instance runs nothing and it terminates it.
 
 Why this path and not another AWS-native one:
 
@@ -30,10 +36,11 @@ The function's code is inlined into the template (CloudFormation has no size lim
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, Fn, Stack, Validations
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -45,9 +52,11 @@ from constructs import Construct
 
 from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.log_groups import log_group, node_replacer_log_group_name
+from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT
 from infra.roles import grant_log_streams
+from launcher.jobspec import MAX_TAGS
 from launcher.prelude import BAD_HOST_EXIT, LOST_NODES_LINE, NODE_LOST_EXIT
-from launcher.replacements import INSTANCE_TAG, JOB_TAG_PREFIX
+from launcher.replacements import INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX
 
 FUNCTION_SOURCE = Path(__file__).with_name("node_replacer_function.py")
 # checkov's Lambda checks, each answered (docs/security.md lists them with the NIST findings).
@@ -55,7 +64,8 @@ CHECKOV_SKIPS = [
     {
         "id": "CKV_AWS_115",
         "comment": "no reserved concurrency: a new account's whole quota is "
-        "10 and reserving from it fails the deploy; one short call per failed attempt",
+        "10 and reserving from it fails the deploy; one short call per failed attempt "
+        "and per task stopping on an instance it drained",
     },
     {
         "id": "CKV_AWS_116",
@@ -73,14 +83,20 @@ CHECKOV_SKIPS = [
 # Both events carry the attempt that ended last in ``attempts`` (JobDetail.attempts).
 STATUSES = ("RUNNABLE", "FAILED")
 EXIT_CODES = (NODE_LOST_EXIT, BAD_HOST_EXIT)
+# The container instances the function waits on: ECS says DRAINING in every event of theirs.
+DRAINING = ("DRAINING",)
 # Reads without a resource-level permission (Service Authorization Reference: no resource type
 # for Batch's Describe* calls nor for ec2:DescribeInstances): granted on "*".
 DESCRIBE_ANY = (
     "batch:DescribeJobs",
     "batch:DescribeJobQueues",
     "batch:DescribeComputeEnvironments",
+    "batch:DescribeJobDefinitions",
     "ec2:DescribeInstances",
 )
+# Batch names a managed compute environment's ECS cluster NAME_Batch_UUID, NAME the compute
+# environment's (the last part of its ARN, which Ref returns).
+BATCH_CLUSTER_SUFFIX = "_Batch_"
 
 
 def event_pattern(queue_arns: list[Any]) -> dict[str, Any]:
@@ -91,6 +107,11 @@ def event_pattern(queue_arns: list[Any]) -> dict[str, Any]:
     in the event "if the intersection of the event pattern array and the event array is
     non-empty" (EventBridge user guide, eb-event-patterns-arrays.html): every attempt's exit
     code is in ``detail.attempts[].container.exitCode``.
+
+    Child jobs are heard on purpose: a node of a multi-node job (``JOB#N``) lets the function
+    drain a worker's bad host before the job's own event, and an array child (``JOB:N``) is a
+    single-node job whose retry would meet the same host. The function never tags a child's
+    ARN, which Batch refuses (infra/node_replacer_function.py, replace_nodes).
     """
     return {
         "source": ["aws.batch"],
@@ -103,6 +124,31 @@ def event_pattern(queue_arns: list[Any]) -> dict[str, Any]:
     }
 
 
+def container_instance_pattern(cluster_prefixes: list[Any]) -> dict[str, Any]:
+    """ECS's state changes of DRAINING container instances in these clusters (the compute
+    environments' ECS clusters, matched by name prefix: "You can match an event depending on
+    the prefix of a value in the event source", EventBridge user guide,
+    eb-event-patterns-content-based-filtering.html). The event's ``detail`` resembles
+    DescribeContainerInstances' ContainerInstance (clusterArn, containerInstanceArn,
+    ec2InstanceId, status; developer guide, ecs_container_instance_events.html) but has no
+    task counts: the function reads them."""
+    return {
+        "source": ["aws.ecs"],
+        "detail-type": [CONTAINER_INSTANCE_EVENT],
+        "detail": {
+            "clusterArn": [{"prefix": p} for p in cluster_prefixes],
+            "status": list(DRAINING),
+        },
+    }
+
+
+def batch_cluster_name(compute_environment: batch.CfnComputeEnvironment, suffix: str) -> str:
+    """NAME_Batch_ + ``suffix``: the compute environment's ECS cluster name as Batch makes it,
+    resolved at deploy time (``Ref`` gives the environment's ARN, whose last part is NAME)."""
+    name = Fn.select(1, Fn.split("/", compute_environment.ref))
+    return Fn.join("", [name, BATCH_CLUSTER_SUFFIX + suffix])
+
+
 def function_environment(config: ClusterConfig) -> dict[str, str]:
     """What the function knows of the stack and the launcher: their own constants."""
     return {
@@ -111,8 +157,10 @@ def function_environment(config: ClusterConfig) -> dict[str, str]:
         "BAD_HOST_EXIT": str(BAD_HOST_EXIT),
         "NODE_LOST_EXIT": str(NODE_LOST_EXIT),
         "LOST_NODES_LINE": LOST_NODES_LINE.pattern,
+        "JOB_TAG": JOB_TAG,
         "JOB_TAG_PREFIX": JOB_TAG_PREFIX,
         "INSTANCE_TAG": INSTANCE_TAG,
+        "MAX_JOB_TAGS": str(MAX_TAGS),
     }
 
 
@@ -124,6 +172,7 @@ class NodeReplacer(Construct):
         *,
         config: ClusterConfig,
         queues: list[batch.CfnJobQueue],
+        compute_environments: list[batch.CfnComputeEnvironment],
         job_log_group: logs.LogGroup,
         logs_key: kms.IKey,
     ) -> None:
@@ -135,12 +184,13 @@ class NodeReplacer(Construct):
             log_group_name=node_replacer_log_group_name(config),
             key=logs_key,
         )
-        self.role = self._role(config, job_log_group)
+        self.role = self._role(config, job_log_group, compute_environments)
         self.function = lambda_.Function(
             self,
             "Function",
-            description="Drains, tags and terminates the instance of a node that ended with "
-            f"exit {BAD_HOST_EXIT} (bad host) or {NODE_LOST_EXIT} (node lost)",
+            description="Drains and tags the instance of a node that ended with exit "
+            f"{BAD_HOST_EXIT} (bad host) or {NODE_LOST_EXIT} (node lost); terminates it once "
+            "it runs nothing",
             runtime=lambda_.Runtime.PYTHON_3_14,
             handler="index.handler",
             code=lambda_.Code.from_inline(FUNCTION_SOURCE.read_text()),
@@ -162,11 +212,33 @@ class NodeReplacer(Construct):
             self,
             "Rule",
             description="Batch jobs of this stack whose attempt ended with a bad or lost node",
-            event_pattern=events.EventPattern(**_cdk_pattern([q.ref for q in queues])),
+            event_pattern=events.EventPattern(
+                **_cdk_pattern(event_pattern([q.ref for q in queues]))
+            ),
+            targets=[targets.LambdaFunction(self.function)],
+        )
+        stack = Stack.of(self)
+        clusters = [
+            stack.format_arn(
+                service="ecs", resource="cluster", resource_name=batch_cluster_name(ce, "")
+            )
+            for ce in compute_environments
+        ]
+        self.drained_rule = events.Rule(
+            self,
+            "DrainedRule",
+            description="This stack's nodes that the node replacer drained, when a task stops "
+            "on them",
+            event_pattern=events.EventPattern(**_cdk_pattern(container_instance_pattern(clusters))),
             targets=[targets.LambdaFunction(self.function)],
         )
 
-    def _role(self, config: ClusterConfig, job_log_group: logs.LogGroup) -> iam.Role:
+    def _role(
+        self,
+        config: ClusterConfig,
+        job_log_group: logs.LogGroup,
+        compute_environments: list[batch.CfnComputeEnvironment],
+    ) -> iam.Role:
         stack = Stack.of(self)
         role = iam.Role(
             self,
@@ -182,22 +254,30 @@ class NodeReplacer(Construct):
                 actions=["batch:TagResource"],
                 resources=[stack.format_arn(service="batch", resource="job", resource_name="*")],
             ),
-            # Batch names its clusters itself (NAME_Batch_UUID): any container instance of the
-            # account's, read and drained only; what is terminated is scoped by tag below.
+            # The container instances of this stack's compute environments' clusters alone,
+            # read and drained: container-instance/CLUSTER/ID (Service Authorization
+            # Reference), CLUSTER named by Batch NAME_Batch_UUID.
             iam.PolicyStatement(
                 actions=["ecs:DescribeContainerInstances", "ecs:UpdateContainerInstancesState"],
                 resources=[
                     stack.format_arn(
-                        service="ecs", resource="container-instance", resource_name="*"
+                        service="ecs",
+                        resource="container-instance",
+                        resource_name=batch_cluster_name(ce, "*/*"),
                     )
+                    for ce in compute_environments
                 ],
             ),
-            # This cluster's nodes only: the tag Batch puts on every instance it launches for
-            # the compute environments (ComputeResources.Tags, infra/cluster.py node_tags).
+            # This cluster's nodes only (the tag Batch puts on every instance it launches for
+            # the compute environments: ComputeResources.Tags, infra/cluster.py node_tags), and
+            # of those only one the function has tagged first with why it goes.
             iam.PolicyStatement(
                 actions=["ec2:TerminateInstances"],
                 resources=[instances],
-                conditions={"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": config.stack_name}},
+                conditions={
+                    "StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": config.stack_name},
+                    "Null": {f"aws:ResourceTag/{INSTANCE_TAG}": "false"},
+                },
             ),
             # ... and on them its own tag alone (the cluster tag stays as Batch set it).
             iam.PolicyStatement(
@@ -228,10 +308,14 @@ class NodeReplacer(Construct):
                 id=_any_of(stack, "batch", "job"),
                 reason="Jobs are created at run time; the function tags the job it was told of.",
             ),
-            Acknowledgment(
-                id=_any_of(stack, "ecs", "container-instance"),
-                reason="Batch names the compute environments' ECS clusters at run time; "
-                "describe and drain only.",
+            *(
+                Acknowledgment(
+                    id=_container_instances_of(stack, ce),
+                    reason="Batch names a compute environment's ECS cluster NAME_Batch_UUID at "
+                    "run time: the container instances of this stack's compute environments "
+                    "alone; describe and drain only.",
+                )
+                for ce in compute_environments
             ),
             Acknowledgment(
                 id=_any_of(stack, "ec2", "instance"),
@@ -253,9 +337,20 @@ def _any_of(stack: Stack, service: str, resource: str) -> str:
     )
 
 
-def _cdk_pattern(queue_arns: list[Any]) -> dict[str, Any]:
-    """event_pattern as the keyword arguments of events.EventPattern."""
-    pattern = event_pattern(queue_arns)
+def _container_instances_of(stack: Stack, compute_environment: batch.CfnComputeEnvironment) -> str:
+    """cdk-nag's finding id for the container instances of the compute environment's cluster
+    (cdk-nag writes the unresolved cluster name as its CloudFormation JSON)."""
+    name = json.dumps(
+        stack.resolve(Fn.select(1, Fn.split("/", compute_environment.ref))), separators=(",", ":")
+    )
+    return (
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:{stack.region}:{stack.account}:"
+        f"container-instance/{name}{BATCH_CLUSTER_SUFFIX}*/*]"
+    )
+
+
+def _cdk_pattern(pattern: dict[str, Any]) -> dict[str, Any]:
+    """A pattern as the keyword arguments of events.EventPattern."""
     return {
         "source": pattern["source"],
         "detail_type": pattern["detail-type"],

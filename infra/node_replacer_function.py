@@ -1,15 +1,31 @@
 """The node replacer's Lambda function: a node that ended its attempt with the bad-host or the
-lost-node exit code has its instance drained, tagged and terminated, so that the job's retry
-is not placed on it again and the compute environment launches a new one.
+lost-node exit code has its instance taken out of the pool (drained at once, terminated once
+it runs nothing), so that the job's retry is not placed on it again and the compute
+environment launches a new one.
 
 It runs in Lambda's Python runtime with boto3 alone: CloudFormation writes this file as the
 function's index.py (infra/node_replacer.py inlines it). What it knows of the stack (the
 cluster tag, the exit codes, the tag names) comes from its environment, set from the
 launcher's and the stack's own constants, so nothing here repeats them.
 
-EventBridge delivers an event at least once, so every step is safe to repeat: a node already
-recorded on the job is passed over, an instance already shutting down is not terminated
-again, and an instance gone from ECS or EC2 is passed over with a log line.
+Two kinds of event reach it:
+
+- "Batch Job State Change" of a job in the stack's queues whose attempt ended with 79 or 75.
+  The instance is drained first: ECS then places nothing new on it (container-instance-
+  draining.html), but Batch's tasks are not service tasks and keep running, and by the time
+  a job's event arrives Batch may already have placed the retry, or another job, there. So
+  the instance is tagged ``efa-batch:replaced`` (why) and terminated only when ECS counts no
+  task on it (``runningTasksCount`` + ``pendingTasksCount``, DescribeContainerInstances);
+  otherwise it stays DRAINING.
+- "ECS Container Instance State Change" of a DRAINING instance in the stack's compute
+  environments: ECS sends one whenever a task stops on an instance (its resources change,
+  ecs_container_instance_events.html). An instance that the function tagged and that now
+  runs nothing is terminated; one it did not tag is never touched.
+
+EventBridge delivers an event at least once, so every step is safe to repeat: draining a
+DRAINING instance and tagging it again change nothing, an instance already shutting down is
+not terminated again, an attempt already on the job's record is passed over, and an instance
+gone from ECS or EC2 is passed over with a log line.
 """
 
 from __future__ import annotations
@@ -27,8 +43,14 @@ from botocore.exceptions import ClientError
 LOG = logging.getLogger(__name__)
 LOG.setLevel(logging.INFO)
 DESCRIBE_JOBS_MAX = 100  # DescribeJobs takes up to 100 job ids a call
+DESCRIBE_INSTANCES_MAX = 100  # DescribeContainerInstances: "A list of up to 100"
+DRAIN_MAX = 10  # UpdateContainerInstancesState: "A list of up to 10"
 LOG_LINES = 100  # the main node's last lines, where it says which nodes it lost
+TAG_VALUE_MAX = 256  # Batch: "Maximum value length - 256" (user guide, tag-restrictions.html)
 GONE = ("shutting-down", "terminated")
+CAPACITY_BLOCK = "capacity-block"  # EC2 Instance.InstanceLifecycle of a Capacity Block's instance
+CONTAINER_INSTANCE_EVENT = "ECS Container Instance State Change"
+MORE = "more"  # the record's last entry when not every node fitted (launcher.replacements)
 
 
 @dataclass(frozen=True)
@@ -38,9 +60,10 @@ class Settings:
     bad_host_exit: int
     node_lost_exit: int
     lost_nodes_line: re.Pattern[str]
-    # On the job, for the launcher: PREFIX + ATTEMPT:NODE = "INSTANCE exit CODE".
-    job_tag_prefix: str
-    instance_tag: str  # on the instance: why it was terminated
+    job_tag: str  # on the job, for the launcher: every attempt's replaced nodes
+    job_tag_prefix: str  # the previous replacer's per-node tags, read as recorded attempts
+    instance_tag: str  # on the instance: why it was taken out
+    max_job_tags: int  # job and job definition tags together (SubmitJob propagateTags)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -50,8 +73,10 @@ class Settings:
             bad_host_exit=int(env["BAD_HOST_EXIT"]),
             node_lost_exit=int(env["NODE_LOST_EXIT"]),
             lost_nodes_line=re.compile(env["LOST_NODES_LINE"]),
+            job_tag=env["JOB_TAG"],
             job_tag_prefix=env["JOB_TAG_PREFIX"],
             instance_tag=env["INSTANCE_TAG"],
+            max_job_tags=int(env["MAX_JOB_TAGS"]),
         )
 
 
@@ -62,10 +87,12 @@ class Node:
 
 
 def handler(event: Mapping[str, Any], context: object = None) -> dict[str, list[str]]:
-    """EventBridge's "Batch Job State Change" event (the rule matched its queue, status and
-    exit codes); returns what it did, for the log and the tests."""
+    """An event of either rule (infra/node_replacer.py); returns what it did, for the log and
+    the tests."""
     settings = Settings.from_env(os.environ)
     clients = {name: boto3.client(name) for name in ("batch", "ecs", "ec2", "logs")}
+    if event.get("detail-type") == CONTAINER_INSTANCE_EVENT:
+        return finish_draining(event["detail"], settings, clients)
     return replace_nodes(event["detail"], settings, clients)
 
 
@@ -78,48 +105,94 @@ def reason_of(exit_code: object, settings: Settings) -> str | None:
     return None
 
 
+def _outcomes() -> dict[str, list[str]]:
+    # replaced: terminated (or found already gone); draining: drained and tagged, to be
+    # terminated when its other tasks end; skipped: left alone, and why.
+    return {"replaced": [], "draining": [], "skipped": []}
+
+
 def replace_nodes(
     detail: Mapping[str, Any], settings: Settings, clients: Mapping[str, Any]
 ) -> dict[str, list[str]]:
-    done: dict[str, list[str]] = {"replaced": [], "skipped": []}
+    """A job's attempt ended with 79 or 75: take its blamed nodes' instances out of the pool.
+
+    Three kinds of job send this event. A job (single-node or multi-node) is the one writer of
+    its record. A node of a multi-node job (``JOB#N``) whose own check found its host bad
+    (79) has that instance drained at once, before the job's own event (which comes only after
+    every node stopped), narrowing the time in which Batch can place the retry there. An
+    array child (``JOB:N``) is a single-node job of its own; its instance is replaced like
+    any other, but Batch takes no tag on a child's ARN (TagResource: "ARNs for child jobs of
+    array and multi-node parallel (MNP) jobs aren't supported"), and the parent's one tag
+    cannot take every child's attempts without losing concurrent writes, so the instance's
+    tag and this function's log are its record.
+    """
+    done = _outcomes()
     attempts = detail.get("attempts") or []
     if not attempts:
         return done
     attempt = len(attempts)  # the rule also matches later events that carry this attempt
-    code = (attempts[-1].get("container") or {}).get("exitCode")
-    reason = reason_of(code, settings)
-    if reason is None:
+    exit_code = (attempts[-1].get("container") or {}).get("exitCode")
+    reason = reason_of(exit_code, settings)
+    if reason is None or not isinstance(exit_code, int):
         return done
+    code = exit_code
     batch = clients["batch"]
-    (job,) = batch.describe_jobs(jobs=[detail["jobId"]])["jobs"]
+    job_id = str(detail["jobId"])
+    if "#" in job_id:
+        return _node_ended(detail, attempt, code, reason, settings, clients)
+    (job,) = batch.describe_jobs(jobs=[job_id])["jobs"]
+    child = ":" in job_id
+    if not child and attempt in recorded_attempts(job.get("tags") or {}, settings):
+        done["skipped"].append(f"attempt {attempt}: already recorded")
+        return done
     records = node_records(batch, job)
     if code == settings.bad_host_exit:
         nodes = bad_nodes(records, attempt, settings.bad_host_exit)
     else:
         nodes = lost_nodes(clients["logs"], job, records, attempt, settings)
-    recorded = job.get("tags") or {}
-    clusters: list[str] | None = None
-    for node in nodes:
-        key = f"{settings.job_tag_prefix}{attempt}:{node.index}"
-        if key in recorded:
-            done["skipped"].append(f"node {node.index}: already replaced")
-            continue
-        if clusters is None:
-            clusters = queue_clusters(batch, job["jobQueue"])
-        found = find_instance(clients["ecs"], clusters, node.container_instance_arn)
-        if found is None:
-            done["skipped"].append(f"node {node.index}: container instance gone")
-            continue
-        cluster, instance_id = found
-        why = f"{reason} (exit {code}): job {job['jobId']} attempt {attempt} node {node.index}"
-        outcome = retire(clients, settings, cluster, node.container_instance_arn, instance_id, why)
-        if outcome is not None:
-            done["skipped"].append(f"node {node.index} {instance_id}: {outcome}")
-            continue
-        # Letters, digits, spaces and _.:/=+-@ only: what every service takes in a tag.
-        batch.tag_resource(resourceArn=job["jobArn"], tags={key: f"{instance_id} exit {code}"})
-        done["replaced"].append(f"node {node.index} {instance_id}")
-    LOG.info("job %s attempt %s (%s): %s", job["jobId"], attempt, reason, done)
+    if not nodes:
+        return done
+    whys = {
+        n.index: f"{reason} (exit {code}): job {job_id} attempt {attempt} node {n.index}"
+        for n in nodes
+    }
+    taken = retire(
+        clients, settings, queue_clusters(batch, job["jobQueue"]), nodes, whys, code, done
+    )
+    if child:
+        LOG.info("array child %s: no tag on a child job; the instances carry the record", job_id)
+    elif taken:
+        outcome = record(batch, job, attempt, code, taken, settings)
+        if outcome:
+            done["skipped"].append(outcome)
+    LOG.info("job %s attempt %s (%s): %s", job_id, attempt, reason, done)
+    return done
+
+
+def _node_ended(
+    detail: Mapping[str, Any],
+    attempt: int,
+    code: int,
+    reason: str,
+    settings: Settings,
+    clients: Mapping[str, Any],
+) -> dict[str, list[str]]:
+    """A node of a multi-node job ended: a worker's own 79 takes its instance out now; the
+    job's event (its single writer of the record) decides everything else, since the main
+    node passes a worker's 79 on and names lost workers in its log."""
+    done = _outcomes()
+    parent, _, index_text = str(detail["jobId"]).partition("#")
+    index = int((detail.get("nodeDetails") or {}).get("nodeIndex", index_text))
+    if code != settings.bad_host_exit or index == 0:
+        done["skipped"].append(f"node {index}: exit {code}, for the job's own event to decide")
+        return done
+    arn = (detail["attempts"][-1].get("container") or {}).get("containerInstanceArn")
+    if not arn:
+        return done
+    why = f"{reason} (exit {code}): job {parent} attempt {attempt} node {index}"
+    clusters = queue_clusters(clients["batch"], detail["jobQueue"])
+    retire(clients, settings, clusters, [Node(index, arn)], {index: why}, code, done)
+    LOG.info("job %s node %s attempt %s (%s): %s", parent, index, attempt, reason, done)
     return done
 
 
@@ -208,41 +281,271 @@ def queue_clusters(batch: Any, queue: str) -> list[str]:
     return [e["ecsClusterArn"] for e in found["computeEnvironments"] if e.get("ecsClusterArn")]
 
 
-def find_instance(ecs: Any, clusters: list[str], arn: str) -> tuple[str, str] | None:
-    """(cluster, EC2 instance id) of a container instance, or None once ECS forgot it."""
+def _container_instances(
+    ecs: Any, clusters: list[str], arns: list[str]
+) -> dict[str, tuple[str, Mapping[str, Any]]]:
+    """arn -> (cluster, ECS's ContainerInstance) for each of ``arns`` ECS still knows."""
+    found: dict[str, tuple[str, Mapping[str, Any]]] = {}
     for cluster in clusters:
-        found = ecs.describe_container_instances(cluster=cluster, containerInstances=[arn])
-        for instance in found.get("containerInstances", []):
-            return cluster, instance["ec2InstanceId"]
-    return None
+        wanted = [a for a in arns if a not in found]
+        for first in range(0, len(wanted), DESCRIBE_INSTANCES_MAX):
+            chunk = wanted[first : first + DESCRIBE_INSTANCES_MAX]
+            answer = ecs.describe_container_instances(cluster=cluster, containerInstances=chunk)
+            for instance in answer.get("containerInstances", []):
+                found[instance["containerInstanceArn"]] = (cluster, instance)
+    return found
+
+
+def _instances(ec2: Any, ids: list[str]) -> dict[str, Mapping[str, Any]]:
+    """EC2's Instance for each of ``ids`` EC2 still knows (one unknown id fails a call for
+    them all: then they are asked one by one)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    batches = [ids] if ids else []
+    while batches:
+        chunk = batches.pop()
+        try:
+            reservations = ec2.describe_instances(InstanceIds=chunk)["Reservations"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "InvalidInstanceID.NotFound":
+                raise
+            if len(chunk) > 1:
+                batches.extend([i] for i in chunk)
+            continue
+        for reservation in reservations:
+            for instance in reservation["Instances"]:
+                found[instance["InstanceId"]] = instance
+    return found
+
+
+def _tags(instance: Mapping[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+
+
+def _busy(instance: Mapping[str, Any]) -> int:
+    """Tasks ECS has placed on a container instance and not stopped: "tasks ... that have a
+    desired status (desiredStatus) of RUNNING" plus those "in the PENDING status" (ECS API
+    reference, ContainerInstance runningTasksCount and pendingTasksCount)."""
+    return int(instance.get("runningTasksCount", 0)) + int(instance.get("pendingTasksCount", 0))
 
 
 def retire(
     clients: Mapping[str, Any],
     settings: Settings,
-    cluster: str,
-    container_instance_arn: str,
-    instance_id: str,
-    why: str,
+    clusters: list[str],
+    nodes: list[Node],
+    whys: Mapping[int, str],
+    code: int,
+    done: dict[str, list[str]],
+) -> list[tuple[int, str]]:
+    """Take the nodes' instances out of the pool: drain, tag, and terminate the empty ones.
+    Fills ``done``; returns (node, instance id) of each instance taken out (terminated or left
+    draining), for the job's record.
+
+    Draining comes first, so that nothing new is placed while the instance is looked at; the
+    tag comes before the task count, so that a task stopping after the count sends an event
+    (the container instance rule) that finds the tag and finishes the job.
+    """
+    ecs, ec2 = clients["ecs"], clients["ec2"]
+    arns = [n.container_instance_arn for n in nodes]
+    known = _container_instances(ecs, clusters, arns)
+    instances = _instances(ec2, [known[a][1]["ec2InstanceId"] for a in arns if a in known])
+    taken: list[tuple[int, str]] = []
+    chosen: list[tuple[Node, str, str]] = []  # node, cluster, instance id
+    for node in nodes:
+        if node.container_instance_arn not in known:
+            done["skipped"].append(f"node {node.index}: container instance gone")
+            continue
+        cluster, described = known[node.container_instance_arn]
+        instance_id = described["ec2InstanceId"]
+        instance = instances.get(instance_id)
+        if instance is None:
+            done["skipped"].append(f"node {node.index} {instance_id}: instance gone")
+        elif _tags(instance).get(settings.cluster_tag) != settings.cluster:
+            done["skipped"].append(
+                f"node {node.index} {instance_id}: not a node of {settings.cluster} "
+                f"(no {settings.cluster_tag} tag of its)"
+            )
+        elif instance["State"]["Name"] in GONE:  # terminated already: not again
+            done["replaced"].append(f"node {node.index} {instance_id}")
+            taken.append((node.index, instance_id))
+        elif instance.get("InstanceLifecycle") == CAPACITY_BLOCK and code != settings.bad_host_exit:
+            # A lost node's host may be healthy, and a Capacity Block's terminated instance
+            # gives its slot back only after "several minutes" of clean-up (EC2 user guide,
+            # capacity-blocks-launch.html), which a job needing the whole block waits for.
+            done["skipped"].append(
+                f"node {node.index} {instance_id}: kept in its Capacity Block (exit {code} "
+                "does not say the host is bad)"
+            )
+        else:
+            chosen.append((node, cluster, instance_id))
+    _drain(ecs, [(cluster, node.container_instance_arn) for node, cluster, _ in chosen])
+    for node, _, instance_id in chosen:
+        tag = {"Key": settings.instance_tag, "Value": whys[node.index]}
+        ec2.create_tags(Resources=[instance_id], Tags=[tag])
+    after = _container_instances(ecs, clusters, [n.container_instance_arn for n, _, _ in chosen])
+    empty: list[str] = []
+    for node, _, instance_id in chosen:
+        found = after.get(node.container_instance_arn)
+        busy = _busy(found[1]) if found else 0
+        if busy:
+            done["draining"].append(
+                f"node {node.index} {instance_id}: {busy} other task(s) on it, terminated "
+                "when they end"
+            )
+        else:
+            empty.append(instance_id)
+            done["replaced"].append(f"node {node.index} {instance_id}")
+        taken.append((node.index, instance_id))
+    if empty:
+        # The role may end only instances carrying the tag written above (infra/node_replacer.py);
+        # should EC2 not show it yet, the call fails, and Lambda's retry of the invocation
+        # repeats every step, which is safe.
+        ec2.terminate_instances(InstanceIds=empty)
+    return sorted(taken)
+
+
+def _drain(ecs: Any, targets: list[tuple[str, str]]) -> None:
+    """DRAINING: ECS "prevents new tasks from being scheduled for placement on the container
+    instance" (developer guide, container-instance-draining.html). An instance no longer
+    ACTIVE comes back in ``failures``, which is no error here."""
+    by_cluster: dict[str, list[str]] = {}
+    for cluster, arn in targets:
+        by_cluster.setdefault(cluster, []).append(arn)
+    for cluster, arns in by_cluster.items():
+        for first in range(0, len(arns), DRAIN_MAX):
+            ecs.update_container_instances_state(
+                cluster=cluster,
+                containerInstances=arns[first : first + DRAIN_MAX],
+                status="DRAINING",
+            )
+
+
+def finish_draining(
+    detail: Mapping[str, Any], settings: Settings, clients: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """ECS says a container instance of the stack's compute environments changed while
+    DRAINING (a task stopped on it): terminate it if the function took it out and it now
+    runs nothing. The event's own fields are only a hint; ECS and EC2 are read again."""
+    done = _outcomes()
+    arn = str(detail.get("containerInstanceArn", ""))
+    cluster = str(detail.get("clusterArn", ""))
+    found = _container_instances(clients["ecs"], [cluster], [arn]) if arn and cluster else {}
+    if arn not in found:
+        done["skipped"].append(f"{arn}: container instance gone")
+        return done
+    described = found[arn][1]
+    instance_id = described["ec2InstanceId"]
+    instance = _instances(clients["ec2"], [instance_id]).get(instance_id)
+    tags = _tags(instance or {})
+    if described.get("status") != "DRAINING":
+        done["skipped"].append(f"{instance_id}: {described.get('status')}, not draining")
+    elif instance is None or instance["State"]["Name"] in GONE:
+        done["skipped"].append(f"{instance_id}: instance gone")
+    elif tags.get(settings.cluster_tag) != settings.cluster or settings.instance_tag not in tags:
+        done["skipped"].append(f"{instance_id}: not taken out by the node replacer")
+    elif busy := _busy(described):
+        done["draining"].append(f"{instance_id}: {busy} other task(s) on it")
+    else:
+        clients["ec2"].terminate_instances(InstanceIds=[instance_id])
+        done["replaced"].append(f"{instance_id}: {tags[settings.instance_tag]}")
+    LOG.info("container instance %s: %s", arn, done)
+    return done
+
+
+# --- the job's record: one tag for every attempt (launcher/replacements.py reads it) --------
+
+
+def recorded_attempts(tags: Mapping[str, str], settings: Settings) -> set[int]:
+    """The attempts the job's record already holds, this replacer's or the previous one's."""
+    found = {
+        int(entry.split("/", 1)[0])
+        for entry in tags.get(settings.job_tag, "").split()
+        if entry.split("/", 1)[0].isdigit()
+    }
+    for key in tags:
+        attempt = key.removeprefix(settings.job_tag_prefix).partition(":")[0]
+        if key.startswith(settings.job_tag_prefix) and attempt.isdigit():
+            found.add(int(attempt))
+    return found
+
+
+def _ranges(indexes: list[int]) -> list[str]:
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+
+
+def append_record(value: str, attempt: int, code: int, taken: list[tuple[int, str]]) -> str:
+    """The record with this attempt's entry added, within Batch's 256 characters: with the
+    instance ids if they fit, else the node ranges, else as many ranges as fit and ``more``.
+    Earlier entries are never rewritten, so a line the launcher has said stays the same."""
+    words = value.split()
+    more = MORE in words
+    entries = [w for w in words if w != MORE]
+    room = TAG_VALUE_MAX - len(f" {MORE}")  # ``more`` always fits after the entries
+    head = f"{attempt}/{code}:"
+    with_ids = head + "+".join(f"{n}={i}" for n, i in sorted(taken))
+    ranges = _ranges([n for n, _ in taken])
+    entry = None
+    for candidate in (with_ids, head + "+".join(ranges)):
+        if len(" ".join([*entries, candidate])) <= room:
+            entry = candidate
+            break
+    else:
+        more = True
+        for count in range(len(ranges) - 1, 0, -1):
+            candidate = head + "+".join(ranges[:count])
+            if len(" ".join([*entries, candidate])) <= room:
+                entry = candidate
+                break
+    return " ".join([*entries, *([entry] if entry else []), *([MORE] if more else [])])
+
+
+def record(
+    batch: Any,
+    job: Mapping[str, Any],
+    attempt: int,
+    code: int,
+    taken: list[tuple[int, str]],
+    settings: Settings,
 ) -> str | None:
-    """Drain, tag and terminate one instance; a reason it was left alone, or None."""
-    ec2 = clients["ec2"]
-    try:
-        (reservation,) = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] == "InvalidInstanceID.NotFound":
-            return "instance gone"
-        raise
-    (instance,) = reservation["Instances"]
-    tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
-    if tags.get(settings.cluster_tag) != settings.cluster:
-        return f"not a node of {settings.cluster} (no {settings.cluster_tag} tag of its)"
-    # Draining first: ECS places no new task on a DRAINING instance, so the retry cannot land
-    # here while EC2 terminates it. An instance no longer ACTIVE comes back in `failures`.
-    clients["ecs"].update_container_instances_state(
-        cluster=cluster, containerInstances=[container_instance_arn], status="DRAINING"
-    )
-    ec2.create_tags(Resources=[instance_id], Tags=[{"Key": settings.instance_tag, "Value": why}])
-    if instance["State"]["Name"] not in GONE:
-        ec2.terminate_instances(InstanceIds=[instance_id])
+    """Add the attempt to the job's one tag; why not, if it was not added.
+
+    A job holds at most 50 tags (Batch user guide, tag-restrictions.html), and with
+    ``propagateTags`` "If the total number of combined tags from the job and job definition is
+    over 50, the job is moved to the FAILED state" (SubmitJob), which would fail its retry. A
+    job without the tag gets it only while it has room; tags starting with ``aws:`` do not
+    count ("Tags with this prefix do not count against your tags-per-resource limit").
+    """
+    tags: Mapping[str, str] = job.get("tags") or {}
+    current = tags.get(settings.job_tag)
+    if current is None:
+        keys = set(tags)
+        (definition,) = batch.describe_job_definitions(jobDefinitions=[job["jobDefinition"]])[
+            "jobDefinitions"
+        ]
+        # The job's setting overrides its definition's (SubmitJob propagateTags): either one
+        # on counts the definition's tags, the safe side.
+        if job.get("propagateTags") or definition.get("propagateTags"):
+            keys |= set(definition.get("tags") or {})
+        counted = [k for k in keys if not k.lower().startswith("aws:")]
+        if len(counted) >= settings.max_job_tags:
+            LOG.warning(
+                "job %s attempt %s: %s tags already, no room for %s; the instances' %s tags "
+                "and this log keep the record: %s",
+                job["jobId"],
+                attempt,
+                len(counted),
+                settings.job_tag,
+                settings.instance_tag,
+                taken,
+            )
+            return f"attempt {attempt}: not recorded on the job ({len(counted)} tags already)"
+    value = append_record(current or "", attempt, code, taken)
+    if value != current:
+        batch.tag_resource(resourceArn=job["jobArn"], tags={settings.job_tag: value})
     return None

@@ -24,6 +24,7 @@ from launcher.jobspec import (
     MountKind,
     NodeGroup,
 )
+from launcher.replacements import is_replacer_tag
 from launcher.secrets import allowed
 from launcher.shapes import is_single, single_container
 
@@ -618,8 +619,10 @@ CHECKPOINT_TAG = "efa-batch:checkpoint"
 def resumption(job: dict[str, Any], job_id: str) -> tuple[str, dict[str, str]]:
     """The checkpoint directory a resubmission of ``job`` continues in, and the tags it gets:
     the job's own plus the directory, so that resubmitting the resubmission finds it again
-    (a job's tags come back from DescribeJobs as they were submitted)."""
-    tags = dict(job.get("tags") or {})
+    (a job's tags come back from DescribeJobs as they were submitted). The node replacer's
+    record of the old job's attempts stays with the old job: on the new one it would name
+    attempts that never ran, and take one of its 50 tags."""
+    tags = {k: v for k, v in (job.get("tags") or {}).items() if not is_replacer_tag(k)}
     checkpoint = tags.get(CHECKPOINT_TAG) or checkpoint_dir(job, job_id)
     return checkpoint, {**tags, CHECKPOINT_TAG: checkpoint}
 

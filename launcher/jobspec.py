@@ -75,6 +75,8 @@ MIN_TIMEOUT_SECONDS = 60  # AWS Batch refuses attemptDurationSeconds below 60
 # RegisterJobDefinition, NodeRangeProperty; multi-node parallel jobs, node groups).
 MAX_TAGS = 50  # job + job definition tags together; over 50 Batch fails the job
 # Two are the launcher's own: efa-batch:stack, and efa-batch:checkpoint on a resubmitted job.
+# The stack's node replacer adds one, efa-batch:replaced, only while the job has room for it
+# (launcher.replacements): with 48 of the user's, a first submission has; a resubmission not.
 MAX_USER_TAGS = MAX_TAGS - 2
 MAX_NODE_GROUPS = 5
 _SHARE_ID = re.compile(r"^[A-Za-z0-9]{1,255}\*?$")

@@ -4,7 +4,9 @@ emulated Batch, ECS, EC2 and CloudWatch Logs, its template, and the launcher's l
 from __future__ import annotations
 
 import copy
+import fnmatch
 import json
+import re
 
 import pytest
 
@@ -13,9 +15,16 @@ from devenv.emulator import ACCOUNT, REGION
 from infra import node_replacer_function as function
 from infra.cluster import node_tags
 from infra.config import CLUSTER_TAG, load
-from infra.node_replacer import EXIT_CODES, event_pattern, function_environment
+from infra.node_replacer import (
+    EXIT_CODES,
+    container_instance_pattern,
+    event_pattern,
+    function_environment,
+)
+from launcher.jobdef import CHECKPOINT_TAG, resumption
+from launcher.jobspec import MAX_TAGS, MAX_USER_TAGS
 from launcher.prelude import BAD_HOST_EXIT, NODE_LOST_EXIT
-from launcher.replacements import INSTANCE_TAG, JOB_TAG_PREFIX, replacement_lines
+from launcher.replacements import INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX, replacement_lines
 from tests.conftest import cdk_context
 
 CONFIG = load(cdk_context())
@@ -69,6 +78,49 @@ DOCS_EVENT = {
 }
 DOCS_QUEUE = DOCS_EVENT["detail"]["jobQueue"]  # type: ignore[index]
 
+# The ECS developer guide's example "ECS Container Instance State Change" event
+# (ecs_container_instance_events.html), its attributes and resources shortened: the detail
+# "resembles the ContainerInstance object" of DescribeContainerInstances, without task counts.
+ECS_DOCS_EVENT = {
+    "version": "0",
+    "id": "8952ba83-7be2-4ab5-9c32-6687532d15a2",
+    "detail-type": "ECS Container Instance State Change",
+    "source": "aws.ecs",
+    "account": "111122223333",
+    "time": "2016-12-06T16:41:06Z",
+    "region": "us-east-1",
+    "resources": [
+        "arn:aws:ecs:us-east-1:111122223333:container-instance/b54a2a04-046f-4331-9d74-3f6d7f6ca315"
+    ],
+    "detail": {
+        "agentConnected": True,
+        "attributes": [{"name": "com.amazonaws.ecs.capability.logging-driver.awslogs"}],
+        "clusterArn": "arn:aws:ecs:us-east-1:111122223333:cluster/default",
+        "containerInstanceArn": "arn:aws:ecs:us-east-1:111122223333:container-instance/"
+        "b54a2a04-046f-4331-9d74-3f6d7f6ca315",
+        "ec2InstanceId": "i-f3a8506b",
+        "registeredResources": [{"name": "CPU", "type": "INTEGER", "integerValue": 2048}],
+        "remainingResources": [{"name": "CPU", "type": "INTEGER", "integerValue": 1988}],
+        "status": "ACTIVE",
+        "version": 14801,
+        "versionInfo": {
+            "agentHash": "aebcbca",
+            "agentVersion": "1.13.0",
+            "dockerVersion": "DockerVersion: 1.11.2",
+        },
+        "updatedAt": "2016-12-06T16:41:06.991Z",
+    },
+}
+
+
+def _ecs_event(cluster: str, arn: str, instance_id: str, status: str = "DRAINING") -> dict:
+    event = copy.deepcopy(ECS_DOCS_EVENT)
+    event["resources"] = [arn]
+    event["detail"].update(
+        clusterArn=cluster, containerInstanceArn=arn, ec2InstanceId=instance_id, status=status
+    )
+    return event
+
 
 def _retried(event: dict, status: str, codes: list[int], queue: str = DOCS_QUEUE) -> dict:
     """The docs' event after attempts that ended with ``codes`` (JobDetail.attempts: each an
@@ -114,6 +166,58 @@ def test_replacement_lines_say_attempt_node_instance_and_why_in_order():
         f"attempt 2: node 0 (i-0bbb) replaced: bad host (exit {BAD_HOST_EXIT})",
     )
     assert replacement_lines(None) == ()
+
+
+def test_one_tag_records_every_attempt_and_reads_as_lines():
+    """The record the replacer writes (function.append_record) is the one the launcher reads:
+    instance ids while they fit, node runs when they do not, in Batch's 256 characters of
+    letters, digits, spaces and ``+ - = . _ : / @`` (Batch user guide,
+    tag-restrictions.html)."""
+    record = function.append_record("", 1, 79, [(3, "i-0aaa"), (12, "i-0ccc")])
+    record = function.append_record(record, 2, 75, [(n, f"i-{n:017x}") for n in range(1, 65)])
+    assert record == "1/79:3=i-0aaa+12=i-0ccc 2/75:1-64"
+    assert replacement_lines({JOB_TAG: record, "team": "vision"}) == (
+        f"attempt 1: node 3 (i-0aaa) replaced: bad host (exit {BAD_HOST_EXIT})",
+        f"attempt 1: node 12 (i-0ccc) replaced: bad host (exit {BAD_HOST_EXIT})",
+        f"attempt 2: nodes 1-64 replaced: lost (exit {NODE_LOST_EXIT})",
+    )
+    # The previous replacer's per-node tags still read, beside the new record.
+    old = {f"{JOB_TAG_PREFIX}1:5": "i-0ddd exit 79", JOB_TAG: "2/79:0=i-0eee"}
+    assert replacement_lines(old) == (
+        "attempt 1: node 5 (i-0ddd) replaced: bad host (exit 79)",
+        "attempt 2: node 0 (i-0eee) replaced: bad host (exit 79)",
+    )
+
+
+def test_a_record_that_cannot_hold_every_node_says_so_within_256_characters():
+    """Ten attempts of 64 scattered nodes do not fit: earlier entries stay as they were (the
+    follower's lines stay true) and ``more`` says the log has the rest."""
+    record = ""
+    for attempt in range(1, 11):
+        scattered = [(n, f"i-{n:017x}") for n in range(attempt, 128, 2)]
+        before = record
+        record = function.append_record(record, attempt, 79, scattered)
+        assert record.startswith(before.removesuffix(" more"))
+        assert len(record) <= 256 and re.fullmatch(r"[\w +\-=.:/@]*", record)
+    assert record.endswith(" more") and record.count("more") == 1
+    lines = replacement_lines({JOB_TAG: record})
+    assert lines[0] == "attempt 1: node 1 replaced: bad host (exit 79)"
+    assert lines[-1].startswith("more nodes were replaced than the job's efa-batch:replaced")
+
+
+def test_a_resubmission_does_not_inherit_the_replacers_record():
+    """``launcher resubmit`` copies the old job's tags; the replacer's record of the old job's
+    attempts is not the new job's (and would take one of its 50 tags)."""
+    old = {
+        "tags": {
+            "team": "vision",
+            JOB_TAG: "1/79:3=i-0aaa",
+            f"{JOB_TAG_PREFIX}1:3": "i-0aaa exit 79",
+            CHECKPOINT_TAG: "/mnt/efs/checkpoints/j0",
+        }
+    }
+    _, tags = resumption(old, "j1")
+    assert tags == {"team": "vision", CHECKPOINT_TAG: "/mnt/efs/checkpoints/j0"}
 
 
 def test_a_workers_bad_host_is_blamed_not_the_main_node_that_passes_the_code_on():
@@ -174,6 +278,33 @@ def test_the_docs_example_itself_a_first_runnable_does_not_match(events):
     assert set(EXIT_CODES) == {BAD_HOST_EXIT, NODE_LOST_EXIT}
 
 
+POOL_CLUSTER = "arn:aws:ecs:us-east-1:111122223333:cluster/pool-a1_Batch_"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "status", "matched"),
+    [
+        (POOL_CLUSTER + "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "DRAINING", True),
+        (POOL_CLUSTER + "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "ACTIVE", False),
+        ("arn:aws:ecs:us-east-1:111122223333:cluster/pool-a10_Batch_0f1e", "DRAINING", False),
+        ("arn:aws:ecs:us-east-1:111122223333:cluster/default", "DRAINING", False),
+    ],
+)
+def test_the_drained_rule_hears_only_its_compute_environments_draining_instances(
+    events, cluster, status, matched
+):
+    """The ECS developer guide's example container instance event (ecs_container_instance_
+    events.html) in a cluster Batch named for a compute environment ``pool-a1`` (NAME_Batch_
+    UUID), against the rule's prefix match (EventBridge user guide, eb-event-patterns-content-
+    based-filtering.html): another environment whose name merely starts the same is not
+    heard, nor an ACTIVE instance."""
+    pattern = json.dumps(container_instance_pattern([POOL_CLUSTER]))
+    instance = "arn:aws:ecs:us-east-1:111122223333:container-instance/x/y"
+    event = _ecs_event(cluster, instance, "i-1", status)
+    result = events.test_event_pattern(EventPattern=pattern, Event=json.dumps(event))["Result"]
+    assert result is matched
+
+
 # --- the function against emulated AWS --------------------------------------------------------
 
 
@@ -181,7 +312,7 @@ def test_the_docs_example_itself_a_first_runnable_does_not_match(events):
 def pool(moto_server, aws):
     """A managed EC2 compute environment tagged as the stack tags its nodes, its queue, a
     multi-node job definition logging to a group, and three of its nodes plus one foreign
-    instance (no cluster tag)."""
+    instance (no cluster tag); a 65-node definition and a single-node one beside it."""
     moto_server.reset()
     iam = aws["iam"]
     ec2 = aws["ec2"]
@@ -222,15 +353,19 @@ def pool(moto_server, aws):
             "options": {"awslogs-group": "/jobs", "awslogs-stream-prefix": "train"},
         },
     }
-    definition = batch.register_job_definition(
-        jobDefinitionName="train",
-        type="multinode",
-        nodeProperties={
-            "numNodes": 3,
-            "mainNode": 0,
-            "nodeRangeProperties": [{"targetNodes": "0:", "container": container}],
-        },
-    )["jobDefinitionArn"]
+
+    def multinode(name: str, count: int, **more) -> str:
+        return batch.register_job_definition(
+            jobDefinitionName=name,
+            type="multinode",
+            nodeProperties={
+                "numNodes": count,
+                "mainNode": 0,
+                "nodeRangeProperties": [{"targetNodes": "0:", "container": container}],
+            },
+            **more,
+        )["jobDefinitionArn"]
+
     nodes = [moto_gaps.launch_node(aws, ce) for _ in range(3)]
     (foreign,) = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"]
     document = json.dumps({"instanceId": foreign["InstanceId"]})
@@ -243,9 +378,21 @@ def pool(moto_server, aws):
     stray = aws["ecs"].register_container_instance(
         cluster=cluster, instanceIdentityDocument=document
     )["containerInstance"]["containerInstanceArn"]
+    aws["ecs"].register_task_definition(
+        family="another-teams-job", containerDefinitions=[{"name": "c", "image": "b", "memory": 64}]
+    )
     return {
+        "ce": ce,
         "queue": queue,
-        "definition": definition,
+        "definition": multinode("train", 3),
+        "wide": multinode("wide", 65),
+        # Ten tags of its own, propagated with the job's (RegisterJobDefinition propagateTags).
+        "tagged": multinode(
+            "tagged", 3, tags={f"def{i}": "v" for i in range(10)}, propagateTags=True
+        ),
+        "single": batch.register_job_definition(
+            jobDefinitionName="single", type="container", containerProperties=container
+        )["jobDefinitionArn"],
         "nodes": nodes,
         "foreign": (foreign["InstanceId"], stray),
         "cluster": cluster,
@@ -258,23 +405,32 @@ def aws(moto_server) -> dict:
     return {name: moto_server.client(name) for name in ("batch", "ecs", "ec2", "logs", "iam")}
 
 
-def _ran(aws, pool, hosts, codes, *, retry=True, lines=()) -> dict:
+def _ran(aws, pool, hosts, codes, *, retry=True, lines=(), definition="definition", **submit):
     """A job that ran its one attempt on ``hosts`` and ended with ``codes``; the event."""
     batch = aws["batch"]
     job_id = batch.submit_job(
-        jobName="t", jobQueue=pool["queue"], jobDefinition=pool["definition"]
+        jobName="t", jobQueue=pool["queue"], jobDefinition=pool[definition], **submit
     )["jobId"]
     moto_gaps.start_job(ACCOUNT, REGION, job_id)
     if lines:
         moto_gaps.put_node_lines(ACCOUNT, REGION, job_id, {0: list(lines)})
     moto_gaps.end_attempt_on_hosts(ACCOUNT, REGION, job_id, hosts, codes, retry=retry)
-    (detail,) = batch.describe_jobs(jobs=[job_id])["jobs"]
+    return _event(aws, job_id)
+
+
+def _event(aws, job_id: str) -> dict:
+    """Batch's event for the job as it now is: its detail resembles DescribeJobs' JobDetail."""
+    (detail,) = aws["batch"].describe_jobs(jobs=[job_id])["jobs"]
     return {**DOCS_EVENT, "resources": [detail["jobArn"]], "detail": detail}
 
 
 def _instance(aws, instance_id: str) -> dict:
     (reservation,) = aws["ec2"].describe_instances(InstanceIds=[instance_id])["Reservations"]
     return reservation["Instances"][0]
+
+
+def _state(aws, instance_id: str) -> str:
+    return _instance(aws, instance_id)["State"]["Name"]
 
 
 def _ecs_status(aws, pool, arn: str) -> str:
@@ -284,6 +440,23 @@ def _ecs_status(aws, pool, arn: str) -> str:
     return found["status"]
 
 
+def _job_tags(aws, job_id: str) -> dict:
+    (job,) = aws["batch"].describe_jobs(jobs=[job_id])["jobs"]
+    return job.get("tags") or {}
+
+
+def _fresh(aws, pool, count: int, **launch) -> list[tuple[str, str]]:
+    """Nodes of the pool's compute environment that no other test has used."""
+    return [moto_gaps.launch_node(aws, pool["ce"], **launch) for _ in range(count)]
+
+
+@pytest.fixture
+def lambda_env(moto_server, monkeypatch):
+    """The Lambda entry point's world: the stack's environment, the emulator's endpoint."""
+    for key, value in {**moto_server.env, **function_environment(CONFIG)}.items():
+        monkeypatch.setenv(key, value)
+
+
 def test_a_bad_worker_host_is_drained_tagged_terminated_and_said_once(aws, pool, events):
     (_, a), (bad, b), (_, c) = pool["nodes"]
     event = _ran(aws, pool, {0: a, 1: b, 2: c}, {0: 79, 1: 79, 2: 143})
@@ -291,7 +464,7 @@ def test_a_bad_worker_host_is_drained_tagged_terminated_and_said_once(aws, pool,
 
     done = function.replace_nodes(event["detail"], SETTINGS, aws)
 
-    assert done == {"replaced": [f"node 1 {bad}"], "skipped": []}
+    assert done == {"replaced": [f"node 1 {bad}"], "draining": [], "skipped": []}
     assert _ecs_status(aws, pool, b) == "DRAINING"
     assert _ecs_status(aws, pool, a) == "ACTIVE"  # the main node only passed it on
     instance = _instance(aws, bad)
@@ -300,13 +473,12 @@ def test_a_bad_worker_host_is_drained_tagged_terminated_and_said_once(aws, pool,
     assert {t["Key"]: t["Value"] for t in instance["Tags"]}[INSTANCE_TAG] == (
         f"bad host (exit 79): job {job_id} attempt 1 node 1"
     )
-    (job,) = aws["batch"].describe_jobs(jobs=[job_id])["jobs"]
-    assert replacement_lines(job["tags"]) == (
+    assert replacement_lines(_job_tags(aws, job_id)) == (
         f"attempt 1: node 1 ({bad}) replaced: bad host (exit 79)",
     )
     # EventBridge delivers at least once: the same event again changes nothing.
     again = function.replace_nodes(event["detail"], SETTINGS, aws)
-    assert again == {"replaced": [], "skipped": ["node 1: already replaced"]}
+    assert again == {"replaced": [], "draining": [], "skipped": ["attempt 1: already recorded"]}
 
 
 def test_an_already_terminated_instance_is_recorded_not_terminated_again(aws, pool):
@@ -314,7 +486,7 @@ def test_an_already_terminated_instance_is_recorded_not_terminated_again(aws, po
     aws["ec2"].terminate_instances(InstanceIds=[main])
     event = _ran(aws, pool, {0: a}, {0: 79}, retry=False)  # out of attempts: FAILED
     done = function.replace_nodes(event["detail"], SETTINGS, aws)
-    assert done == {"replaced": [f"node 0 {main}"], "skipped": []}
+    assert done == {"replaced": [f"node 0 {main}"], "draining": [], "skipped": []}
 
 
 def test_a_lost_worker_named_by_the_main_node_is_replaced(aws, pool):
@@ -323,8 +495,8 @@ def test_a_lost_worker_named_by_the_main_node_is_replaced(aws, pool):
     line = "launcher: node(s) 2 lost: ending with exit code 75 so that the job is tried again"
     event = _ran(aws, pool, {0: a, 1: b, 2: c}, {0: 75}, lines=["training", line])
     done = function.replace_nodes(event["detail"], SETTINGS, aws)
-    assert done == {"replaced": [f"node 2 {lost}"], "skipped": []}
-    assert _instance(aws, lost)["State"]["Name"] == "terminated"
+    assert done == {"replaced": [f"node 2 {lost}"], "draining": [], "skipped": []}
+    assert _state(aws, lost) == "terminated"
 
 
 def test_an_ordinary_failure_touches_nothing(aws, pool):
@@ -332,25 +504,203 @@ def test_an_ordinary_failure_touches_nothing(aws, pool):
     event = _ran(aws, pool, {0: c}, {0: 1})
     assert function.replace_nodes(event["detail"], SETTINGS, aws) == {
         "replaced": [],
+        "draining": [],
         "skipped": [],
     }
-    (job,) = aws["batch"].describe_jobs(jobs=[event["detail"]["jobId"]])["jobs"]
-    assert replacement_lines(job["tags"]) == ()
+    assert replacement_lines(_job_tags(aws, event["detail"]["jobId"])) == ()
 
 
-def test_an_instance_without_the_cluster_tag_is_not_touched(moto_server, aws, pool, monkeypatch):
+def test_an_instance_without_the_cluster_tag_is_not_touched(aws, pool, lambda_env):
     """Through the Lambda entry point, with the environment the stack gives it."""
     foreign, stray = pool["foreign"]
     event = _ran(aws, pool, {0: stray}, {0: 79})
-    for key, value in {**moto_server.env, **function_environment(CONFIG)}.items():
-        monkeypatch.setenv(key, value)
     done = function.handler(event)
     assert done["replaced"] == []
     assert done["skipped"] == [
         f"node 0 {foreign}: not a node of {CONFIG.stack_name} (no {CLUSTER_TAG} tag of its)"
     ]
-    assert _instance(aws, foreign)["State"]["Name"] == "running"
+    assert _state(aws, foreign) == "running"
     assert _ecs_status(aws, pool, stray) == "ACTIVE"
+
+
+def test_another_jobs_task_on_the_bad_host_is_not_killed(aws, pool, lambda_env):
+    """Issue 42 (3). The job's event comes after all its nodes stopped; by then Batch may have
+    placed another job on the freed instance, and draining stops only new placements (ECS
+    developer guide, container-instance-draining.html). An instance with a task on it
+    (ContainerInstance runningTasksCount, ECS API reference) is drained and tagged, not
+    terminated; when that task stops, ECS's container instance event (ecs_container_instance_
+    events.html) brings the function back, and then it terminates the instance."""
+    ecs = aws["ecs"]
+    (_, main), (bad, worker) = _fresh(aws, pool, 2)
+    event = _ran(aws, pool, {0: main, 1: worker}, {0: 79, 1: 79})
+    (task,) = ecs.start_task(
+        cluster=pool["cluster"], taskDefinition="another-teams-job", containerInstances=[worker]
+    )["tasks"]
+
+    done = function.handler(event)
+
+    assert done["replaced"] == []
+    assert done["draining"] == [f"node 1 {bad}: 1 other task(s) on it, terminated when they end"]
+    assert _state(aws, bad) == "running"
+    assert _ecs_status(aws, pool, worker) == "DRAINING"
+    job_id = event["detail"]["jobId"]
+    assert replacement_lines(_job_tags(aws, job_id)) == (
+        f"attempt 1: node 1 ({bad}) replaced: bad host (exit 79)",
+    )
+    drained = _ecs_event(pool["cluster"], worker, bad)
+    assert function.handler(drained)["draining"] == [f"{bad}: 1 other task(s) on it"]
+    assert _state(aws, bad) == "running"
+
+    ecs.stop_task(cluster=pool["cluster"], task=task["taskArn"], reason="done")
+    done = function.handler(drained)
+
+    why = f"bad host (exit 79): job {job_id} attempt 1 node 1"
+    assert done == {"replaced": [f"{bad}: {why}"], "draining": [], "skipped": []}
+    assert _state(aws, bad) == "terminated"
+    # Delivered again: nothing more to do.
+    assert function.handler(drained)["skipped"] == [f"{bad}: instance gone"]
+
+
+def test_a_draining_instance_the_replacer_did_not_mark_is_left_alone(aws, pool, lambda_env):
+    """Someone else drained a node of the stack (an operator, an update): the function ends
+    only instances it tagged itself."""
+    ((instance, arn),) = _fresh(aws, pool, 1)
+    aws["ecs"].update_container_instances_state(
+        cluster=pool["cluster"], containerInstances=[arn], status="DRAINING"
+    )
+    done = function.handler(_ecs_event(pool["cluster"], arn, instance))
+    assert done["skipped"] == [f"{instance}: not taken out by the node replacer"]
+    assert _state(aws, instance) == "running"
+
+
+def test_a_workers_own_node_event_drains_its_bad_host_and_tags_no_child(aws, pool, lambda_env):
+    """Issue 42 (4). A node of a multi-node job (``JOB#N``) has its own record and events.
+    A worker's own 79 takes its instance out at once; the main node's passed-on 79 is the
+    job's event to judge; nothing is tagged on a child's ARN, which Batch refuses
+    (TagResource: "ARNs for child jobs of array and multi-node parallel (MNP) jobs aren't
+    supported"). The job's event, after every node stopped, records it."""
+    (_, main), (bad, worker), (_, other) = _fresh(aws, pool, 3)
+    event = _ran(aws, pool, {0: main, 1: worker, 2: other}, {0: 79, 1: 79, 2: 143})
+    job_id = event["detail"]["jobId"]
+    worker_event = _event(aws, f"{job_id}#1")
+    assert worker_event["detail"]["jobArn"].endswith(f"{job_id}#1")
+
+    done = function.handler(worker_event)
+
+    assert done == {"replaced": [f"node 1 {bad}"], "draining": [], "skipped": []}
+    assert _state(aws, bad) == "terminated"
+    assert _job_tags(aws, job_id).get(JOB_TAG) is None  # the job's own event writes it
+    main_event = _event(aws, f"{job_id}#0")
+    assert function.handler(main_event)["skipped"] == [
+        "node 0: exit 79, for the job's own event to decide"
+    ]
+    assert _ecs_status(aws, pool, main) == "ACTIVE"
+
+    assert function.handler(event)["replaced"] == [f"node 1 {bad}"]
+    assert replacement_lines(_job_tags(aws, job_id)) == (
+        f"attempt 1: node 1 ({bad}) replaced: bad host (exit 79)",
+    )
+
+
+def test_an_array_childs_bad_host_is_replaced_with_no_tag_on_a_child(aws, pool, lambda_env):
+    """Issue 42 (4). An array child (``JOB:N``) is a single-node job with attempts of its
+    own: its bad host is replaced like any other, and its record is the instance's tag and the
+    function's log, not a tag on the child (Batch refuses one) nor on the parent."""
+    ((bad, arn),) = _fresh(aws, pool, 1)
+    parent = aws["batch"].submit_job(
+        jobName="shards",
+        jobQueue=pool["queue"],
+        jobDefinition=pool["single"],
+        arrayProperties={"size": 2},
+    )["jobId"]
+    child = f"{parent}:1"
+    moto_gaps.start_container_attempt(ACCOUNT, REGION, child)
+    moto_gaps.end_attempt_on_hosts(ACCOUNT, REGION, child, {0: arn}, {0: 79}, retry=True)
+
+    done = function.handler(_event(aws, child))
+
+    assert done == {"replaced": [f"node 0 {bad}"], "draining": [], "skipped": []}
+    assert _state(aws, bad) == "terminated"
+    tags = {t["Key"]: t["Value"] for t in _instance(aws, bad)["Tags"]}
+    assert tags[INSTANCE_TAG] == f"bad host (exit 79): job {child} attempt 1 node 0"
+    assert JOB_TAG not in _job_tags(aws, parent)
+
+
+def test_a_48_tag_job_stays_within_50_tags_through_a_64_node_replacement(aws, pool, lambda_env):
+    """Issue 42 (5). Batch holds at most 50 tags on a job (user guide, tag-restrictions.html)
+    and fails a job whose job and definition tags exceed 50 when they propagate to its task
+    (SubmitJob propagateTags). A job with the 48 tags the launcher allows and its own
+    efa-batch:stack loses 64 nodes to bad hosts: one tag records them, and the job, still
+    RUNNABLE for its retry, holds 50."""
+    nodes = _fresh(aws, pool, 65)
+    hosts = {i: arn for i, (_, arn) in enumerate(nodes)}
+    user = {f"team{i}": "v" for i in range(MAX_USER_TAGS)}
+    event = _ran(
+        aws,
+        pool,
+        hosts,
+        dict.fromkeys(range(65), 79),
+        definition="wide",
+        tags={"efa-batch:stack": CONFIG.stack_name, **user},
+        propagateTags=True,
+    )
+
+    done = function.handler(event)
+
+    assert len(done["replaced"]) == 64 and done["skipped"] == []
+    assert {_state(aws, i) for i, _ in nodes[1:]} == {"terminated"}
+    tags = _job_tags(aws, event["detail"]["jobId"])
+    assert len(tags) == MAX_TAGS
+    assert replacement_lines(tags) == ("attempt 1: nodes 1-64 replaced: bad host (exit 79)",)
+    (job,) = aws["batch"].describe_jobs(jobs=[event["detail"]["jobId"]])["jobs"]
+    assert job["status"] == "RUNNABLE"
+
+
+def test_a_job_without_room_for_the_record_keeps_it_on_the_instance(aws, pool, lambda_env):
+    """Issue 42 (5). 40 tags of the job's and 10 of its definition's, propagated: 50 together
+    (SubmitJob propagateTags), so the record would fail the retry's task. The instance is
+    replaced all the same; its own tag and the function's log keep the record."""
+    (_, main), (bad, worker) = _fresh(aws, pool, 2)
+    event = _ran(
+        aws,
+        pool,
+        {0: main, 1: worker},
+        {0: 79, 1: 79},
+        definition="tagged",
+        tags={f"team{i}": "v" for i in range(40)},
+        propagateTags=True,
+    )
+
+    done = function.handler(event)
+
+    assert done["replaced"] == [f"node 1 {bad}"]
+    assert done["skipped"] == ["attempt 1: not recorded on the job (50 tags already)"]
+    assert _state(aws, bad) == "terminated"
+    assert len(_job_tags(aws, event["detail"]["jobId"])) == 40
+
+
+def test_in_a_capacity_block_a_lost_nodes_host_stays_and_a_bad_host_goes(aws, pool, lambda_env):
+    """Issue 42 (6). A Capacity Block's terminated instance gives its slot back only after
+    "several minutes" of clean-up (EC2 user guide, capacity-blocks-launch.html), which a job
+    needing the whole block waits for. A lost node (75) says nothing against its host, which
+    is kept; a bad host (79) is replaced. EC2 tells the block's instances by their
+    InstanceLifecycle, capacity-block (botocore ec2 InstanceLifecycleType)."""
+    (_, main), (lost, worker) = _fresh(aws, pool, 2, market_type="capacity-block")
+    line = "launcher: node(s) 1 lost: ending with exit code 75 so that the job is tried again"
+    event = _ran(aws, pool, {0: main, 1: worker}, {0: 75}, lines=[line])
+
+    done = function.handler(event)
+
+    assert done["replaced"] == []
+    assert done["skipped"] == [
+        f"node 1 {lost}: kept in its Capacity Block (exit 75 does not say the host is bad)"
+    ]
+    assert (_state(aws, lost), _ecs_status(aws, pool, worker)) == ("running", "ACTIVE")
+
+    (_, main), (bad, worker) = _fresh(aws, pool, 2, market_type="capacity-block")
+    event = _ran(aws, pool, {0: main, 1: worker}, {0: 79, 1: 79})
+    assert function.handler(event)["replaced"] == [f"node 1 {bad}"]
+    assert _state(aws, bad) == "terminated"
 
 
 # --- the template (the session's default synth) ----------------------------------------------
@@ -361,15 +711,68 @@ def _of_type(template: dict, type_: str) -> dict[str, dict]:
     return {k: v for k, v in found.items() if k.startswith("NodeReplacer")}
 
 
-def test_the_rule_matches_every_pool_queue_and_invokes_the_function(synth_default):
+def _resolve(value, refs: dict[str, str]):
+    """A CloudFormation expression of Ref, Fn::Join, Fn::Select and Fn::Split, resolved."""
+    if isinstance(value, list):
+        return [_resolve(v, refs) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) != 1 or not next(iter(value)).startswith(("Ref", "Fn::")):
+        return {k: _resolve(v, refs) for k, v in value.items()}
+    ((fn, arg),) = value.items()
+    if fn == "Ref":
+        return refs[arg]
+    arg = _resolve(arg, refs)
+    if fn == "Fn::Join":
+        return arg[0].join(arg[1])
+    if fn == "Fn::Select":
+        return arg[1][int(arg[0])]
+    if fn == "Fn::Split":
+        return arg[1].split(arg[0])
+    raise AssertionError(value)
+
+
+def _rules(template: dict) -> dict[str, dict]:
+    """The replacer's rules by the source they hear."""
+    return {
+        r["Properties"]["EventPattern"]["source"][0]: r
+        for r in _of_type(template, "AWS::Events::Rule").values()
+    }
+
+
+def _environments(template: dict) -> dict[str, str]:
+    """Each compute environment's logical id -> the ARN its Ref gives once deployed, named
+    after the id (CloudFormation names it)."""
+    return {
+        k: f"arn:aws:batch:us-east-1:123456789012:compute-environment/{k}-a1b2"
+        for k, v in template["Resources"].items()
+        if v["Type"] == "AWS::Batch::ComputeEnvironment" and not k.startswith("Copy")
+    }
+
+
+def test_the_rules_hear_the_pool_queues_and_their_environments_clusters(synth_default):
+    """Batch's job events of the pool queues, and ECS's DRAINING container instances of the
+    pools' compute environments' clusters (NAME_Batch_UUID): both invoke the function."""
     template = synth_default.template()
-    (rule,) = _of_type(template, "AWS::Events::Rule").values()
+    rules = _rules(template)
+    assert set(rules) == {"aws.batch", "aws.ecs"}
     queues = [k for k, v in template["Resources"].items() if v["Type"] == "AWS::Batch::JobQueue"]
     training = [q for q in queues if not q.startswith("Copy")]
-    assert rule["Properties"]["EventPattern"] == event_pattern([{"Ref": q} for q in training])
-    (target,) = rule["Properties"]["Targets"]
+    assert rules["aws.batch"]["Properties"]["EventPattern"] == event_pattern(
+        [{"Ref": q} for q in training]
+    )
+    refs = {"AWS::Partition": "aws", **_environments(template)}
+    drained = _resolve(rules["aws.ecs"]["Properties"]["EventPattern"], refs)
+    assert drained == container_instance_pattern(
+        [
+            f"arn:aws:ecs:us-east-1:123456789012:cluster/{arn.rsplit('/', 1)[1]}_Batch_"
+            for arn in _environments(template).values()
+        ]
+    )
     (function_id,) = _of_type(template, "AWS::Lambda::Function")
-    assert target["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    for rule in rules.values():
+        (target,) = rule["Properties"]["Targets"]
+        assert target["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
 
 
 def test_the_function_runs_the_repository_file_on_python_3_12_or_later(synth_default):
@@ -382,19 +785,27 @@ def test_the_function_runs_the_repository_file_on_python_3_12_or_later(synth_def
     assert props["Environment"]["Variables"] == function_environment(synth_default.config)
 
 
-def test_the_role_terminates_and_tags_only_this_clusters_nodes(synth_default):
-    (policy,) = _of_type(synth_default.template(), "AWS::IAM::Policy").values()
-    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+def _by_action(template: dict) -> dict[str, dict]:
+    (policy,) = _of_type(template, "AWS::IAM::Policy").values()
     by_action: dict[str, dict] = {}
-    for statement in statements:
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
         actions = statement["Action"]
         for action in [actions] if isinstance(actions, str) else actions:
             by_action[action] = statement
+    return by_action
+
+
+def test_the_role_terminates_and_tags_only_this_clusters_nodes_it_marked(synth_default):
+    by_action = _by_action(synth_default.template())
     owned = {f"aws:ResourceTag/{CLUSTER_TAG}": synth_default.config.stack_name}
     for action in ("ec2:TerminateInstances", "ec2:CreateTags"):
         assert by_action[action]["Condition"]["StringEquals"] == owned
     assert by_action["ec2:CreateTags"]["Condition"]["ForAllValues:StringEquals"] == {
         "aws:TagKeys": [INSTANCE_TAG]
+    }
+    # Terminates only an instance it has tagged first with why (IAM "Null": false = present).
+    assert by_action["ec2:TerminateInstances"]["Condition"]["Null"] == {
+        f"aws:ResourceTag/{INSTANCE_TAG}": "false"
     }
     assert all(
         not a.startswith(("ec2:", "ecs:"))
@@ -407,6 +818,28 @@ def test_the_role_terminates_and_tags_only_this_clusters_nodes(synth_default):
         )
         for a in by_action
     )
+
+
+def test_the_role_drains_only_its_compute_environments_container_instances(synth_default):
+    """Issue 42 (8). ECS's container instance ARN is container-instance/CLUSTER/ID (Service
+    Authorization Reference, Amazon ECS), and Batch names a compute environment's cluster
+    NAME_Batch_UUID: the role may describe and drain the stack's pools' container instances,
+    not another cluster's of the account."""
+    template = synth_default.template()
+    refs = {"AWS::Partition": "aws", **_environments(template)}
+    (name,) = [arn.rsplit("/", 1)[1] for arn in _environments(template).values()]
+    ours = f"arn:aws:ecs:us-east-1:123456789012:container-instance/{name}_Batch_0f1e2d3c/5a6b"
+    others = [
+        "arn:aws:ecs:us-east-1:123456789012:container-instance/web_Batch_0f1e2d3c/5a6b",
+        "arn:aws:ecs:us-east-1:123456789012:container-instance/default/5a6b",
+        f"arn:aws:ecs:us-east-1:123456789012:container-instance/{name}2_Batch_0f/5a6b",
+    ]
+    by_action = _by_action(template)
+    for action in ("ecs:DescribeContainerInstances", "ecs:UpdateContainerInstancesState"):
+        resources = by_action[action]["Resource"]
+        patterns = _resolve(resources if isinstance(resources, list) else [resources], refs)
+        assert any(fnmatch.fnmatchcase(ours, p) for p in patterns), patterns
+        assert not any(fnmatch.fnmatchcase(o, p) for o in others for p in patterns), patterns
 
 
 def test_the_functions_log_group_keeps_the_configured_retention(synth_default):

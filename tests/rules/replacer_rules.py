@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from infra.config import CLUSTER_TAG
 from infra.log_groups import node_replacer_log_group_name
-from infra.node_replacer import EXIT_CODES, FUNCTION_SOURCE, STATUSES, function_environment
+from infra.node_replacer import (
+    BATCH_CLUSTER_SUFFIX,
+    DRAINING,
+    EXIT_CODES,
+    FUNCTION_SOURCE,
+    STATUSES,
+    function_environment,
+)
+from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT
+from launcher.replacements import INSTANCE_TAG
 from tests.rules.deployment import Deployment, Resource
-from tests.rules.registry import Model, rule
+from tests.rules.registry import Model, Page, rule
 
 PATTERN = Model(
     "events",
@@ -41,6 +51,29 @@ ENVIRONMENT = Model(
     "Environment",
     "Environment variables that are accessible from function code during execution.",
 )
+ECS_EVENTS = Page(
+    "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs_container_instance_events.html",
+    "Placing or stopping tasks on a container instance modifies the available resources on the "
+    "container instance, such as CPU, memory, and available ports.",
+)
+PREFIX = Page(
+    "https://docs.aws.amazon.com/eventbridge/latest/userguide/"
+    "eb-event-patterns-content-based-filtering.html",
+    "You can match an event depending on the prefix of a value in the event source.",
+)
+RUNNING_TASKS = Model(
+    "ecs",
+    "ContainerInstance",
+    "runningTasksCount",
+    "The number of tasks on the container instance that have a desired status (desiredStatus) "
+    "of RUNNING.",
+)
+ECS_RESOURCES = Page(
+    "https://docs.aws.amazon.com/service-authorization/latest/reference/"
+    "list_amazonelasticcontainerservice.html",
+    "If you specify a resource-level permission ARN in a statement using this action, then it "
+    "must be of this type.",
+)
 SOURCE_ARN = Model(
     "lambda",
     "AddPermissionRequest",
@@ -52,6 +85,34 @@ SOURCE_ARN = Model(
 
 def _replacer(d: Deployment, type_: str) -> list[Resource]:
     return [r for r in d.of_type(type_) if r.logical_id.startswith("NodeReplacer")]
+
+
+def _heard(r: Resource, source: str) -> bool:
+    return r.props.get("EventPattern", {}).get("source") == [source]
+
+
+def _pool_environments(d: Deployment) -> list[str]:
+    """Logical ids of the pools' compute environments (not the copy jobs')."""
+    copy = d.copy_compute_environment.logical_id
+    return sorted(
+        ce.logical_id for ce in d.of_type("AWS::Batch::ComputeEnvironment") if ce.logical_id != copy
+    )
+
+
+def _environment_of(value, suffix: str) -> str | None:
+    """The compute environment whose Batch cluster name ``value`` ends with: a ``Fn::Join``
+    ending in the environment's name (``Fn::Select`` 1 of its ``Ref`` split at ``/``) and
+    ``_Batch_`` + ``suffix``; None for anything else."""
+    parts = value.get("Fn::Join", ["", []])[1] if isinstance(value, dict) else []
+    if len(parts) < 2 or parts[-1] != BATCH_CLUSTER_SUFFIX + suffix:
+        return None
+    select = parts[-2].get("Fn::Select", []) if isinstance(parts[-2], dict) else []
+    if len(select) != 2 or select[0] != 1:
+        return None
+    split = select[1].get("Fn::Split", []) if isinstance(select[1], dict) else []
+    if len(split) != 2 or split[0] != "/" or not isinstance(split[1], dict):
+        return None
+    return split[1].get("Ref")
 
 
 @rule(
@@ -75,7 +136,7 @@ def node_replacer_hears_only_bad_or_lost_nodes_of_this_stacks_pools(d: Deploymen
     APIReference/API_PutTargets.html: the targets are what it invokes.
     """
     found = []
-    rules = _replacer(d, "AWS::Events::Rule")
+    rules = [r for r in _replacer(d, "AWS::Events::Rule") if _heard(r, "aws.batch")]
     if d.cluster_config.replace_bad_nodes and not rules:
         return ["replace_bad_nodes is on, but the stack has no node replacer rule"]
     queues = sorted(r.logical_id for r in d.of_type("AWS::Batch::JobQueue"))
@@ -102,6 +163,96 @@ def node_replacer_hears_only_bad_or_lost_nodes_of_this_stacks_pools(d: Deploymen
         if [f.type if f else None for f in functions] != ["AWS::Lambda::Function"]:
             found.append(f"{r.path}: targets {r.props.get('Targets')}")
     return found
+
+
+@rule(PATTERN, ECS_EVENTS, PREFIX, RUNNING_TASKS, covers=("AWS::Events::Rule.EventPattern",))
+def node_replacer_finishes_on_its_own_pools_draining_instances(d: Deployment) -> list[str]:
+    """An instance the function left DRAINING, because a task still ran on it, is ended when
+    that task stops: ECS sends a container instance state change then ("Placing or stopping
+    tasks on a container instance modifies the available resources on the container
+    instance, such as CPU, memory, and available ports", https://docs.aws.amazon.com/AmazonECS/
+    latest/developerguide/ecs_container_instance_events.html). The second rule hears those
+    events, for DRAINING instances, in the ECS clusters of this stack's pool compute
+    environments alone: each matched by the prefix NAME_Batch_ of the cluster Batch makes
+    (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-patterns-content-based-
+    filtering.html: "You can match an event depending on the prefix of a value in the event
+    source"), NAME resolved from the environment's ARN at deploy time. The event carries no
+    task counts; the function reads runningTasksCount, "The number of tasks on the container
+    instance that have a desired status (desiredStatus) of RUNNING" (https://docs.aws.amazon.
+    com/AmazonECS/latest/APIReference/API_ContainerInstance.html), and PutRule's "The event
+    pattern" decides what reaches it (https://docs.aws.amazon.com/eventbridge/latest/
+    APIReference/API_PutRule.html).
+    """
+    found = []
+    rules = [r for r in _replacer(d, "AWS::Events::Rule") if _heard(r, "aws.ecs")]
+    if d.cluster_config.replace_bad_nodes and len(rules) != 1:
+        return [f"replace_bad_nodes is on: {len(rules)} container instance rules, want 1"]
+    for r in rules:
+        pattern = r.props.get("EventPattern", {})
+        detail = pattern.get("detail", {})
+        if pattern.get("detail-type") != [CONTAINER_INSTANCE_EVENT]:
+            found.append(f"{r.path}: not ECS's container instance changes: {pattern}")
+        if detail.get("status") != list(DRAINING):
+            found.append(f"{r.path}: statuses {detail.get('status')}, want {list(DRAINING)}")
+        prefixes = detail.get("clusterArn", [])
+        heard = sorted(
+            str(_environment_of(p.get("prefix") if isinstance(p, dict) else p, ""))
+            for p in prefixes
+        )
+        if heard != _pool_environments(d):
+            found.append(
+                f"{r.path}: hears the clusters of {heard}, the pools' are {_pool_environments(d)}"
+            )
+        if r.props.get("State") != "ENABLED":
+            found.append(f"{r.path}: state {r.props.get('State')}")
+        functions = [d.ref_target(r.stack, t["Arn"]) for t in r.props.get("Targets", [])]
+        if [f.logical_id if f else None for f in functions] != [
+            f.logical_id for f in _replacer(d, "AWS::Lambda::Function")
+        ]:
+            found.append(f"{r.path}: targets {r.props.get('Targets')}")
+    return found
+
+
+@rule(ECS_RESOURCES, RUNNING_TASKS, covers=("AWS::IAM::Policy.PolicyDocument",))
+def node_replacer_role_drains_its_pools_and_ends_only_what_it_marked(d: Deployment) -> list[str]:
+    """The function's role may describe and drain the container instances of this stack's
+    pool compute environments' ECS clusters alone, container-instance/NAME_Batch_*/*, one
+    resource per environment (the resource type's ARN is container-instance/CLUSTER/ID, and
+    "If you specify a resource-level permission ARN in a statement using this action, then it
+    must be of this type", https://docs.aws.amazon.com/service-authorization/latest/reference/
+    list_amazonelasticcontainerservice.html). It may terminate only instances tagged as this
+    stack's nodes and already tagged by itself with why they go: an instance it has not
+    marked, after finding no task on it (runningTasksCount, https://docs.aws.amazon.com/
+    AmazonECS/latest/APIReference/API_ContainerInstance.html), is not its to end.
+    """
+    found = []
+    for role in _replacer(d, "AWS::IAM::Role"):
+        statements = d.role_statements(role)
+        for action in ("ecs:DescribeContainerInstances", "ecs:UpdateContainerInstancesState"):
+            granted = [s for s in statements if action in _actions(s)]
+            resources = [r for s in granted for r in _list(s.get("Resource"))]
+            heard = sorted(str(_environment_of(r, "*/*")) for r in resources)
+            if heard != _pool_environments(d):
+                found.append(f"{role.path}: {action} on {resources}")
+        for s in statements:
+            if "ec2:TerminateInstances" not in _actions(s):
+                continue
+            condition = s.get("Condition", {})
+            if (
+                condition.get("StringEquals", {}).get(f"aws:ResourceTag/{CLUSTER_TAG}")
+                != (d.cluster_config.stack_name)
+                or condition.get("Null", {}).get(f"aws:ResourceTag/{INSTANCE_TAG}") != "false"
+            ):
+                found.append(f"{role.path}: terminates without both tags: {condition}")
+    return found
+
+
+def _actions(statement: dict) -> list[str]:
+    return _list(statement.get("Action"))
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else [value]
 
 
 @rule(
