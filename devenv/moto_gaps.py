@@ -719,10 +719,18 @@ def end_attempt_on_hosts(
 def launch_node(
     clients: dict[str, Any], compute_environment: str, market_type: str | None = None
 ) -> tuple[str, str]:
-    """Play Batch's part: one node of a managed EC2 compute environment, an EC2 instance with
-    the environment's tags registered with its ECS cluster; (instance id, container instance
-    ARN). ``market_type``: the launch template's InstanceMarketOptions (``capacity-block`` for
-    a Capacity Block pool's nodes).
+    """One node of ``launch_nodes``: (instance id, container instance ARN)."""
+    (node,) = launch_nodes(clients, compute_environment, 1, market_type)
+    return node
+
+
+def launch_nodes(
+    clients: dict[str, Any], compute_environment: str, count: int, market_type: str | None = None
+) -> list[tuple[str, str]]:
+    """Play Batch's part: ``count`` nodes of a managed EC2 compute environment, EC2 instances
+    with the environment's tags registered with its ECS cluster; (instance id, container
+    instance ARN) of each. ``market_type``: the launch template's InstanceMarketOptions
+    (``capacity-block`` for a Capacity Block pool's nodes).
 
     Gap: moto's managed compute environment starts its minimum of instances without the
     environment's ``computeResources.tags`` and registers none with its ECS cluster; Batch
@@ -735,20 +743,23 @@ def launch_node(
     ]
     resources = ce["computeResources"]
     tags = [{"Key": k, "Value": v} for k, v in (resources.get("tags") or {}).items()]
-    (instance,) = ec2.run_instances(
+    instances = ec2.run_instances(
         ImageId="ami-12c6146b",
         InstanceType=resources["instanceTypes"][0],
-        MinCount=1,
-        MaxCount=1,
+        MinCount=count,
+        MaxCount=count,
         SubnetId=resources["subnets"][0],
         TagSpecifications=[{"ResourceType": "instance", "Tags": tags}] if tags else [],
         **({"InstanceMarketOptions": {"MarketType": market_type}} if market_type else {}),
     )["Instances"]
-    document = json.dumps({"instanceId": instance["InstanceId"]})
-    registered = ecs.register_container_instance(
-        cluster=ce["ecsClusterArn"], instanceIdentityDocument=document
-    )["containerInstance"]
-    return instance["InstanceId"], registered["containerInstanceArn"]
+    nodes = []
+    for instance in instances:
+        document = json.dumps({"instanceId": instance["InstanceId"]})
+        registered = ecs.register_container_instance(
+            cluster=ce["ecsClusterArn"], instanceIdentityDocument=document
+        )["containerInstance"]
+        nodes.append((instance["InstanceId"], registered["containerInstanceArn"]))
+    return nodes
 
 
 def batch_tag_resource_limits() -> None:

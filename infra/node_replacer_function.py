@@ -91,6 +91,13 @@ def handler(event: Mapping[str, Any], context: object = None) -> dict[str, list[
     the tests."""
     settings = Settings.from_env(os.environ)
     clients = {name: boto3.client(name) for name in ("batch", "ecs", "ec2", "logs")}
+    return handle(event, settings, clients)
+
+
+def handle(
+    event: Mapping[str, Any], settings: Settings, clients: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """The event to the step its rule asks for."""
     if event.get("detail-type") == CONTAINER_INSTANCE_EVENT:
         return finish_draining(event["detail"], settings, clients)
     return replace_nodes(event["detail"], settings, clients)

@@ -447,7 +447,7 @@ def _job_tags(aws, job_id: str) -> dict:
 
 def _fresh(aws, pool, count: int, **launch) -> list[tuple[str, str]]:
     """Nodes of the pool's compute environment that no other test has used."""
-    return [moto_gaps.launch_node(aws, pool["ce"], **launch) for _ in range(count)]
+    return moto_gaps.launch_nodes(aws, pool["ce"], count, **launch)
 
 
 @pytest.fixture
@@ -548,32 +548,32 @@ def test_another_jobs_task_on_the_bad_host_is_not_killed(aws, pool, lambda_env):
         f"attempt 1: node 1 ({bad}) replaced: bad host (exit 79)",
     )
     drained = _ecs_event(pool["cluster"], worker, bad)
-    assert function.handler(drained)["draining"] == [f"{bad}: 1 other task(s) on it"]
+    assert function.handle(drained, SETTINGS, aws)["draining"] == [f"{bad}: 1 other task(s) on it"]
     assert _state(aws, bad) == "running"
 
     ecs.stop_task(cluster=pool["cluster"], task=task["taskArn"], reason="done")
-    done = function.handler(drained)
+    done = function.handle(drained, SETTINGS, aws)
 
     why = f"bad host (exit 79): job {job_id} attempt 1 node 1"
     assert done == {"replaced": [f"{bad}: {why}"], "draining": [], "skipped": []}
     assert _state(aws, bad) == "terminated"
     # Delivered again: nothing more to do.
-    assert function.handler(drained)["skipped"] == [f"{bad}: instance gone"]
+    assert function.handle(drained, SETTINGS, aws)["skipped"] == [f"{bad}: instance gone"]
 
 
-def test_a_draining_instance_the_replacer_did_not_mark_is_left_alone(aws, pool, lambda_env):
+def test_a_draining_instance_the_replacer_did_not_mark_is_left_alone(aws, pool):
     """Someone else drained a node of the stack (an operator, an update): the function ends
     only instances it tagged itself."""
     ((instance, arn),) = _fresh(aws, pool, 1)
     aws["ecs"].update_container_instances_state(
         cluster=pool["cluster"], containerInstances=[arn], status="DRAINING"
     )
-    done = function.handler(_ecs_event(pool["cluster"], arn, instance))
+    done = function.handle(_ecs_event(pool["cluster"], arn, instance), SETTINGS, aws)
     assert done["skipped"] == [f"{instance}: not taken out by the node replacer"]
     assert _state(aws, instance) == "running"
 
 
-def test_a_workers_own_node_event_drains_its_bad_host_and_tags_no_child(aws, pool, lambda_env):
+def test_a_workers_own_node_event_drains_its_bad_host_and_tags_no_child(aws, pool):
     """Issue 42 (4). A node of a multi-node job (``JOB#N``) has its own record and events.
     A worker's own 79 takes its instance out at once; the main node's passed-on 79 is the
     job's event to judge; nothing is tagged on a child's ARN, which Batch refuses
@@ -585,24 +585,24 @@ def test_a_workers_own_node_event_drains_its_bad_host_and_tags_no_child(aws, poo
     worker_event = _event(aws, f"{job_id}#1")
     assert worker_event["detail"]["jobArn"].endswith(f"{job_id}#1")
 
-    done = function.handler(worker_event)
+    done = function.handle(worker_event, SETTINGS, aws)
 
     assert done == {"replaced": [f"node 1 {bad}"], "draining": [], "skipped": []}
     assert _state(aws, bad) == "terminated"
     assert _job_tags(aws, job_id).get(JOB_TAG) is None  # the job's own event writes it
     main_event = _event(aws, f"{job_id}#0")
-    assert function.handler(main_event)["skipped"] == [
+    assert function.handle(main_event, SETTINGS, aws)["skipped"] == [
         "node 0: exit 79, for the job's own event to decide"
     ]
     assert _ecs_status(aws, pool, main) == "ACTIVE"
 
-    assert function.handler(event)["replaced"] == [f"node 1 {bad}"]
+    assert function.handle(event, SETTINGS, aws)["replaced"] == [f"node 1 {bad}"]
     assert replacement_lines(_job_tags(aws, job_id)) == (
         f"attempt 1: node 1 ({bad}) replaced: bad host (exit 79)",
     )
 
 
-def test_an_array_childs_bad_host_is_replaced_with_no_tag_on_a_child(aws, pool, lambda_env):
+def test_an_array_childs_bad_host_is_replaced_with_no_tag_on_a_child(aws, pool):
     """Issue 42 (4). An array child (``JOB:N``) is a single-node job with attempts of its
     own: its bad host is replaced like any other, and its record is the instance's tag and the
     function's log, not a tag on the child (Batch refuses one) nor on the parent."""
@@ -617,7 +617,7 @@ def test_an_array_childs_bad_host_is_replaced_with_no_tag_on_a_child(aws, pool, 
     moto_gaps.start_container_attempt(ACCOUNT, REGION, child)
     moto_gaps.end_attempt_on_hosts(ACCOUNT, REGION, child, {0: arn}, {0: 79}, retry=True)
 
-    done = function.handler(_event(aws, child))
+    done = function.handle(_event(aws, child), SETTINGS, aws)
 
     assert done == {"replaced": [f"node 0 {bad}"], "draining": [], "skipped": []}
     assert _state(aws, bad) == "terminated"
@@ -626,7 +626,7 @@ def test_an_array_childs_bad_host_is_replaced_with_no_tag_on_a_child(aws, pool, 
     assert JOB_TAG not in _job_tags(aws, parent)
 
 
-def test_a_48_tag_job_stays_within_50_tags_through_a_64_node_replacement(aws, pool, lambda_env):
+def test_a_48_tag_job_stays_within_50_tags_through_a_64_node_replacement(aws, pool):
     """Issue 42 (5). Batch holds at most 50 tags on a job (user guide, tag-restrictions.html)
     and fails a job whose job and definition tags exceed 50 when they propagate to its task
     (SubmitJob propagateTags). A job with the 48 tags the launcher allows and its own
@@ -645,10 +645,13 @@ def test_a_48_tag_job_stays_within_50_tags_through_a_64_node_replacement(aws, po
         propagateTags=True,
     )
 
-    done = function.handler(event)
+    done = function.handle(event, SETTINGS, aws)
 
     assert len(done["replaced"]) == 64 and done["skipped"] == []
-    assert {_state(aws, i) for i, _ in nodes[1:]} == {"terminated"}
+    ids = [i for i, _ in nodes]
+    reservations = aws["ec2"].describe_instances(InstanceIds=ids)["Reservations"]
+    states = {i["InstanceId"]: i["State"]["Name"] for r in reservations for i in r["Instances"]}
+    assert [states[i] for i in ids] == ["running"] + ["terminated"] * 64
     tags = _job_tags(aws, event["detail"]["jobId"])
     assert len(tags) == MAX_TAGS
     assert replacement_lines(tags) == ("attempt 1: nodes 1-64 replaced: bad host (exit 79)",)
@@ -656,7 +659,7 @@ def test_a_48_tag_job_stays_within_50_tags_through_a_64_node_replacement(aws, po
     assert job["status"] == "RUNNABLE"
 
 
-def test_a_job_without_room_for_the_record_keeps_it_on_the_instance(aws, pool, lambda_env):
+def test_a_job_without_room_for_the_record_keeps_it_on_the_instance(aws, pool):
     """Issue 42 (5). 40 tags of the job's and 10 of its definition's, propagated: 50 together
     (SubmitJob propagateTags), so the record would fail the retry's task. The instance is
     replaced all the same; its own tag and the function's log keep the record."""
@@ -671,7 +674,7 @@ def test_a_job_without_room_for_the_record_keeps_it_on_the_instance(aws, pool, l
         propagateTags=True,
     )
 
-    done = function.handler(event)
+    done = function.handle(event, SETTINGS, aws)
 
     assert done["replaced"] == [f"node 1 {bad}"]
     assert done["skipped"] == ["attempt 1: not recorded on the job (50 tags already)"]
@@ -679,7 +682,7 @@ def test_a_job_without_room_for_the_record_keeps_it_on_the_instance(aws, pool, l
     assert len(_job_tags(aws, event["detail"]["jobId"])) == 40
 
 
-def test_in_a_capacity_block_a_lost_nodes_host_stays_and_a_bad_host_goes(aws, pool, lambda_env):
+def test_in_a_capacity_block_a_lost_nodes_host_stays_and_a_bad_host_goes(aws, pool):
     """Issue 42 (6). A Capacity Block's terminated instance gives its slot back only after
     "several minutes" of clean-up (EC2 user guide, capacity-blocks-launch.html), which a job
     needing the whole block waits for. A lost node (75) says nothing against its host, which
@@ -689,7 +692,7 @@ def test_in_a_capacity_block_a_lost_nodes_host_stays_and_a_bad_host_goes(aws, po
     line = "launcher: node(s) 1 lost: ending with exit code 75 so that the job is tried again"
     event = _ran(aws, pool, {0: main, 1: worker}, {0: 75}, lines=[line])
 
-    done = function.handler(event)
+    done = function.handle(event, SETTINGS, aws)
 
     assert done["replaced"] == []
     assert done["skipped"] == [
@@ -699,7 +702,7 @@ def test_in_a_capacity_block_a_lost_nodes_host_stays_and_a_bad_host_goes(aws, po
 
     (_, main), (bad, worker) = _fresh(aws, pool, 2, market_type="capacity-block")
     event = _ran(aws, pool, {0: main, 1: worker}, {0: 79, 1: 79})
-    assert function.handler(event)["replaced"] == [f"node 1 {bad}"]
+    assert function.handle(event, SETTINGS, aws)["replaced"] == [f"node 1 {bad}"]
     assert _state(aws, bad) == "terminated"
 
 
