@@ -16,7 +16,8 @@
 - The fabric guard: after NCCL starts, TCP sockets, another provider than efa or fewer NICs
   than the type has end the command within seconds (NCCL_WATCH).
 - Capacity Blocks: the command gets a signal to checkpoint before EC2 ends the block's
-  instances (CHECKPOINT_TIMER).
+  instances, in an attempt that runs in the block's own compute environment and starts before
+  that moment (CHECKPOINT_TIMER).
 - Restarts that resume (``LAUNCHER_RESTARTS=on``, the default with ``--torchrun``): every node
   gets ``LAUNCHER_CHECKPOINT_DIR`` on EFS, the same for every attempt of the job (and for
   ``launcher resubmit``); a watch between the nodes (python3, beside the command) ends the main
@@ -27,9 +28,11 @@
   token (``LAUNCHER_WATCH_TOKEN``, new with every submit) and says it first; anyone else who
   reaches the port is ignored and counted in one line.
 - NCCL's transport: NCCL's INFO output goes to files under ``/tmp/launcher-nccl`` (set by the
-  job definition unless the user sets NCCL_DEBUG_FILE); a watcher forwards every NCCL WARN line
-  and one ``launcher: NCCL network ...`` line per node, so the transport NCCL chose is in the
-  job log without thousands of INFO lines around the user's own output.
+  job definition unless the user sets NCCL_DEBUG_FILE); a watcher forwards every NCCL WARN line,
+  once, and one ``launcher: NCCL network ...`` line per node, so the transport NCCL chose is in
+  the job log without thousands of INFO lines around the user's own output.
+- Its own files (the node watch's, the watcher's counts, the signal's mark) in a directory
+  made for the run and removed at its end (PRIVATE), never at a fixed name in /tmp.
 
 - Behind any entrypoint: a job's command is the image's Cmd, and Batch cannot override the
   image's ENTRYPOINT, which runs first. Most pass their arguments on with ``exec "$@"`` (NGC's

@@ -118,6 +118,7 @@ WRITE_NCCL_LOG = (
         ("efa_init.log", "launcher: NCCL network Libfabric"),
         ("socket_init.log", "launcher: NCCL network Socket (TCP sockets: EFA is NOT in use)"),
     ],
+    ids=["efa_init.log", "socket_init.log"],
 )
 def test_the_transport_nccl_chose_is_one_line_per_node(state, efa_image, fixture, network_line):
     job, logs = run(
