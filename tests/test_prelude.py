@@ -447,6 +447,19 @@ def test_an_attempt_the_block_will_not_end_gets_no_signal_and_keeps_its_exit_cod
     assert list((node_image / "tmp").iterdir()) == []
 
 
+def test_on_an_older_stack_the_checkpoint_time_alone_decides(node_image):
+    """Without LAUNCHER_CAPACITY_BLOCK_CE (a stack whose Pools output predates the name; the
+    launcher warns at submit) the prelude cannot tell the block from the fallback: an attempt
+    that starts before the checkpoint time is signalled wherever it runs, as documented."""
+    env = {
+        k: v for k, v in in_block(1, AWS_BATCH_CE_NAME=FALLBACK_CE).items() if not k.endswith("_CE")
+    }
+    node = start_node(node_image, fails_after(20), **env)
+    _, err = node.communicate(timeout=30)
+    assert node.returncode == prelude.NODE_LOST_EXIT, err
+    assert ": sent SIGUSR1 to the command (pid " in err
+
+
 # Behind the scanner's `grep ' NCCL WARN ' CHUNK`, a grep that says it started (a file) and
 # takes a second before it reads the chunk: the race of a scan still running as the command
 # ends, made certain instead of likely.
