@@ -189,8 +189,9 @@ def _node_ended(
     node passes a worker's 79 on and names lost workers in its log."""
     done = _outcomes()
     parent, _, index_text = str(detail["jobId"]).partition("#")
-    index = int((detail.get("nodeDetails") or {}).get("nodeIndex", index_text))
-    if code != settings.bad_host_exit or index == 0:
+    node = detail.get("nodeDetails") or {}  # JobDetail.nodeDetails: nodeIndex, isMainNode
+    index = int(node.get("nodeIndex", index_text))
+    if code != settings.bad_host_exit or node.get("isMainNode", index == 0):
         done["skipped"].append(f"node {index}: exit {code}, for the job's own event to decide")
         return done
     arn = (detail["attempts"][-1].get("container") or {}).get("containerInstanceArn")
