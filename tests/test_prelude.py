@@ -392,8 +392,10 @@ def test_a_signalled_run_ends_75_and_the_next_runs_failure_is_its_own(node_image
     assert "ended with exit code 138 after the checkpoint signal: ending with exit code 75" in err
     assert list((node_image / "tmp").iterdir()) == []  # nothing left behind
 
-    (node_image / "tmp/launcher-checkpoint-sent").touch()  # what the old prelude left there
-    again = start_node(node_image, "exit 3")
+    # What the old prelude left there, and a run with the NCCL watcher on, which keeps the
+    # prelude beside its command to read the outcome (the two fast tests of the issue).
+    (node_image / "tmp/launcher-checkpoint-sent").touch()
+    again = start_node(node_image, "exit 3", NCCL_DEBUG_FILE=f"{prelude.NCCL_LOG_DIR}/%h.%p.log")
     _, err = again.communicate(timeout=30)
     assert (again.returncode, err) == (3, "")
 
