@@ -433,12 +433,14 @@ def test_a_signalled_attempt_is_tried_again_and_the_retry_runs_to_its_end(
     for failed jobs from this SubmitJob operation"); before, attempt 2 was signalled as it
     started and ended 75 too, and the job failed once its attempts ran out."""
     moto_gaps.capacity_block(BLOCK, time.time() - HOUR, time.time() + 1800 + 6)
+    # A trainer: it saves its step when signalled (in every attempt, as a real one would) and
+    # resumes from it; a resumed run has 1 s of work left.
     command = (
-        'step="$LAUNCHER_CHECKPOINT_DIR/step"; '
+        'step="$LAUNCHER_CHECKPOINT_DIR/step"; n=300; '
+        'trap \'echo 7 > "$step"; echo "saved step 7"; exit 1\' USR1; '
         'if [ -e "$step" ]; then echo "resumed from step $(cat "$step") on $AWS_BATCH_CE_NAME"; '
-        "exit 0; fi; "
-        'trap \'echo 7 > "$step"; echo "saved step 7"; exit 1\' USR1; i=0; '
-        "while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo never; exit 1"
+        "n=10; fi; i=0; while [ $i -lt $n ]; do sleep 0.1; i=$((i+1)); done; "
+        "if [ $n = 10 ]; then echo finished; exit 0; fi; echo never; exit 1"
     )
     result, seconds = _local_run(
         moto_server,
@@ -455,7 +457,7 @@ def test_a_signalled_attempt_is_tried_again_and_the_retry_runs_to_its_end(
     assert result.returncode == 0, result.stderr
     err = result.stderr
     assert err.count(": sent SIGUSR1 to the command (pid ") == 1
-    assert "[node 0] saved step 7" in err and "never" not in err
+    assert err.count("[node 0] saved step 7") == 1 and "never" not in err
     assert (
         "launcher: the command ended with exit code 1 after the checkpoint signal: ending with "
         "exit code 75 so that the job is tried again" in err
@@ -466,7 +468,39 @@ def test_a_signalled_attempt_is_tried_again_and_the_retry_runs_to_its_end(
         f"(the pool's fallback), not in the block's ({names['train']})" in err
     )
     assert f"[node 0] resumed from step 7 on {names['ondemand']}" in err
+    assert "[node 0] finished" in err
     assert seconds < 40
+
+
+def test_a_job_started_after_its_checkpoint_time_runs_to_its_own_end(
+    moto_server, stack, docker_engine, busybox_base, tmp_path
+):
+    """EC2 ends the block's instances in 2 minutes and the lead is 5: the checkpoint time has
+    passed at submission. The launcher says so, the job runs in the block's compute environment
+    (it can still take it) and its command is never signalled: it runs to its end and the job
+    succeeds. Before, the timer signalled it as it started and every attempt ended with 75."""
+    moto_gaps.capacity_block(BLOCK, time.time() - HOUR, time.time() + 1800 + 120)
+    command = (
+        "trap 'echo signalled; exit 1' USR1; i=0; "
+        'while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; echo "ran on $AWS_BATCH_CE_NAME"'
+    )
+    result, _ = _local_run(
+        moto_server,
+        stack,
+        docker_engine,
+        busybox_base,
+        tmp_path,
+        "--checkpoint-lead",
+        "5m",
+        command=command,
+    )
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert f"warning: Capacity Block {BLOCK}: the checkpoint time (" in err
+    assert ": no checkpoint signal: this attempt started after the checkpoint time (" in err
+    names = {p.name: p.compute_environment_name for p in _pools(moto_server, stack)}
+    assert f"[node 0] ran on {names['train']}" in err
+    assert "signalled" not in err and "sent SIGUSR1" not in err
 
 
 def _pools(moto_server, stack):
