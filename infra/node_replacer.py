@@ -15,7 +15,9 @@ all its nodes stopped, when Batch may have placed the retry or another job on th
 such an instance stays DRAINING, and a second rule, on ECS's "ECS Container Instance State
 Change" events of the stack's compute environments' clusters (one whenever a task stops on an
 instance, developer guide, ecs_container_instance_events.html), invokes the function again
-until the instance runs nothing and it terminates it.
+until the instance runs nothing and it terminates it. A third, every ``SWEEP_MINUTES``, has it
+look at every DRAINING instance of those clusters, so that one whose last event was lost or
+read too early (before EC2 showed the tag) is ended all the same.
 
 Why this path and not another AWS-native one:
 
@@ -52,7 +54,7 @@ from constructs import Construct
 
 from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.log_groups import log_group, node_replacer_log_group_name
-from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT
+from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT, SWEEP, SWEEP_MINUTES
 from infra.roles import grant_log_streams
 from launcher.jobspec import MAX_TAGS
 from launcher.prelude import BAD_HOST_EXIT, LOST_NODES_LINE, NODE_LOST_EXIT
@@ -64,8 +66,8 @@ CHECKOV_SKIPS = [
     {
         "id": "CKV_AWS_115",
         "comment": "no reserved concurrency: a new account's whole quota is "
-        "10 and reserving from it fails the deploy; one short call per failed attempt "
-        "and per task stopping on an instance it drained",
+        "10 and reserving from it fails the deploy; one short call per failed attempt, "
+        "per task stopping on an instance it drained, and every 15 minutes",
     },
     {
         "id": "CKV_AWS_116",
@@ -140,6 +142,11 @@ def container_instance_pattern(cluster_prefixes: list[Any]) -> dict[str, Any]:
             "status": list(DRAINING),
         },
     }
+
+
+def sweep_input(compute_environment_arns: list[Any]) -> dict[str, Any]:
+    """What the scheduled rule sends the function: the compute environments to sweep."""
+    return {SWEEP: compute_environment_arns}
 
 
 def batch_cluster_name(compute_environment: batch.CfnComputeEnvironment, suffix: str) -> str:
@@ -232,6 +239,21 @@ class NodeReplacer(Construct):
             event_pattern=events.EventPattern(**_cdk_pattern(container_instance_pattern(clusters))),
             targets=[targets.LambdaFunction(self.function)],
         )
+        self.sweep_rule = events.Rule(
+            self,
+            "SweepRule",
+            description="Ends the nodes the node replacer drained that run nothing, should "
+            "their last event have been missed",
+            schedule=events.Schedule.rate(Duration.minutes(SWEEP_MINUTES)),
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    event=events.RuleTargetInput.from_object(
+                        sweep_input([ce.ref for ce in compute_environments])
+                    ),
+                )
+            ],
+        )
 
     def _role(
         self,
@@ -264,6 +286,16 @@ class NodeReplacer(Construct):
                         service="ecs",
                         resource="container-instance",
                         resource_name=batch_cluster_name(ce, "*/*"),
+                    )
+                    for ce in compute_environments
+                ],
+            ),
+            # ... and listed, for the sweep: ListContainerInstances takes the cluster.
+            iam.PolicyStatement(
+                actions=["ecs:ListContainerInstances"],
+                resources=[
+                    stack.format_arn(
+                        service="ecs", resource="cluster", resource_name=batch_cluster_name(ce, "*")
                     )
                     for ce in compute_environments
                 ],
@@ -310,10 +342,19 @@ class NodeReplacer(Construct):
             ),
             *(
                 Acknowledgment(
-                    id=_container_instances_of(stack, ce),
+                    id=_batch_cluster_finding(stack, ce, "container-instance", "*/*"),
                     reason="Batch names a compute environment's ECS cluster NAME_Batch_UUID at "
                     "run time: the container instances of this stack's compute environments "
                     "alone; describe and drain only.",
+                )
+                for ce in compute_environments
+            ),
+            *(
+                Acknowledgment(
+                    id=_batch_cluster_finding(stack, ce, "cluster", "*"),
+                    reason="Batch names a compute environment's ECS cluster NAME_Batch_UUID at "
+                    "run time: this stack's compute environments' clusters alone; list their "
+                    "container instances only.",
                 )
                 for ce in compute_environments
             ),
@@ -337,15 +378,19 @@ def _any_of(stack: Stack, service: str, resource: str) -> str:
     )
 
 
-def _container_instances_of(stack: Stack, compute_environment: batch.CfnComputeEnvironment) -> str:
-    """cdk-nag's finding id for the container instances of the compute environment's cluster
-    (cdk-nag writes the unresolved cluster name as its CloudFormation JSON)."""
+def _batch_cluster_finding(
+    stack: Stack, compute_environment: batch.CfnComputeEnvironment, resource: str, rest: str
+) -> str:
+    """cdk-nag's finding id for ECS's RESOURCE/NAME_Batch_REST of the compute environment's
+    cluster: its container instances (``container-instance``, ``*/*``) or the cluster itself
+    (``cluster``, ``*``). cdk-nag writes the unresolved cluster name as its CloudFormation
+    JSON."""
     name = json.dumps(
         stack.resolve(Fn.select(1, Fn.split("/", compute_environment.ref))), separators=(",", ":")
     )
     return (
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:{stack.region}:{stack.account}:"
-        f"container-instance/{name}{BATCH_CLUSTER_SUFFIX}*/*]"
+        f"{resource}/{name}{BATCH_CLUSTER_SUFFIX}{rest}]"
     )
 
 

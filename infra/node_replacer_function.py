@@ -8,7 +8,7 @@ function's index.py (infra/node_replacer.py inlines it). What it knows of the st
 cluster tag, the exit codes, the tag names) comes from its environment, set from the
 launcher's and the stack's own constants, so nothing here repeats them.
 
-Two kinds of event reach it:
+Three kinds of event reach it:
 
 - "Batch Job State Change" of a job in the stack's queues whose attempt ended with 79 or 75.
   The instance is drained first: ECS then places nothing new on it (container-instance-
@@ -21,6 +21,13 @@ Two kinds of event reach it:
   environments: ECS sends one whenever a task stops on an instance (its resources change,
   ecs_container_instance_events.html). An instance that the function tagged and that now
   runs nothing is terminated; one it did not tag is never touched.
+- Every ``SWEEP_MINUTES``, the stack's compute environments (``{"sweep": [ARN, ...]}``, the
+  scheduled rule's input): every DRAINING container instance of theirs is judged as the
+  previous kind judges one. It finishes an instance whose last event was lost (a failed
+  invocation out of retries) or came before its tag could be read (EC2's API is eventually
+  consistent: "the result of an API command you run ... might not be immediately visible to
+  all subsequent commands you run", ec2/latest/devguide/eventual-consistency.html), which
+  would otherwise stay, idle and paid for, holding its compute environment's capacity.
 
 EventBridge delivers an event at least once, so every step is safe to repeat: draining a
 DRAINING instance and tagging it again change nothing, an instance already shutting down is
@@ -50,6 +57,8 @@ TAG_VALUE_MAX = 256  # Batch: "Maximum value length - 256" (user guide, tag-rest
 GONE = ("shutting-down", "terminated")
 CAPACITY_BLOCK = "capacity-block"  # EC2 Instance.InstanceLifecycle of a Capacity Block's instance
 CONTAINER_INSTANCE_EVENT = "ECS Container Instance State Change"
+SWEEP = "sweep"  # the scheduled rule's input: {"sweep": [compute environment ARN, ...]}
+SWEEP_MINUTES = 15  # how long a tagged, empty instance may stay DRAINING at worst
 MORE = "more"  # the record's last entry when not every node fitted (launcher.replacements)
 
 
@@ -87,8 +96,8 @@ class Node:
 
 
 def handler(event: Mapping[str, Any], context: object = None) -> dict[str, list[str]]:
-    """An event of either rule (infra/node_replacer.py); returns what it did, for the log and
-    the tests."""
+    """An event of any of its rules (infra/node_replacer.py); returns what it did, for the log
+    and the tests."""
     settings = Settings.from_env(os.environ)
     clients = {name: boto3.client(name) for name in ("batch", "ecs", "ec2", "logs")}
     return handle(event, settings, clients)
@@ -98,6 +107,8 @@ def handle(
     event: Mapping[str, Any], settings: Settings, clients: Mapping[str, Any]
 ) -> dict[str, list[str]]:
     """The event to the step its rule asks for."""
+    if SWEEP in event:
+        return sweep(event[SWEEP], settings, clients)
     if event.get("detail-type") == CONTAINER_INSTANCE_EVENT:
         return finish_draining(event["detail"], settings, clients)
     return replace_nodes(event["detail"], settings, clients)
@@ -440,24 +451,65 @@ def finish_draining(
     found = _container_instances(clients["ecs"], [cluster], [arn]) if arn and cluster else {}
     if arn not in found:
         done["skipped"].append(f"{arn}: container instance gone")
-        return done
-    described = found[arn][1]
-    instance_id = described["ec2InstanceId"]
-    instance = _instances(clients["ec2"], [instance_id]).get(instance_id)
-    tags = _tags(instance or {})
-    if described.get("status") != "DRAINING":
-        done["skipped"].append(f"{instance_id}: {described.get('status')}, not draining")
-    elif instance is None or instance["State"]["Name"] in GONE:
-        done["skipped"].append(f"{instance_id}: instance gone")
-    elif tags.get(settings.cluster_tag) != settings.cluster or settings.instance_tag not in tags:
-        done["skipped"].append(f"{instance_id}: not taken out by the node replacer")
-    elif busy := _busy(described):
-        done["draining"].append(f"{instance_id}: {busy} other task(s) on it")
     else:
-        clients["ec2"].terminate_instances(InstanceIds=[instance_id])
-        done["replaced"].append(f"{instance_id}: {tags[settings.instance_tag]}")
+        end_if_empty(clients, settings, [found[arn][1]], done)
     LOG.info("container instance %s: %s", arn, done)
     return done
+
+
+def sweep(
+    environments: list[str], settings: Settings, clients: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """Every DRAINING container instance of these compute environments' clusters, judged as
+    ``finish_draining`` judges one (ListContainerInstances' ``status`` filter: "if you specify
+    the DRAINING status, the results include only container instances that have been set to
+    DRAINING")."""
+    done = _outcomes()
+    ecs = clients["ecs"]
+    found = clients["batch"].describe_compute_environments(computeEnvironments=environments)
+    clusters = [e["ecsClusterArn"] for e in found["computeEnvironments"] if e.get("ecsClusterArn")]
+    for cluster in clusters:
+        pages = ecs.get_paginator("list_container_instances").paginate(
+            cluster=cluster, status="DRAINING"
+        )
+        arns = [a for page in pages for a in page["containerInstanceArns"]]
+        described = _container_instances(ecs, [cluster], arns)
+        end_if_empty(clients, settings, [d for _, d in described.values()], done)
+    LOG.info("sweep of %s: %s", clusters, done)
+    return done
+
+
+def end_if_empty(
+    clients: Mapping[str, Any],
+    settings: Settings,
+    described: list[Mapping[str, Any]],
+    done: dict[str, list[str]],
+) -> None:
+    """Of these container instances (DescribeContainerInstances' ContainerInstance), terminate
+    the DRAINING ones this function took out (its tag on a node of the stack) that run
+    nothing; fill ``done``. Any other instance is never touched."""
+    ec2 = clients["ec2"]
+    instances = _instances(ec2, [d["ec2InstanceId"] for d in described])
+    empty: list[str] = []
+    for container_instance in described:
+        instance_id = container_instance["ec2InstanceId"]
+        instance = instances.get(instance_id)
+        tags = _tags(instance or {})
+        ours = tags.get(settings.cluster_tag) == settings.cluster and settings.instance_tag in tags
+        status = container_instance.get("status")
+        if status != "DRAINING":
+            done["skipped"].append(f"{instance_id}: {status}, not draining")
+        elif instance is None or instance["State"]["Name"] in GONE:
+            done["skipped"].append(f"{instance_id}: instance gone")
+        elif not ours:
+            done["skipped"].append(f"{instance_id}: not taken out by the node replacer")
+        elif busy := _busy(container_instance):
+            done["draining"].append(f"{instance_id}: {busy} other task(s) on it")
+        else:
+            empty.append(instance_id)
+            done["replaced"].append(f"{instance_id}: {tags[settings.instance_tag]}")
+    if empty:
+        ec2.terminate_instances(InstanceIds=empty)
 
 
 # --- the job's record: one tag for every attempt (launcher/replacements.py reads it) --------

@@ -20,12 +20,15 @@ from infra.node_replacer import (
     container_instance_pattern,
     event_pattern,
     function_environment,
+    sweep_input,
 )
 from launcher.jobdef import CHECKPOINT_TAG, resumption
 from launcher.jobspec import MAX_TAGS, MAX_USER_TAGS
 from launcher.prelude import BAD_HOST_EXIT, NODE_LOST_EXIT
 from launcher.replacements import INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX, replacement_lines
 from tests.conftest import cdk_context
+from tests.rules import replacer_rules
+from tests.rules.deployment import Deployment
 
 CONFIG = load(cdk_context())
 SETTINGS = function.Settings.from_env(function_environment(CONFIG))
@@ -573,6 +576,41 @@ def test_a_draining_instance_the_replacer_did_not_mark_is_left_alone(aws, pool):
     assert _state(aws, instance) == "running"
 
 
+def test_the_sweep_ends_a_drained_instance_whose_last_event_was_missed(aws, pool):
+    """An instance left DRAINING under another team's task, whose stop event never reached
+    the function (an invocation failed past its retries, or read the instance before EC2
+    showed the tag: "the result of an API command you run ... might not be immediately
+    visible to all subsequent commands you run", EC2 developer guide, eventual-consistency.
+    html), would stay idle and paid for. The scheduled sweep lists the compute environments'
+    DRAINING container instances (ListContainerInstances ``status``) and ends it; one still
+    running a task, and one drained by someone else, stay."""
+    ecs, cluster = aws["ecs"], pool["cluster"]
+    (_, main), (missed, worker), (_, main2), (busy, worker2), (other, stranger) = _fresh(
+        aws, pool, 5
+    )
+    tasks = {}
+    jobs = {}
+    for lead, node in ((main, worker), (main2, worker2)):
+        event = _ran(aws, pool, {0: lead, 1: node}, {0: 79, 1: 79})
+        jobs[node] = event["detail"]["jobId"]
+        (tasks[node],) = ecs.start_task(
+            cluster=cluster, taskDefinition="another-teams-job", containerInstances=[node]
+        )["tasks"]
+        assert len(function.handle(event, SETTINGS, aws)["draining"]) == 1
+    ecs.stop_task(cluster=cluster, task=tasks[worker]["taskArn"], reason="done")  # event lost
+    ecs.update_container_instances_state(
+        cluster=cluster, containerInstances=[stranger], status="DRAINING"
+    )
+
+    done = function.handle(sweep_input([pool["ce"]]), SETTINGS, aws)
+
+    why = f"bad host (exit 79): job {jobs[worker]} attempt 1 node 1"
+    assert f"{missed}: {why}" in done["replaced"]
+    assert f"{busy}: 1 other task(s) on it" in done["draining"]
+    assert f"{other}: not taken out by the node replacer" in done["skipped"]
+    assert [_state(aws, i) for i in (missed, busy, other)] == ["terminated", "running", "running"]
+
+
 def test_a_workers_own_node_event_drains_its_bad_host_and_tags_no_child(aws, pool):
     """Issue 42 (4). A node of a multi-node job (``JOB#N``) has its own record and events.
     A worker's own 79 takes its instance out at once; the main node's passed-on 79 is the
@@ -736,9 +774,11 @@ def _resolve(value, refs: dict[str, str]):
 
 
 def _rules(template: dict) -> dict[str, dict]:
-    """The replacer's rules by the source they hear."""
+    """The replacer's rules by the source they hear, ``schedule`` for the scheduled one."""
     return {
-        r["Properties"]["EventPattern"]["source"][0]: r
+        r["Properties"]["EventPattern"]["source"][0]
+        if "EventPattern" in r["Properties"]
+        else "schedule": r
         for r in _of_type(template, "AWS::Events::Rule").values()
     }
 
@@ -754,11 +794,12 @@ def _environments(template: dict) -> dict[str, str]:
 
 
 def test_the_rules_hear_the_pool_queues_and_their_environments_clusters(synth_default):
-    """Batch's job events of the pool queues, and ECS's DRAINING container instances of the
-    pools' compute environments' clusters (NAME_Batch_UUID): both invoke the function."""
+    """Batch's job events of the pool queues, ECS's DRAINING container instances of the
+    pools' compute environments' clusters (NAME_Batch_UUID), and every 15 minutes the sweep
+    of those environments: all three invoke the function."""
     template = synth_default.template()
     rules = _rules(template)
-    assert set(rules) == {"aws.batch", "aws.ecs"}
+    assert set(rules) == {"aws.batch", "aws.ecs", "schedule"}
     queues = [k for k, v in template["Resources"].items() if v["Type"] == "AWS::Batch::JobQueue"]
     training = [q for q in queues if not q.startswith("Copy")]
     assert rules["aws.batch"]["Properties"]["EventPattern"] == event_pattern(
@@ -771,6 +812,12 @@ def test_the_rules_hear_the_pool_queues_and_their_environments_clusters(synth_de
             f"arn:aws:ecs:us-east-1:123456789012:cluster/{arn.rsplit('/', 1)[1]}_Batch_"
             for arn in _environments(template).values()
         ]
+    )
+    sweep = rules["schedule"]["Properties"]
+    assert sweep["ScheduleExpression"] == f"rate({function.SWEEP_MINUTES} minutes)"
+    (target,) = sweep["Targets"]
+    assert json.loads(_resolve(target["Input"], refs)) == sweep_input(
+        list(_environments(template).values())
     )
     (function_id,) = _of_type(template, "AWS::Lambda::Function")
     for rule in rules.values():
@@ -818,6 +865,7 @@ def test_the_role_terminates_and_tags_only_this_clusters_nodes_it_marked(synth_d
             "ec2:TerminateInstances",
             "ec2:CreateTags",
             "ecs:UpdateContainerInstancesState",
+            "ecs:ListContainerInstances",
         )
         for a in by_action
     )
@@ -843,6 +891,13 @@ def test_the_role_drains_only_its_compute_environments_container_instances(synth
         patterns = _resolve(resources if isinstance(resources, list) else [resources], refs)
         assert any(fnmatch.fnmatchcase(ours, p) for p in patterns), patterns
         assert not any(fnmatch.fnmatchcase(o, p) for o in others for p in patterns), patterns
+    # The sweep lists them: ListContainerInstances' resource is the cluster.
+    resources = by_action["ecs:ListContainerInstances"]["Resource"]
+    patterns = _resolve(resources if isinstance(resources, list) else [resources], refs)
+    clusters = [arn.replace("container-instance/", "cluster/").rsplit("/", 1)[0] for arn in others]
+    mine = ours.replace("container-instance/", "cluster/").rsplit("/", 1)[0]
+    assert any(fnmatch.fnmatchcase(mine, p) for p in patterns), patterns
+    assert not any(fnmatch.fnmatchcase(c, p) for c in clusters for p in patterns), patterns
 
 
 def test_the_functions_log_group_keeps_the_configured_retention(synth_default):
@@ -852,3 +907,26 @@ def test_the_functions_log_group_keeps_the_configured_retention(synth_default):
     assert "KmsKeyId" in group["Properties"]
     (fn,) = _of_type(template, "AWS::Lambda::Function").values()
     assert fn["Properties"]["LoggingConfig"]["LogGroup"] == {"Ref": group_id}
+
+
+def test_the_rules_catch_a_sweep_of_other_environments_and_a_list_of_any_cluster(synth_default):
+    """The AWS rules on the sweep (tests/rules/replacer_rules.py) fail a template whose
+    scheduled rule sends no compute environment, and a role that may list any cluster's
+    container instances."""
+    templates = copy.deepcopy(synth_default.templates())
+    ok = Deployment(copy.deepcopy(templates), synth_default.config)
+    sweeps = replacer_rules.node_replacer_sweeps_its_pools_draining_instances
+    scope = replacer_rules.node_replacer_role_drains_its_pools_and_ends_only_what_it_marked
+    assert (sweeps(ok), scope(ok)) == ([], [])
+    template = templates[synth_default.config.stack_name]
+    (rule,) = [r for r in _rules(template).values() if "ScheduleExpression" in r["Properties"]]
+    rule["Properties"]["Targets"][0]["Input"] = json.dumps(sweep_input([]))
+    listing = _by_action(template)["ecs:ListContainerInstances"]
+    listing["Resource"] = "arn:aws:ecs:us-east-1:123456789012:cluster/*"
+    broken = Deployment(templates, synth_default.config)
+    (problem,) = sweeps(broken)
+    assert problem.endswith("input {'sweep': []}, want the pools' compute environments")
+    (problem,) = scope(broken)
+    assert "ecs:ListContainerInstances on ['arn:aws:ecs:us-east-1:123456789012:cluster/*']" in (
+        problem
+    )

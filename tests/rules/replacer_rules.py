@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from infra.config import CLUSTER_TAG
 from infra.log_groups import node_replacer_log_group_name
 from infra.node_replacer import (
@@ -12,7 +14,7 @@ from infra.node_replacer import (
     STATUSES,
     function_environment,
 )
-from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT
+from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT, SWEEP, SWEEP_MINUTES
 from launcher.replacements import INSTANCE_TAG
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.registry import Model, Page, rule
@@ -73,6 +75,31 @@ ECS_RESOURCES = Page(
     "list_amazonelasticcontainerservice.html",
     "If you specify a resource-level permission ARN in a statement using this action, then it "
     "must be of this type.",
+)
+SCHEDULE = Model(
+    "events",
+    "PutRuleRequest",
+    "ScheduleExpression",
+    'The scheduling expression. For example, "cron(0 20 * * ? *)" or "rate(5 minutes)".',
+)
+INPUT = Model(
+    "events",
+    "Target",
+    "Input",
+    "Valid JSON text passed to the target. In this case, nothing from the event itself is "
+    "passed to the target.",
+)
+DRAINING_FILTER = Model(
+    "ecs",
+    "ListContainerInstancesRequest",
+    "status",
+    "if you specify the DRAINING status, the results include only container instances that "
+    "have been set to DRAINING using UpdateContainerInstancesState.",
+)
+EVENTUAL = Page(
+    "https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html",
+    "This means that the result of an API command you run that affects your Amazon EC2 "
+    "resources might not be immediately visible to all subsequent commands you run.",
 )
 SOURCE_ARN = Model(
     "lambda",
@@ -213,6 +240,50 @@ def node_replacer_finishes_on_its_own_pools_draining_instances(d: Deployment) ->
     return found
 
 
+@rule(
+    SCHEDULE,
+    INPUT,
+    DRAINING_FILTER,
+    EVENTUAL,
+    covers=("AWS::Events::Rule.ScheduleExpression", "AWS::Events::Rule.Targets"),
+)
+def node_replacer_sweeps_its_pools_draining_instances(d: Deployment) -> list[str]:
+    """An instance left DRAINING whose last event the function missed (a failed invocation,
+    or one that read EC2 before its own tag showed: "the result of an API command you run ...
+    might not be immediately visible to all subsequent commands you run", https://docs.aws.
+    amazon.com/ec2/latest/devguide/eventual-consistency.html) is ended by a sweep: a rule
+    enabled on a schedule ("rate(5 minutes)", https://docs.aws.amazon.com/eventbridge/latest/
+    APIReference/API_PutRule.html) whose target, the function, gets as its input ("Valid JSON
+    text passed to the target", https://docs.aws.amazon.com/eventbridge/latest/APIReference/
+    API_Target.html) exactly this stack's pool compute environments, whose clusters it lists
+    by ``status`` DRAINING (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/
+    API_ListContainerInstances.html).
+    """
+    found = []
+    rules = [r for r in _replacer(d, "AWS::Events::Rule") if "ScheduleExpression" in r.props]
+    if d.cluster_config.replace_bad_nodes and len(rules) != 1:
+        return [f"replace_bad_nodes is on: {len(rules)} sweep rules, want 1"]
+    functions = [f.logical_id for f in _replacer(d, "AWS::Lambda::Function")]
+    wanted = [f"<{d.cluster_config.stack_name}/{ce}>" for ce in _pool_environments(d)]
+    for r in rules:
+        if r.props["ScheduleExpression"] != f"rate({SWEEP_MINUTES} minutes)":
+            found.append(f"{r.path}: schedule {r.props['ScheduleExpression']}")
+        if r.props.get("State") != "ENABLED":
+            found.append(f"{r.path}: state {r.props.get('State')}")
+        targets = r.props.get("Targets", [])
+        called = [d.ref_target(r.stack, t["Arn"]) for t in targets]
+        if [f.logical_id if f else None for f in called] != functions:
+            found.append(f"{r.path}: targets {targets}")
+            continue
+        try:
+            given = json.loads(d.text(r.stack, targets[0].get("Input", "null")))
+        except json.JSONDecodeError:
+            given = None
+        if not isinstance(given, dict) or sorted(given.get(SWEEP) or []) != wanted:
+            found.append(f"{r.path}: input {given}, want the pools' compute environments")
+    return found
+
+
 @rule(ECS_RESOURCES, RUNNING_TASKS, covers=("AWS::IAM::Policy.PolicyDocument",))
 def node_replacer_role_drains_its_pools_and_ends_only_what_it_marked(d: Deployment) -> list[str]:
     """The function's role may describe and drain the container instances of this stack's
@@ -220,7 +291,9 @@ def node_replacer_role_drains_its_pools_and_ends_only_what_it_marked(d: Deployme
     resource per environment (the resource type's ARN is container-instance/CLUSTER/ID, and
     "If you specify a resource-level permission ARN in a statement using this action, then it
     must be of this type", https://docs.aws.amazon.com/service-authorization/latest/reference/
-    list_amazonelasticcontainerservice.html). It may terminate only instances tagged as this
+    list_amazonelasticcontainerservice.html), and list them in those clusters alone
+    (ListContainerInstances' resource type is the cluster: cluster/NAME_Batch_*). It may
+    terminate only instances tagged as this
     stack's nodes and already tagged by itself with why they go: an instance it has not
     marked, after finding no task on it (runningTasksCount, https://docs.aws.amazon.com/
     AmazonECS/latest/APIReference/API_ContainerInstance.html), is not its to end.
@@ -234,6 +307,10 @@ def node_replacer_role_drains_its_pools_and_ends_only_what_it_marked(d: Deployme
             heard = sorted(str(_environment_of(r, "*/*")) for r in resources)
             if heard != _pool_environments(d):
                 found.append(f"{role.path}: {action} on {resources}")
+        granted = [s for s in statements if "ecs:ListContainerInstances" in _actions(s)]
+        resources = [r for s in granted for r in _list(s.get("Resource"))]
+        if sorted(str(_environment_of(r, "*")) for r in resources) != _pool_environments(d):
+            found.append(f"{role.path}: ecs:ListContainerInstances on {resources}")
         for s in statements:
             if "ec2:TerminateInstances" not in _actions(s):
                 continue
