@@ -132,8 +132,9 @@ def container_instance_pattern(cluster_prefixes: list[Any]) -> dict[str, Any]:
     the prefix of a value in the event source", EventBridge user guide,
     eb-event-patterns-content-based-filtering.html). The event's ``detail`` resembles
     DescribeContainerInstances' ContainerInstance (clusterArn, containerInstanceArn,
-    ec2InstanceId, status; developer guide, ecs_container_instance_events.html) but has no
-    task counts: the function reads them."""
+    ec2InstanceId, status; developer guide, ecs_container_instance_events.html). The pattern
+    does not filter on task counts, which the guide's example does not show, and the function
+    does not take them from the event (one may come late or twice): it reads them again."""
     return {
         "source": ["aws.ecs"],
         "detail-type": [CONTAINER_INSTANCE_EVENT],

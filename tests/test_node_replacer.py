@@ -83,7 +83,7 @@ DOCS_QUEUE = DOCS_EVENT["detail"]["jobQueue"]  # type: ignore[index]
 
 # The ECS developer guide's example "ECS Container Instance State Change" event
 # (ecs_container_instance_events.html), its attributes and resources shortened: the detail
-# "resembles the ContainerInstance object" of DescribeContainerInstances, without task counts.
+# "resembles the ContainerInstance object" of DescribeContainerInstances; it shows no task counts.
 ECS_DOCS_EVENT = {
     "version": "0",
     "id": "8952ba83-7be2-4ab5-9c32-6687532d15a2",

@@ -203,8 +203,9 @@ def node_replacer_finishes_on_its_own_pools_draining_instances(d: Deployment) ->
     environments alone: each matched by the prefix NAME_Batch_ of the cluster Batch makes
     (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-patterns-content-based-
     filtering.html: "You can match an event depending on the prefix of a value in the event
-    source"), NAME resolved from the environment's ARN at deploy time. The event carries no
-    task counts; the function reads runningTasksCount, "The number of tasks on the container
+    source"), NAME resolved from the environment's ARN at deploy time. The function takes no
+    task count from the event (the guide's example shows none; an event may come late): it
+    reads runningTasksCount, "The number of tasks on the container
     instance that have a desired status (desiredStatus) of RUNNING" (https://docs.aws.amazon.
     com/AmazonECS/latest/APIReference/API_ContainerInstance.html), and PutRule's "The event
     pattern" decides what reaches it (https://docs.aws.amazon.com/eventbridge/latest/
