@@ -20,12 +20,19 @@ from tests.support.chroot import copy_with_libraries
 DASH = shutil.which("dash")
 
 
-def run_dash(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+def own(home: Path) -> dict[str, str]:
+    """The prelude's own files (TMPDIR) and the checkpoint directory (under LAUNCHER_EFS, /tmp
+    without it) in ``home``: this machine's /tmp is shared with every other run on it."""
+    return {"TMPDIR": str(home), "LAUNCHER_EFS": str(home / "efs")}
+
+
+def run_dash(command: list[str], env: dict[str, str], home: Path) -> subprocess.CompletedProcess:
+    """The prelude under dash on this machine, with ``command`` as the job's, in ``home``."""
     if DASH is None:
         pytest.fail("dash is not installed (Debian's /bin/sh)")
     return subprocess.run(
         [DASH, *prelude.command(command)[1:]],
-        env={"PATH": "/usr/bin:/bin", **env},
+        env={"PATH": "/usr/bin:/bin", **own(home), **env},
         capture_output=True,
         text=True,
         timeout=30,
@@ -37,7 +44,7 @@ def test_dash_parses_the_prelude():
     assert subprocess.run([DASH or "dash", "-n", "-c", prelude.SCRIPT], check=False).returncode == 0
 
 
-def test_rendezvous_variables_on_a_worker_and_the_command_keeps_its_arguments():
+def test_rendezvous_variables_on_a_worker_and_the_command_keeps_its_arguments(tmp_path):
     env = {
         "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS": "10.0.0.5",
         "AWS_BATCH_JOB_NODE_INDEX": "3",
@@ -53,6 +60,7 @@ def test_rendezvous_variables_on_a_worker_and_the_command_keeps_its_arguments():
             "a b",
         ],
         env,
+        tmp_path,
     )
     assert result.stdout == "10.0.0.5:29500 3/4 [a b]\n"
 
@@ -62,14 +70,13 @@ def test_the_exit_code_and_signals_pass_through_the_watcher(tmp_path):
     shared with every other run on it)."""
     env = {
         "LAUNCHER_MAIN_ADDR": "127.0.0.1",
-        "TMPDIR": str(tmp_path),
         prelude.NCCL_DIR_ENV: str(tmp_path / "nccl"),
         "NCCL_DEBUG_FILE": f"{tmp_path}/nccl/%h.%p.log",
     }
-    assert run_dash(["sh", "-c", "exit 7"], env).returncode == 7
+    assert run_dash(["sh", "-c", "exit 7"], env, tmp_path).returncode == 7
     process = subprocess.Popen(
         [DASH or "dash", *prelude.command(["sh", "-c", "echo started; exec sleep 30"])[1:]],
-        env={"PATH": "/usr/bin:/bin", **env},
+        env={"PATH": "/usr/bin:/bin", **own(tmp_path), **env},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -77,7 +84,8 @@ def test_the_exit_code_and_signals_pass_through_the_watcher(tmp_path):
     time.sleep(0.5)  # the shell sets its trap just after starting the command
     process.terminate()  # Batch (through the init process) sends SIGTERM to the shell
     assert process.wait(timeout=10) == 143  # the command got it and ended with it
-    assert [p.name for p in tmp_path.iterdir()] == ["nccl"]  # its own directory removed
+    # Its own directory removed; NCCL's and the checkpoint directory (on EFS) stay.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["efs", "nccl"]
 
 
 def test_restarts_without_python3_in_the_image_say_so_and_run_the_command(tmp_path):
@@ -93,7 +101,8 @@ def test_restarts_without_python3_in_the_image_say_so_and_run_the_command(tmp_pa
         "AWS_BATCH_JOB_NODE_INDEX": "0",
         "LAUNCHER_MAIN_PORT": "29500",
     }
-    result = run_dash(["sh", "-c", "echo trained; exit 3"], env)
+    (tmp_path / ".home").mkdir()  # beside the tools (a dot: no tool's name)
+    result = run_dash(["sh", "-c", "echo trained; exit 3"], env, tmp_path / ".home")
     assert (result.returncode, result.stdout) == (3, "trained\n")
     assert "restarts WARNING: no python3 in the image" in result.stderr
 
