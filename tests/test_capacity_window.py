@@ -475,7 +475,8 @@ def test_a_signalled_attempt_is_tried_again_and_the_retry_runs_to_its_end(
 def test_a_job_started_after_its_checkpoint_time_runs_to_its_own_end(
     moto_server, stack, docker_engine, busybox_base, tmp_path
 ):
-    """EC2 ends the block's instances in 2 minutes and the lead is 5: the checkpoint time has
+    """EC2 ends the block's instances in 2 minutes (30 minutes before the block's end, as
+    capacity-blocks-monitor.html says, above) and the lead is 5: the checkpoint time has
     passed at submission. The launcher says so, the job runs in the block's compute environment
     (it can still take it) and its command is never signalled: it runs to its end and the job
     succeeds. Before, the timer signalled it as it started and every attempt ended with 75."""
