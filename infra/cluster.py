@@ -26,6 +26,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from infra.batch_names import compute_environment_name
 from infra.config import CLUSTER_TAG, ClusterConfig, Pool, is_group_arn
 from infra.copy_jobs import CopyJobs
 from infra.data_access import attach_managed_policies, grant_buckets, grant_secrets, stack_place
@@ -596,10 +597,9 @@ class ComputePool:
             "fallback": self.pool.fallback,
             "capacity_block_id": self.config.capacity_block_id,
             # What Batch sets AWS_BATCH_CE_NAME to in a job placed here (job_env_vars.html): the
-            # prelude's checkpoint timer arms only in a block's own. Ref gives the ARN,
-            # arn:...:compute-environment/NAME (Batch names allow no '/'); the name itself is
-            # CloudFormation's, so it stays the same as long as the compute environment does.
-            "compute_environment_name": Fn.select(1, Fn.split("/", self.compute_environment.ref)),
+            # prelude's checkpoint timer arms only in a block's own. CloudFormation's name, so it
+            # stays the same as long as the compute environment does.
+            "compute_environment_name": compute_environment_name(self.compute_environment),
         }
 
     def _placement_group(self, config: ClusterConfig) -> str | None:

@@ -42,7 +42,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Acknowledgment, Duration, Fn, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -52,6 +52,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.batch_names import BATCH_CLUSTER_SUFFIX, batch_cluster_name, compute_environment_name
 from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.log_groups import log_group, node_replacer_log_group_name
 from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT, SWEEP, SWEEP_MINUTES
@@ -96,9 +97,6 @@ DESCRIBE_ANY = (
     "batch:DescribeJobDefinitions",
     "ec2:DescribeInstances",
 )
-# Batch names a managed compute environment's ECS cluster NAME_Batch_UUID, NAME the compute
-# environment's (the last part of its ARN, which Ref returns).
-BATCH_CLUSTER_SUFFIX = "_Batch_"
 
 
 def event_pattern(queue_arns: list[Any]) -> dict[str, Any]:
@@ -148,13 +146,6 @@ def container_instance_pattern(cluster_prefixes: list[Any]) -> dict[str, Any]:
 def sweep_input(compute_environment_arns: list[Any]) -> dict[str, Any]:
     """What the scheduled rule sends the function: the compute environments to sweep."""
     return {SWEEP: compute_environment_arns}
-
-
-def batch_cluster_name(compute_environment: batch.CfnComputeEnvironment, suffix: str) -> str:
-    """NAME_Batch_ + ``suffix``: the compute environment's ECS cluster name as Batch makes it,
-    resolved at deploy time (``Ref`` gives the environment's ARN, whose last part is NAME)."""
-    name = Fn.select(1, Fn.split("/", compute_environment.ref))
-    return Fn.join("", [name, BATCH_CLUSTER_SUFFIX + suffix])
 
 
 def function_environment(config: ClusterConfig) -> dict[str, str]:
@@ -387,7 +378,7 @@ def _batch_cluster_finding(
     (``cluster``, ``*``). cdk-nag writes the unresolved cluster name as its CloudFormation
     JSON."""
     name = json.dumps(
-        stack.resolve(Fn.select(1, Fn.split("/", compute_environment.ref))), separators=(",", ":")
+        stack.resolve(compute_environment_name(compute_environment)), separators=(",", ":")
     )
     return (
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:{stack.region}:{stack.account}:"

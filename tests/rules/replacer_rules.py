@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from infra.batch_names import BATCH_CLUSTER_SUFFIX
 from infra.config import CLUSTER_TAG
 from infra.log_groups import node_replacer_log_group_name
 from infra.node_replacer import (
-    BATCH_CLUSTER_SUFFIX,
     DRAINING,
     EXIT_CODES,
     FUNCTION_SOURCE,
