@@ -127,12 +127,11 @@ def _cdk(*args: str, tmp_path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.cdk
-@pytest.mark.parametrize(
-    "settings", [("env=demo",), ("env=prod",), ("env=demo", "ecs_exec=true")], ids=" ".join
-)
+@pytest.mark.parametrize("settings", [("env=demo", "ecs_exec=true"), ("env=prod",)], ids=" ".join)
 def test_real_cdk_cli_synthesizes_each_environment(settings, tmp_path):
     """The CDK CLI runs the app with cdk-nag on: `-c ecs_exec=true` exited 1 here on
-    AwsSolutions-IAM5 while every in-process synth, made with the pack off, passed."""
+    AwsSolutions-IAM5 while every in-process synth, made with the pack off, passed (the demo
+    environment without it is synthesized in process, tests/test_day2.py)."""
     args = [arg for setting in settings for arg in ("-c", setting)]
     result = _cdk("synth", *args, tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
