@@ -122,15 +122,19 @@ IMAGE_TOOLS = ("dash", "ls", "grep", "tr", "mkdir", "cat")
 PROBE = 'echo "LD=${LD_LIBRARY_PATH:-} PLUGIN=${NCCL_NET_PLUGIN:-}"; echo trained'
 
 
-@pytest.fixture(scope="module")
-def base_image(tmp_path_factory) -> Path:
-    """dash as /bin/sh and the tools the prelude calls, with their libraries."""
-    root = tmp_path_factory.mktemp("image")
-    for tool in IMAGE_TOOLS:
+def _image(root: Path, tools: tuple[str, ...]) -> Path:
+    """dash as /bin/sh and ``tools``, with their libraries, in ``root``."""
+    for tool in tools:
         copy_with_libraries(tool, root)
     (root / "usr/bin/sh").symlink_to("dash")
     (root / "bin").symlink_to("usr/bin")
     return root
+
+
+@pytest.fixture(scope="module")
+def base_image(tmp_path_factory) -> Path:
+    """dash as /bin/sh and the tools the prelude calls, with their libraries."""
+    return _image(tmp_path_factory.mktemp("image"), IMAGE_TOOLS)
 
 
 @pytest.fixture
@@ -330,11 +334,7 @@ FALLBACK_CE = "EfaBatch-PoolOndemandComputeEnvironment3A9F0918-P7KVVXX1RSUV"
 
 @pytest.fixture(scope="module")
 def node_tools(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("node-image")
-    for tool in NODE_TOOLS:
-        copy_with_libraries(tool, root)
-    (root / "usr/bin/sh").symlink_to("dash")
-    (root / "bin").symlink_to("usr/bin")
+    root = _image(tmp_path_factory.mktemp("node-image"), NODE_TOOLS)
     (root / "dev").mkdir()
     os.mknod(root / "dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     return root
