@@ -219,9 +219,13 @@ def placement(env: Mapping[str, str], now: float) -> str | None:
     block = env.get(BLOCK_CE_ENV)
     if not block:
         return None
-    start = float(env.get(WINDOW_START_ENV, "0"))
-    stop = float(env.get(WINDOW_END_ENV, "0")) - EC2_LEAD_SECONDS
-    if start <= now < stop:
+    window = Window(
+        env.get(BLOCK_ENV, ""),
+        float(env.get(WINDOW_START_ENV, "0")),
+        float(env.get(WINDOW_END_ENV, "0")),
+        "active",
+    )
+    if window.start <= now < window.stop:
         return block
     return env.get(FALLBACK_CE_ENV) or block
 
