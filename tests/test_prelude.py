@@ -394,7 +394,9 @@ def test_a_signalled_run_ends_75_and_the_next_runs_failure_is_its_own(node_image
     retry; or a prelude started by hand where one ran before) fails with its own exit code:
     the mark of the signal was the first run's, in a directory of its own, gone with it. Before,
     /tmp/launcher-checkpoint-sent stayed behind and turned any later failure into 75."""
-    signalled = start_node(node_image, fails_after(20), **in_block(1, AWS_BATCH_CE_NAME=BLOCK_CE))
+    # 3 s ahead (at least 2 s, whole seconds): the prelude must start before it however busy
+    # the machine is; the command would end by itself after 6 s.
+    signalled = start_node(node_image, fails_after(60), **in_block(3, AWS_BATCH_CE_NAME=BLOCK_CE))
     _, err = signalled.communicate(timeout=30)
     assert signalled.returncode == prelude.NODE_LOST_EXIT, err
     assert ": sent SIGUSR1 to the command (pid " in err
