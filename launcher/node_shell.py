@@ -10,6 +10,8 @@ entered, which request, which argv) are pure functions; the rest is lookups and 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import shutil
 import signal
@@ -37,6 +39,20 @@ NO_PLUGIN = (
     f"launcher exec on AWS needs the Session Manager plugin ({PLUGIN}) on PATH, as aws ecs "
     "execute-command does: install it from https://docs.aws.amazon.com/systems-manager/latest/"
     "userguide/session-manager-working-with-install-plugin.html"
+)
+# The plugin reads StartSession's response, the session's token with it, from the environment
+# variable named in its first argument (then unsets it) from 1.2.536.0 on; the AWS CLI passes it
+# so to any plugin newer than 1.2.497.0 (awscli/customizations/sessionmanager.py,
+# StartSessionCaller.LAST_PLUGIN_VERSION_WITHOUT_ENV_VAR; session-manager-plugin's session.go,
+# ValidateInputAndStartSession). A process's environment is readable by its user and root only
+# (proc(5), /proc/PID/environ), its argv by every local user (ps).
+SESSION_ENV = "AWS_SSM_START_SESSION_RESPONSE"
+LAST_VERSION_WITHOUT_ENV = (1, 2, 497, 0)
+_VERSION = re.compile(r"\d+(\.\d+){0,3}")
+OLD_PLUGIN = (
+    f"{PLUGIN} {{version}} takes the session's token on its command line, where any local "
+    "user's ps reads it; install 1.2.536.0 or later from https://docs.aws.amazon.com/"
+    "systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"
 )
 ECS_EXEC_OFF = (
     "was submitted without ECS Exec: deploy the stack with -c ecs_exec=true "
@@ -78,25 +94,54 @@ def session_target(response: dict[str, Any], runtime_id: str) -> dict[str, str]:
     return {"Target": f"ecs:{cluster}_{task}_{runtime_id}"}
 
 
+def reads_session_from_environment(version: str) -> bool:
+    """Whether a plugin that says ``version`` to ``--version`` takes the session from
+    ``SESSION_ENV``: the AWS CLI's test (sessionmanager.py, VersionRequirement: whitespace
+    removed, up to four numbers, newer than 1.2.497.0); anything else reads as too old."""
+    text = re.sub(r"\s+", "", version)
+    if not _VERSION.fullmatch(text):
+        return False
+    numbers = [int(part) for part in text.split(".")]
+    return tuple(numbers + [0] * (4 - len(numbers))) > LAST_VERSION_WITHOUT_ENV
+
+
 def plugin_argv(
     response: dict[str, Any],
     runtime_id: str,
     region: str,
     profile: str | None,
     endpoint_url: str,
-) -> list[str]:
+) -> tuple[list[str], dict[str, str]]:
     """The plugin's command line, in the AWS CLI's order (executecommand.py,
-    ExecuteCommandCaller.invoke): the session as JSON, the Region, "StartSession", the profile
-    ('' for none), the target as JSON, the ECS endpoint URL."""
-    return [
+    ExecuteCommandCaller.invoke: the session, the Region, "StartSession", the profile ('' for
+    none), the target as JSON, the ECS endpoint URL), and the environment that carries the
+    session: its first argument names ``SESSION_ENV`` (sessionmanager.py,
+    StartSessionCaller.invoke), so the token never reaches the process list."""
+    argv = [
         PLUGIN,
-        json.dumps(response["session"]),
+        SESSION_ENV,
         region,
         "StartSession",
         profile or "",
         json.dumps(session_target(response, runtime_id)),
         endpoint_url,
     ]
+    return argv, {SESSION_ENV: json.dumps(response["session"])}
+
+
+def _check_plugin() -> None:
+    """The plugin is on PATH and takes the session from the environment; else one line, before
+    ExecuteCommand opens a session left unused."""
+    if shutil.which(PLUGIN) is None:
+        raise LauncherError(NO_PLUGIN)
+    try:
+        said = subprocess.run(
+            [PLUGIN, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as failed:
+        raise LauncherError(f"{PLUGIN} --version failed: {failed}") from failed
+    if not reads_session_from_environment(said):
+        raise LauncherError(OLD_PLUGIN.format(version=said.strip() or "(no version)"))
 
 
 @contextmanager
@@ -142,8 +187,7 @@ def aws_session(aws: Aws, job_id: str, node: int, command: Sequence[str]) -> int
     """ExecuteCommand into the node's task, then the plugin; its exit status."""
     from launcher.batch import job_id_of, job_info
 
-    if shutil.which(PLUGIN) is None:  # before ExecuteCommand opens a session left unused
-        raise LauncherError(NO_PLUGIN)
+    _check_plugin()
     found = aws.describe_jobs([job_id_of(job_id)])
     if not found:
         raise UsageError(f"job {job_id_of(job_id)}: no such job in this account and region")
@@ -168,7 +212,7 @@ def aws_session(aws: Aws, job_id: str, node: int, command: Sequence[str]) -> int
     )
     response = aws.execute_command(request)
     client = aws.client("ecs")
-    argv = plugin_argv(
+    argv, session = plugin_argv(
         response,
         _runtime_id(task, response["containerName"]),
         client.meta.region_name,
@@ -176,7 +220,7 @@ def aws_session(aws: Aws, job_id: str, node: int, command: Sequence[str]) -> int
         client.meta.endpoint_url,
     )
     with _user_signals_ignored():
-        return subprocess.call(argv)
+        return subprocess.call(argv, env={**os.environ, **session})
 
 
 def enter(job: Job, node: int, command: Sequence[str]) -> int:

@@ -140,24 +140,50 @@ RESPONSE = {
 
 def test_the_plugin_is_called_as_the_aws_cli_calls_it():
     """aws/aws-cli, awscli/customizations/ecs/executecommand.py (ExecuteCommandCaller.invoke,
-    build_ssm_request_paramaters): ``check_call(["session-manager-plugin",
-    json.dumps(response['session']), region_name, "StartSession", profile_name,
-    json.dumps(ssm_request_params), endpoint_url])``, with ``profile_name`` '' when the
-    session names none and ``ssm_request_params = {"Target": "ecs:{}_{}_{}".format(
-    cluster_name, task_id, container_runtime_id)}``, names being the ARNs' last parts."""
+    build_ssm_request_paramaters): ``["session-manager-plugin", SESSION, region_name,
+    "StartSession", profile_name, json.dumps(ssm_request_params), endpoint_url]``, with
+    ``profile_name`` '' when the session names none and ``ssm_request_params = {"Target":
+    "ecs:{}_{}_{}".format(cluster_name, task_id, container_runtime_id)}``, names being the
+    ARNs' last parts; SESSION is the name of the environment variable that holds the response
+    (awscli/customizations/sessionmanager.py, StartSessionCaller.invoke: ``env[ssm_env_name] =
+    start_session_response; start_session_response = ssm_env_name``)."""
     endpoint = "https://ecs.us-east-1.amazonaws.com"
-    argv = node_shell.plugin_argv(RESPONSE, "rt-1", "us-east-1", None, endpoint)
+    argv, env = node_shell.plugin_argv(RESPONSE, "rt-1", "us-east-1", None, endpoint)
     cluster_name, task_id = CLUSTER.split("/")[-1], TASK.split("/")[-1]
     assert argv == [
         "session-manager-plugin",
-        json.dumps(RESPONSE["session"]),
+        "AWS_SSM_START_SESSION_RESPONSE",
         "us-east-1",
         "StartSession",
         "",
         json.dumps({"Target": f"ecs:{cluster_name}_{task_id}_rt-1"}),
         endpoint,
     ]
-    assert node_shell.plugin_argv(RESPONSE, "rt-1", "eu-west-1", "team", endpoint)[4] == "team"
+    assert env == {"AWS_SSM_START_SESSION_RESPONSE": json.dumps(RESPONSE["session"])}
+    argv, _ = node_shell.plugin_argv(RESPONSE, "rt-1", "eu-west-1", "team", endpoint)
+    assert argv[4] == "team"
+
+
+@pytest.mark.parametrize(
+    ("said", "from_environment"),
+    [
+        ("1.2.707.0\n", True),
+        ("1.2.536.0", True),
+        ("1.2.498", True),
+        ("1.3", True),
+        ("1.2.497.0\n", False),  # the last without (sessionmanager.py: strictly newer)
+        ("1.2.463.0", False),
+        ("1.2.497.0.1", False),  # five numbers: not a version the AWS CLI accepts either
+        ("", False),
+        ("Unknown operation --version.", False),  # plugins before --version
+    ],
+)
+def test_the_plugins_version_decides_as_the_aws_cli_does(said, from_environment):
+    """awscli/customizations/sessionmanager.py, VersionRequirement: whitespace removed, up to
+    four dot-separated numbers, strictly newer than LAST_PLUGIN_VERSION_WITHOUT_ENV_VAR
+    (1.2.497.0); session-manager-plugin's RELEASENOTES: 1.2.536.0 "Support reading StartSession
+    API response parameters from environment variable"."""
+    assert node_shell.reads_session_from_environment(said) is from_environment
 
 
 def test_the_command_reaches_the_container_word_for_word():
@@ -223,18 +249,48 @@ def aws(monkeypatch):
         ecs.assert_no_pending_responses()
 
 
-@pytest.fixture
-def plugin(tmp_path, monkeypatch) -> Path:
-    """A stand-in session-manager-plugin on PATH: writes its argv, exits 7."""
-    seen = tmp_path / "argv.json"
+_QUEUE = {
+    "jobQueueName": "EfaBatch-jobs",
+    "jobQueueArn": QUEUE,
+    "state": "ENABLED",
+    "priority": 1,
+    "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": "ce-default"}],
+}
+_CE = {
+    "computeEnvironmentName": "ce-default",
+    "computeEnvironmentArn": "arn:aws:batch:us-east-1:1:compute-environment/d",
+    "ecsClusterArn": CLUSTER,
+}
+PLUGIN_VERSION = "1.2.707.0"  # session-manager-plugin's latest release notes' version
+
+
+def _stand_in(tmp_path: Path, version: str) -> Path:
+    """A stand-in session-manager-plugin: says ``version`` to ``--version``; otherwise writes
+    what ps would show of it (its /proc/self/cmdline, every process's, proc(5)) and the
+    session it reads as the real plugin does (session.go, ValidateInputAndStartSession: the
+    variable its first argument names), and exits 7."""
+    seen = tmp_path / "seen.json"
     script = tmp_path / "bin" / node_shell.PLUGIN
-    script.parent.mkdir()
+    script.parent.mkdir(exist_ok=True)
     script.write_text(
-        "#!/usr/bin/env python3\nimport json, sys\n"
-        f"open({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit(7)\n"
+        "#!/usr/bin/env python3\nimport json, os, sys\n"
+        f"if sys.argv[1:] == ['--version']:\n    print({version!r})\n    sys.exit(0)\n"
+        "cmdline = open('/proc/self/cmdline', 'rb').read().decode()\n"
+        "session = os.environ.get(sys.argv[1]) if sys.argv[1].startswith("
+        "'AWS_SSM_START_SESSION_RESPONSE') else sys.argv[1]\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps("
+        "{'argv': sys.argv[1:], 'cmdline': cmdline, 'session': session}))\n"
+        "sys.exit(7)\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{script.parent}:{os.environ['PATH']}")
+    return seen
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch) -> Path:
+    """The stand-in plugin, of a current version, on PATH: the file it writes."""
+    seen = _stand_in(tmp_path, PLUGIN_VERSION)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     return seen
 
 
@@ -245,32 +301,10 @@ def test_a_node_is_found_and_entered_as_the_aws_cli_would(aws, plugin):
     client, batch, ecs = aws
     batch.add_response("describe_jobs", {"jobs": [_job()]}, {"jobs": [JOB]})
     batch.add_response("describe_jobs", {"jobs": [_node()]}, {"jobs": [f"{JOB}#1"]})
-    batch.add_response(
-        "describe_job_queues",
-        {
-            "jobQueues": [
-                {
-                    "jobQueueName": "EfaBatch-jobs",
-                    "jobQueueArn": QUEUE,
-                    "state": "ENABLED",
-                    "priority": 1,
-                    "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": "ce-default"}],
-                }
-            ]
-        },
-        {"jobQueues": [QUEUE]},
-    )
+    batch.add_response("describe_job_queues", {"jobQueues": [_QUEUE]}, {"jobQueues": [QUEUE]})
     batch.add_response(
         "describe_compute_environments",
-        {
-            "computeEnvironments": [
-                {
-                    "computeEnvironmentName": "ce-default",
-                    "computeEnvironmentArn": "arn:aws:batch:us-east-1:1:compute-environment/d",
-                    "ecsClusterArn": CLUSTER,
-                }
-            ]
-        },
+        {"computeEnvironments": [_CE]},
         {"computeEnvironments": ["ce-default"]},
     )
     task = {"taskArn": TASK, "containers": [{"name": "default", "runtimeId": "rt-1"}]}
@@ -285,11 +319,50 @@ def test_a_node_is_found_and_entered_as_the_aws_cli_would(aws, plugin):
     ecs.add_response("execute_command", RESPONSE, request)
     code = node_shell.aws_session(client, JOB, 1, ["printenv", "AWS_BATCH_JOB_NODE_INDEX"])
     assert code == 7
-    argv = json.loads(plugin.read_text())
+    seen = json.loads(plugin.read_text())
     endpoint = client.client("ecs").meta.endpoint_url
-    assert [node_shell.PLUGIN, *argv] == node_shell.plugin_argv(
-        RESPONSE, "rt-1", "us-east-1", None, endpoint
+    argv, _ = node_shell.plugin_argv(RESPONSE, "rt-1", "us-east-1", None, endpoint)
+    assert [node_shell.PLUGIN, *seen["argv"]] == argv
+    assert json.loads(seen["session"]) == SESSION
+
+
+def test_the_session_token_is_not_in_the_process_list(aws, plugin):
+    """Any local user's ps reads a process's command line (proc(5): /proc/PID/cmdline is
+    world-readable), only its user the environment (/proc/PID/environ, 0400). The plugin gets
+    the session, token included, in AWS_SSM_START_SESSION_RESPONSE, as the AWS CLI hands it
+    (sessionmanager.py), and the token appears nowhere in what ps shows."""
+    client, batch, ecs = aws
+    batch.add_response("describe_jobs", {"jobs": [_job(multinode=False)]})
+    batch.add_response("describe_job_queues", {"jobQueues": [_QUEUE]})
+    batch.add_response("describe_compute_environments", {"computeEnvironments": [_CE]})
+    task = {"taskArn": TASK, "containers": [{"name": "default", "runtimeId": "rt-1"}]}
+    ecs.add_response("describe_tasks", {"tasks": [task]})
+    token = "AAEAAdEkRBE3LVr5yv9TOKEN-NOT-FOR-PS"
+    ecs.add_response("execute_command", {**RESPONSE, "session": {**SESSION, "tokenValue": token}})
+    assert node_shell.aws_session(client, JOB, 0, ["sh"]) == 7
+    seen = json.loads(plugin.read_text())
+    assert json.loads(seen["session"])["tokenValue"] == token
+    assert token not in seen["cmdline"] and "tokenValue" not in seen["cmdline"]
+    assert "AWS_SSM_START_SESSION_RESPONSE" not in os.environ  # this process keeps none
+
+
+def test_a_plugin_that_would_take_the_token_on_its_command_line_is_refused_first(
+    aws, tmp_path, monkeypatch
+):
+    """A plugin of 1.2.497.0 or before reads the session only from its first argument
+    (sessionmanager.py's fallback, which puts the token in ps): refused in one line saying the
+    version to install, before any call opens a session (no response is queued)."""
+    client, _, _ = aws
+    seen = _stand_in(tmp_path, "1.2.497.0")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    with pytest.raises(LauncherError) as old:
+        node_shell.aws_session(client, JOB, 0, ["sh"])
+    assert old.value.exit_code == 1 and "\n" not in str(old.value)
+    assert str(old.value).startswith(
+        "session-manager-plugin 1.2.497.0 takes the session's token on its command line, where "
+        "any local user's ps reads it; install 1.2.536.0 or later"
     )
+    assert not seen.exists()
 
 
 def test_a_job_submitted_without_ecs_exec_names_the_setting(aws, plugin):
