@@ -204,9 +204,15 @@ def _capacity_blocks(cluster: Cluster) -> dict[str, str]:
 
 
 def _print_fields(fields: dict[str, object]) -> None:
+    """``key  value`` lines; values come from AWS and jobs (a status reason, the main node's
+    words), so they are escaped on a terminal (``launcher.escapes``)."""
+    from launcher.escapes import for_terminal, visible
+
+    escaped = for_terminal(sys.stdout)
     width = max(map(len, fields))
     for key, value in fields.items():
-        print(f"{key:<{width}}  {_shown(value)}")
+        shown = _shown(value)
+        print(f"{key:<{width}}  {visible(shown) if escaped else shown}")
 
 
 def _shown(value: object) -> str:
@@ -658,11 +664,14 @@ class Build(Command):
 
 
 def _follow(job: Job) -> int:
+    """Stream every node's log lines to stderr (escaped on a terminal: ``launcher.escapes``),
+    then the job's end; exit code from its state."""
+    from launcher.escapes import for_terminal, visible
     from launcher.job import JobState
 
-    """Stream every node's log lines to stderr, then the job's end; exit code from its state."""
+    escaped = for_terminal(sys.stderr)
     for line in job.logs(follow=True, waiting=_console()):
-        _err(f"[node {line.node}] {line.message}")
+        _err(f"[node {line.node}] {visible(line.message) if escaped else line.message}")
     info = job.status()
     _err(info.status_line())
     return 0 if info.state is JobState.SUCCEEDED else 1
@@ -860,6 +869,13 @@ class Logs(Command):
         parser.add_argument(
             "--attempt", type=int, help="an earlier attempt's logs (1-based; default the latest)"
         )
+        parser.add_argument(
+            "--raw",
+            action="store_true",
+            help="pass the job's bytes to the terminal as they are, escape sequences included "
+            "(by default a terminal gets control characters other than tab and newline as "
+            "\\x1b-style escapes; piped output is never changed)",
+        )
         _output_argument(
             parser, 'one JSON object a line: {"node": N, "message": ..., "timestamp": ...}'
         )
@@ -868,6 +884,7 @@ class Logs(Command):
         import time
 
         from launcher import jobspec
+        from launcher.escapes import for_terminal, visible
 
         since = time.time() - jobspec.parse_since(args.since) if args.since else None
         if args.attempt is not None and args.attempt < 1:
@@ -882,15 +899,17 @@ class Logs(Command):
             attempt=args.attempt,
             waiting=_console(),
         )
+        escaped = for_terminal(sys.stdout, raw=args.raw)
         for line in lines:
-            if args.output == "json":
+            message = visible(line.message) if escaped else line.message
+            if args.output == "json":  # JSON escapes control characters itself
                 text = json.dumps(
                     {"node": line.node, "message": line.message, "timestamp": line.timestamp}
                 )
             elif args.node is not None:
-                text = line.message
+                text = message
             else:
-                text = f"[node {line.node}] {line.message}"
+                text = f"[node {line.node}] {message}"
             print(text, flush=True)
         return 0
 

@@ -53,8 +53,11 @@ def render(
     from rich.table import Table
     from rich.text import Text
 
+    from launcher.escapes import for_terminal, visible
+
     out = stream or sys.stdout
     coloured = colour(out)
+    escaped = for_terminal(out)  # job names, reasons: a cell must not drive the terminal
     table = Table(
         box=None,
         show_edge=False,
@@ -69,7 +72,8 @@ def render(
         cells = []
         for index, cell in enumerate(row):
             style = (styles or {}).get(index, {}).get(cell, "") if coloured else ""
-            cells.append(Text(cell, style=style))  # Text: a cell's brackets are not markup
+            shown = visible(cell) if escaped else cell
+            cells.append(Text(shown, style=style))  # Text: a cell's brackets are not markup
         table.add_row(*cells)
     buffer = io.StringIO()
     console = Console(

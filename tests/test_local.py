@@ -24,6 +24,7 @@ from launcher.jobspec import JobSpec, Mount
 from tests.conftest import ROOT
 from tests.support import cli
 from tests.support.processes import rendezvous_port
+from tests.support.terminal import under_a_terminal
 
 RENDEZVOUS = (ROOT / "demo" / "workspace" / "rendezvous.sh").read_text()
 
@@ -306,6 +307,32 @@ def test_logs_since_applies_to_local_jobs(env, busybox_base):
     everything = launcher(env, "logs", job_id, "--node", "0").stdout
     assert "late" in recent and "early" not in recent
     assert "early" in everything and "late" in everything
+
+
+def test_a_jobs_escape_sequences_are_shown_not_obeyed_on_a_terminal(env, busybox_base):
+    """The review's attack: a job prints a clipboard write (ESC ] 52), a window title
+    (ESC ] 0) and a line that erases itself to print a forged ``launcher: job SUCCEEDED``.
+    ``launcher logs`` in a real terminal shows them as text (no ESC, no carriage return from
+    the job reaches it); piped, and with ``--raw``, the bytes are the job's."""
+    hostile = (
+        r"printf '\033]52;c;cm0gLXJmIH4K\007\033]0;owned\007half\r\033[2Klauncher: job SUCCEEDED\n'"
+    )
+    job_id = _start(env, hostile, busybox_base, nodes=1)
+    local.LocalBackend().wait(job_id, timeout=60)
+    terminal_env = {**env, "TERM": "xterm", "NO_COLOR": "1"}
+    seen = under_a_terminal([*cli.LAUNCHER, "logs", job_id], terminal_env, columns=200)
+    line = next(x for x in seen.split("\r\n") if "SUCCEEDED" in x)
+    assert line == (
+        "[node 0] \\x1b]52;c;cm0gLXJmIH4K\\x07\\x1b]0;owned\\x07half\\r\\x1b[2K"
+        "launcher: job SUCCEEDED"
+    )
+    assert "\x1b" not in seen and "\x07" not in seen
+    raw = under_a_terminal([*cli.LAUNCHER, "logs", "--raw", job_id], terminal_env, columns=200)
+    assert "\x1b]52;c;cm0gLXJmIH4K\x07" in raw
+    piped = subprocess.run(
+        [*cli.LAUNCHER, "logs", job_id], env=env, capture_output=True, timeout=60, check=True
+    ).stdout  # bytes: text mode would read the carriage return as a line end
+    assert b"\x1b]0;owned\x07half\r\x1b[2Klauncher: job SUCCEEDED\n" in piped
 
 
 def test_following_goes_on_into_each_retry(env, busybox_base):
