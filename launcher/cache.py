@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from launcher import private
+from launcher.errors import UnsafeDirectory
 
 # marshal's format for what is kept here: version 2 has no back-references (3 added them), so
 # it writes 50,000 stat tuples five times faster than the default, and its bytes depend on
@@ -24,9 +25,9 @@ def directory() -> Path:
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` whole (a reader sees the old or the new file), the user's alone
-    (``launcher.private``); errors are ignored."""
+    (``launcher.private``); errors are ignored, a cache directory not the user's alone too."""
     try:
         private.directory(path.parent, own_from=directory())
         private.write(path, data)
-    except OSError:
+    except (OSError, UnsafeDirectory):
         pass

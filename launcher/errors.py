@@ -25,3 +25,10 @@ class RemoteError(LauncherError):
 class Throttled(RemoteError):
     """AWS refused a request for its rate quota, or could not answer it just now (a 5xx, a
     dropped connection): the same request may succeed after a pause (``launcher.pacing``)."""
+
+
+class UnsafeDirectory(LauncherError):
+    """A directory the launcher would keep the user's files in is not the user's alone (another
+    user owns it, may write it, or it is a symbolic link): the machine's setup, not the input."""
+
+    exit_code = 1

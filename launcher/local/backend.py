@@ -153,6 +153,7 @@ def _validate(
     *,
     starts_now: bool,
     network: LocalNetwork,
+    nodes: int,
 ) -> None:
     """Everything a local run refuses, before the first container starts."""
     env = {e["name"]: e["value"] for e in containers[0].get("environment", [])}
@@ -162,6 +163,8 @@ def _validate(
         _check_port(int(env["LAUNCHER_MAIN_PORT"]))
     for container in containers:
         secret_values.values(container, secrets_file)  # every secret is there (values unkept)
+    if nodes > 1 or any(c.get("secrets") for c in containers):
+        private.runtime_base()  # where the start gate and secrets will go is the user's alone
     uses_efs = any("efsVolumeConfiguration" in v for c in containers for v in c.get("volumes", []))
     if uses_efs and efs_dir is None:
         raise UsageError("a local run needs a directory standing in for EFS (--local-efs)")
@@ -213,6 +216,7 @@ class LocalBackend:
             self.secrets_file,
             starts_now=not (waits or single),
             network=self.network,
+            nodes=int(register["nodeProperties"]["numNodes"]),
         )
         self._check_dependencies(depends_on, array_size)
         client = docker_client()
@@ -231,8 +235,8 @@ class LocalBackend:
         if missing:
             say(missing)
         for directory in (self.efs_dir, self.fsx_dir):
-            if directory is not None:
-                Path(directory).mkdir(parents=True, exist_ok=True)
+            if directory is not None:  # the job's data and checkpoints: the user's alone
+                private.directory(Path(os.path.realpath(directory)))
         record = Record(
             job_id=f"{PREFIX}{uuid.uuid4()}",
             name=submit["jobName"],

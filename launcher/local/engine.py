@@ -7,7 +7,6 @@ every failure leaves as ``RemoteError`` naming what Docker refused.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -74,13 +73,23 @@ def free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_gate(record: Record) -> Path:
+def _start_gate(runtime: Path) -> Path:
     """An empty directory for the attempt's start gate, readable in any container (0755; its
-    parent, the job's runtime directory, stays the user's alone)."""
-    gate = private.job_runtime(record.job_id) / f"start-{record.attempt}"
-    gate.mkdir(exist_ok=True)
-    os.chmod(gate, 0o755)
-    return gate
+    parent, the attempt's runtime directory, stays the user's alone)."""
+    return private.subdirectory(runtime / "start", 0o755)
+
+
+def runtime_needed(record: Record) -> bool:
+    """Whether an attempt needs a runtime directory: a start gate (more than one node) or
+    secrets to deliver."""
+    return record.nodes > 1 or record.secrets_file is not None
+
+
+def forget_runtime(record: Record) -> None:
+    """Remove the attempt's runtime directory (its secrets, its gate): the next start makes
+    another."""
+    private.forget_runtime(record.runtime_dir)
+    record.runtime_dir = None
 
 
 def _main_ended(client: Any, main: str, exc: Exception) -> bool:
@@ -114,10 +123,14 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
         if record.array_index is not None and network is LocalNetwork.HOST
         else None
     )
-    gate = _start_gate(record) if record.nodes > 1 else None
     # Batch places a multi-node job whole in one compute environment: one name for every node.
     compute_environment = placement(_container_for(record, 0), time.time())
+    runtime = private.job_runtime(record.job_id) if runtime_needed(record) else None
+    record.runtime_dir = None if runtime is None else str(runtime)
+    gate: Path | None = None
     try:
+        if runtime is not None and record.nodes > 1:
+            gate = _start_gate(runtime)
         if network is LocalNetwork.BRIDGE and not client.networks.list(names=["bridge"]):
             # An engine without its default bridge (dockerd --bridge=none) starts a "bridge"
             # container with loopback only and says nothing (docker.io 20.10): say it here.
@@ -130,8 +143,8 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                 else {}
             )
             secrets_file = (
-                str(secret_values.delivery(secrets, record.job_id, record.attempt, node))
-                if secrets
+                str(secret_values.delivery(secrets, runtime, node))
+                if secrets and runtime is not None
                 else None
             )
             while True:
@@ -167,7 +180,7 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                         # main node has ended; its exit code is the attempt's, as on Batch,
                         # where the workers stop when the main node ends.
                         remove(client, run["name"])
-                        secret_values.forget(record.job_id)
+                        forget_runtime(record)
                         return started, caps
                     if caps is not None or "rlimit" not in str(exc):
                         raise
@@ -181,11 +194,11 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                         # CAP_SYS_RESOURCE): say which of the job's were lowered, once.
                         say(f"ulimits capped at this machine's hard limits: {', '.join(capped)}")
         if gate is not None:
-            (gate / START_GATE_FILE).touch()  # every node is up: their commands may start
+            private.create(gate / START_GATE_FILE, b"", 0o644)  # every node is up: go
     except Exception as exc:
         for cid in started:
             remove(client, cid)
-        secret_values.forget(record.job_id)
+        forget_runtime(record)
         if isinstance(exc, UsageError):
             raise
         if isinstance(exc, RemoteError):

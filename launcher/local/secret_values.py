@@ -98,15 +98,11 @@ def script(found: dict[str, str]) -> str:
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in found.items())
 
 
-def delivery(found: dict[str, str], job_id: str, attempt: int, node: int) -> Path:
-    """A node's secrets written for one start (the job's own 0700 directory; the file is
-    bind-mounted read-only, so any user the image runs as can read it in the container)."""
-    path = private.job_runtime(job_id) / f"attempt-{attempt}-node-{node}.sh"
-    private.write(path, script(found).encode())
-    os.chmod(path, 0o644)  # its directory keeps it from the machine's other users
+def delivery(found: dict[str, str], runtime: Path, node: int) -> Path:
+    """A node's secrets written for one start into the attempt's runtime directory (the user's
+    alone, ``launcher.private.job_runtime``) as a new file, never through a link. The file is
+    bind-mounted read-only, and the engine (root) makes the mount: 0644, so any user the image
+    runs as reads it in the container, while its directory keeps it from the machine's others."""
+    path = runtime / f"node-{node}.sh"
+    private.create(path, script(found).encode(), 0o644)
     return path
-
-
-def forget(job_id: str) -> None:
-    """Remove a job's secret files (at each attempt's end: the next start writes them again)."""
-    private.forget_runtime(job_id)

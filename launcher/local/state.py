@@ -141,6 +141,9 @@ class Record:
     # Batch's dependsOn entries ({"jobId", "type"?}); a child's name its counterparts (N_TO_N).
     depends_on: list[dict[str, str]] = field(default_factory=list)
     network: str = "none"  # what the nodes reach: a LocalNetwork's value
+    # This attempt's runtime directory (its secrets, its start gate; launcher.private): named
+    # at random, so the record is where its path is found again.
+    runtime_dir: str | None = None
 
     @property
     def node_properties(self) -> dict[str, Any]:

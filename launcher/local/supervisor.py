@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from launcher.errors import UsageError
 from launcher.job import CANCEL_REASON, JobState
-from launcher.local import engine, secret_values
+from launcher.local import engine
 from launcher.local.state import Attempt, Owner, Record, Store, now_ms
 
 GO = b"go\n"  # the launcher's word that the record is this supervisor's
@@ -303,7 +303,7 @@ def _run_attempt(
     codes = [engine.exit_code(client, cid) for cid in containers]
     for cid in containers:
         engine.remove(client, cid)
-    secret_values.forget(record.job_id)  # the next attempt's start writes them again
+    engine.forget_runtime(record)  # its secrets and gate: the next start makes its own
     if cancelled.is_set() and reason is None:
         reason = CANCEL_REASON  # the cancel arrived as the main node ended
     return reason, main_exit, codes
