@@ -26,7 +26,9 @@
   own code when a worker fails by itself, which they do not. Batch itself retries only what
   happens to the main node. The watch hears only the job's own nodes: each holds the job's
   token (``LAUNCHER_WATCH_TOKEN``, new with every submit) and says it first; anyone else who
-  reaches the port is ignored and counted in one line.
+  reaches the port is ignored and counted in one line, and cannot keep a worker out: the main
+  node welcomes a worker's hello, a worker tries again until welcomed, and silent connections
+  past a limit are cut off oldest first.
 - NCCL's transport: NCCL's INFO output goes to files under ``/tmp/launcher-nccl`` (set by the
   job definition unless the user sets NCCL_DEBUG_FILE); a watcher forwards every NCCL WARN line,
   once, and one ``launcher: NCCL network ...`` line per node, so the transport NCCL chose is in
@@ -64,7 +66,13 @@ LOST_AFTER_SECONDS = 30  # a worker silent this long is lost (a dead host sends 
 # The node watch's per-job secret (see MONITOR_MAIN), set with every submit (launcher.jobdef).
 WATCH_TOKEN_ENV = "LAUNCHER_WATCH_TOKEN"
 HELLO_SECONDS = 10  # a connection to the watch says hello within this long (workers do at once)
-PENDING_PEERS = 64  # connections yet to say hello, at most; more are cut off and counted
+# Connections yet to say hello, at most: a newcomer past it cuts off the oldest of them, which
+# is counted, so peers that hold connections open cannot keep a worker out (see MONITOR_MAIN).
+PENDING_PEERS = 64
+# The main node's answer to a worker's valid hello. A worker tries again until it gets it
+# (RETRY_SECONDS apart at most), within its start deadline ($LAUNCHER_START_SECONDS).
+WELCOME = "welcome"
+RETRY_SECONDS = 1
 # Every worker must say hello within this long of the main node's start ($LAUNCHER_START_SECONDS
 # overrides it): Batch starts the workers once the main node runs, and a worker whose image
 # cannot be pulled, whose volume cannot be mounted or whose host is lost before its command
@@ -379,6 +387,18 @@ esac
 # main node counts them and says so in one line when its command ends. The token is taken out
 # of the command's environment, which has no use for it and could print it to the job log.
 #
+# Nor can anyone keep the workers out. At most PENDING_PEERS connections wait for their hello;
+# a newcomer past that cuts off the oldest, not itself, so peers that open connections and say
+# nothing (anyone who reaches the port, in the first seconds of an attempt) must outpace the
+# watch reading a worker's first line, which the worker sends at once. The main node answers a
+# valid hello with WELCOME, and a worker whose connection is cut or refused before that tries
+# again, a little later each time (at most RETRY_SECONDS apart), until it is welcomed or its
+# start deadline passes; a worker welcomed once never says hello again (its connection lost is
+# the node lost). Both sides always come from the same prelude: every node range's command is
+# this script, from one job definition registered by one launcher (launcher.jobdef); a submit,
+# a retry or `launcher resubmit` changes only the environment. So no worker meets a main node
+# that does not answer.
+#
 # Where it listens: the address the workers are given for the main node, and no other. On AWS
 # that is the task's own (awsvpc) address, which Batch gives the workers as
 # AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS but not the main node itself: the main node reads
@@ -406,7 +426,7 @@ def listen(address):
     s.bind((address, port)); s.listen(); return s
 try: s = listen(task_address() if "ECS_CONTAINER_METADATA_URI_V4" in os.environ else given)
 except OSError: s = listen("")
-greeted, lock, pending = set(), threading.Lock(), threading.BoundedSemaphore({PENDING_PEERS})
+greeted, lock, pending = set(), threading.Lock(), {{}}  # pending: oldest first (dicts keep order)
 strangers, first = 0, ""
 def note(name, text):
     with open(os.path.join(d, name), "a") as f: f.write(text + "\\n")
@@ -433,15 +453,18 @@ def watch(c, peer):
             *lines, buf = buf.split(b"\\n")
             for line in lines:
                 if node is None:
-                    node = rank(line)
-                    if node is None: raise ValueError("not a hello of this job")
-                    pending.release(); c.settimeout({LOST_AFTER_SECONDS})
-                    with lock: greeted.add(node)
+                    with lock:  # not after it was cut off for a newer connection
+                        node = rank(line) if pending.pop(c, False) else None
+                        if node is None: raise ValueError("not a hello of this job, or cut off")
+                        greeted.add(node)
+                    c.settimeout({LOST_AFTER_SECONDS}); c.sendall(b"{WELCOME}\\n")
                 elif line.startswith(b"exit ") and line[5:].isdigit(): code = int(line[5:])
             if node is None and len(buf) > 256: break
     except (OSError, ValueError): pass
     c.close()
-    if node is None: pending.release(); stranger(peer)
+    if node is None:
+        with lock: pending.pop(c, None)
+        stranger(peer)
     elif code is None: note("lost", node)
     elif code != 0: note("failed", f"{{node}} {{code}}")
 def roll_call():
@@ -449,21 +472,40 @@ def roll_call():
     with lock: missing = [str(n) for n in range(1, nodes) if str(n) not in greeted]
     if missing: note("missing", " ".join(missing))
 threading.Thread(target=roll_call, daemon=True).start()
+def admit(c):
+    with lock:
+        if len(pending) >= {PENDING_PEERS}:
+            oldest = next(iter(pending)); del pending[oldest]
+            try: oldest.shutdown(socket.SHUT_RDWR)  # its own thread sees the end and counts it
+            except OSError: pass
+        pending[c] = True
 while True:
-    c, peer = s.accept()
-    if pending.acquire(blocking=False): threading.Thread(target=watch, args=(c, peer), daemon=True).start()
-    else: c.close(); stranger(peer)
+    c, peer = s.accept(); admit(c)
+    threading.Thread(target=watch, args=(c, peer), daemon=True).start()
 """
 
 MONITOR_WORKER = f"""\
 import os, socket, sys, time
 host, port, node, d = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+deadline = time.monotonic() + float(sys.argv[5])
 token = os.environ.pop("{WATCH_TOKEN_ENV}")
-for _ in range(600):
-    try: c = socket.create_connection((host, port), timeout=5); break
-    except OSError: time.sleep(1)
-else: sys.exit(0)
-c.sendall(f"hello {{token}} {{node}}\\n".encode())
+def welcomed():
+    try:
+        c = socket.create_connection((host, port), timeout=5)
+    except OSError: return None
+    try:
+        c.sendall(f"hello {{token}} {{node}}\\n".encode())
+        c.settimeout({LOST_AFTER_SECONDS})  # the main node answers at once; silence this long: try again
+        if c.makefile("rb").readline(64) == b"{WELCOME}\\n":
+            c.settimeout(5); return c
+    except OSError: pass
+    c.close(); return None
+pause = 0.1
+while True:
+    c = welcomed()
+    if c is not None: break
+    if time.monotonic() + pause > deadline: sys.exit(0)
+    time.sleep(pause); pause = min(2 * pause, {RETRY_SECONDS})
 done = os.path.join(d, "exit")
 try:
     while not os.path.exists(done):
@@ -490,7 +532,7 @@ fi
 _report() {{
   if [ -n "$_monitor" ] && [ "$LAUNCHER_NODE_RANK" != 0 ]; then
     echo "$1" > "$_monitor/exit"
-    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor"
+    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}"
   fi
 }}
 """
@@ -576,7 +618,7 @@ if [ -n "$_monitor" ]; then
   if [ "$LAUNCHER_NODE_RANK" = 0 ]; then
     {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" "$LAUNCHER_MAIN_ADDR" & _mon=$!
   else
-    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" & _mon=$!
+    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" & _mon=$!
   fi
 fi
 wait "$_child"; _code=$?

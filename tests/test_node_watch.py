@@ -14,9 +14,11 @@ token, as a stranger on the cluster's network would be.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -211,6 +213,120 @@ def test_a_lost_worker_with_the_token_still_means_another_attempt(tmp_path, port
     _, err = main.communicate(timeout=30)
     assert main.returncode == prelude.NODE_LOST_EXIT, err
     assert "launcher: node(s) 1 lost: ending with exit code 75" in err
+
+
+def hold_the_door(port: int) -> tuple[list[socket.socket], int]:
+    """Connections to the main node's watch that say nothing, one more than it lets wait for a
+    hello (PENDING_PEERS), in the order they were made, and which of them the watch cut off;
+    returned once it has, so that it holds the rest waiting (for HELLO_SECONDS, after which it
+    cuts those off too)."""
+    peers = [
+        socket.create_connection(("127.0.0.1", port + 1), timeout=30)
+        for _ in range(prelude.PENDING_PEERS + 1)
+    ]
+    cut, _, _ = select.select(peers, [], [], 30)
+    assert cut, "the watch cut none of the silent connections off"
+    assert cut[0].recv(1) == b""
+    return peers, peers.index(cut[0])
+
+
+def test_silent_peers_holding_the_door_do_not_keep_a_worker_out(tmp_path, port, stop):
+    """Guards issue 43's third finding: the main node's watch let PENDING_PEERS connections
+    wait for a hello and cut off every later one, the worker's too, which never tried again, so
+    whoever held that many connections open in the first seconds of an attempt made it end as
+    "never started" (75) once the roll call came, attempt after attempt. Now a newcomer cuts
+    off the oldest silent connection instead of itself (so a worker need not wait for the
+    watch to give up on them after HELLO_SECONDS, nor race peers that reconnect then): the
+    worker, arriving while PENDING_PEERS silent connections are held, is heard, and the job
+    ends 0 past the roll call (a timer: there is no event to wait for but its time), the
+    silent ones counted."""
+    roll_call = 15
+    main = node(tmp_path, 0, port, until(tmp_path / "go"), LAUNCHER_START_SECONDS=str(roll_call))
+    stop(main)
+    watch_address(port, main)
+    listened = time.monotonic()
+    held, cut = hold_the_door(port)
+    worker = node(tmp_path, 1, port, until(tmp_path / "go"), LAUNCHER_START_SECONDS=str(roll_call))
+    stop(worker)
+    time.sleep(max(0.0, listened + roll_call + 5 - time.monotonic()))
+    (tmp_path / "go").touch()
+    out, err = main.communicate(timeout=30)
+    for peer in held:
+        peer.close()
+    assert "never started" not in err
+    assert (main.returncode, out) == (0, "trained\n"), err
+    assert IGNORED.format(prelude.PENDING_PEERS + 1) in err
+    assert worker.wait(timeout=30) == 0
+    assert cut == 0  # the oldest made room for the newest; the worker's was the one after
+
+
+class CutFirst:
+    """A TCP proxy to the main node's watch that cuts the first connection off once its first
+    line (a worker's hello) has arrived, as the watch cuts off its oldest silent connection,
+    and passes later ones on both ways; ``again`` is set when a second connection comes."""
+
+    def __init__(self, port: int) -> None:
+        self.target = ("127.0.0.1", port + 1)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cut, self.again = threading.Event(), threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            first, _ = self.listener.accept()
+            with first, first.makefile("rb") as lines:
+                lines.readline()
+            self.cut.set()
+            while True:
+                worker, _ = self.listener.accept()
+                self.again.set()
+                watch = socket.create_connection(self.target, timeout=30)
+                for ends in ((worker, watch), (watch, worker)):
+                    threading.Thread(target=self._pass, args=ends, daemon=True).start()
+
+    @staticmethod
+    def _pass(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(4096):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_worker_whose_first_connection_is_cut_tries_again_and_is_heard(tmp_path, port, stop):
+    """Guards issue 43's third finding from the worker's side: a worker whose connection was
+    cut off before the main node answered its hello never tried again, and was never heard.
+    Now it tries again until the main node welcomes it: here its first connection is cut
+    after the hello, the next gets through, and its failure ends the job with its own code."""
+    proxy = CutFirst(port)
+    try:
+        main = node(tmp_path, 0, port, until(tmp_path / "never"))
+        stop(main)
+        watch_address(port, main)
+        fail = [
+            "sh",
+            "-c",
+            'while [ ! -e "$1" ]; do sleep 0.1; done; exit 3',
+            "-",
+            str(tmp_path / "in"),
+        ]
+        # The worker's watch port is its LAUNCHER_MAIN_PORT + 1: the proxy's.
+        worker = node(tmp_path, 1, port, fail, LAUNCHER_MAIN_PORT=str(proxy.port - 1))
+        stop(worker)
+        assert proxy.cut.wait(60), "the worker never connected"
+        assert proxy.again.wait(60), "the worker never tried again after its cut connection"
+        (tmp_path / "in").touch()
+        _, err = main.communicate(timeout=60)
+    finally:
+        proxy.close()
+    assert "launcher: node 1 failed (exit code 3): the job stops" in err
+    assert "never started" not in err and "lost" not in err
+    assert main.returncode == 143  # its command ended by the watch (SIGTERM)
+    assert worker.wait(timeout=30) == 3
 
 
 def test_the_command_does_not_see_the_token(tmp_path, port, stop):
