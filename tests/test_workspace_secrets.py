@@ -21,7 +21,7 @@ import tarfile
 import pytest
 import requests
 
-from launcher.image import index, scan_ahead, workspace
+from launcher.image import index, private_keys, scan_ahead, workspace
 from launcher.image.build import left_out_line, what_ships, workspace_image
 from tests.test_image_build import build, get_manifest, ok, uploads
 from tests.test_workspace_scan import _fresh_process, linux_only
@@ -44,14 +44,18 @@ SECRETS = [
 # What a training workspace holds that a looser list would catch (credentials*, *env*, key*).
 SHIPPED = [
     "config.yaml",
+    "docker/config.json",  # a project's Docker files, not the Docker CLI's login
     "docs/credentials.md",
     "environment.yml",
+    "infra/main.tf",
     "model.safetensors",
     "src/credentials.py",
     "src/credentials/__init__.py",
     "src/credentials_test.py",
     "src/keys.py",
+    "src/env.py",
     "src/pem_utils.py",
+    "token",  # a file named token, not in a Hugging Face home
     "tokenizer.json",
     "tokenizer.model",
     "train.py",
@@ -131,6 +135,7 @@ def test_the_users_lines_come_later_and_win(tmp_path):
 def test_a_walk_started_ahead_leaves_out_and_names_the_same(tmp_path):
     root = _workspace(tmp_path / "ws")
     (root / ".dockerignore").write_text("!.env\n")
+    (root / "deploy_key").write_bytes(_key("OPENSSH"))  # known by its text, in the child too
     said = _fresh_process(
         """
         before = workspace.scan(ROOT)
@@ -143,7 +148,7 @@ def test_a_walk_started_ahead_leaves_out_and_names_the_same(tmp_path):
         """,
         root,
     )
-    assert said.split() == [str(len(SECRETS) - 1), ".env"]
+    assert said.split() == [str(len(SECRETS)), ".env"]  # the key in, .env out
 
 
 def test_held_hands_one_walk_to_the_build(tmp_path):
@@ -189,6 +194,136 @@ def test_a_dry_run_lists_each_path_with_its_size(tmp_path):
     ]
     quiet = what_ships(scanned, dryrun=False)
     assert list(quiet) == lines[-1:]
+
+
+# --- issue 43: the tools' logins, and private keys under any name -----------------------------
+
+# Where tools keep their logins (issue 43, item 5: a workspace that was a home directory
+# shipped each of these); each pattern's source, the tool's own documentation, is cited by
+# ``workspace.SECRET_PATTERNS``.
+LOGINS = [
+    ".docker/config.json",  # docker login
+    ".kube/config",  # kubectl
+    ".cache/huggingface/token",  # huggingface-cli login
+    ".cache/huggingface/stored_tokens",
+    ".huggingface/token",  # huggingface_hub before 0.14
+    ".gnupg/secring.gpg",  # GnuPG's home, all of it
+    "infra/terraform.tfstate",
+    "infra/terraform.tfstate.backup",
+    "infra/prod.tfvars",
+    "infra/secrets.auto.tfvars.json",
+    ".terraform.d/credentials.tfrc.json",  # terraform login
+    "prod.env",
+    ".vault-token",
+    ".config/gcloud/credentials.db",
+    ".config/gcloud/legacy_credentials/me@example.com/adc.json",
+    ".azure/msal_token_cache.json",
+    ".kaggle/kaggle.json",
+    ".databrickscfg",
+]
+
+
+@pytest.mark.parametrize("login", LOGINS)
+def test_a_tools_login_file_is_left_out_and_named(tmp_path, login):
+    root = _workspace(tmp_path / "ws", secrets=[login], shipped=["train.py"])
+    scanned = workspace.scan(root)
+    assert _files(scanned) == {"train.py"}
+    assert scanned.left_out == (login,)
+
+
+def _key(kind: str) -> bytes:
+    """A real private key in ``kind``'s text form (cryptography's serializers: OpenSSL's
+    traditional PEM, PKCS #8 plain and encrypted, OpenSSH's own), or OpenPGP's armour
+    (RFC 4880, 6.2) over a body cut short: the first line is what is read."""
+    from cryptography.hazmat.primitives import serialization as ser
+    from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed25519, rsa
+
+    if kind == "PGP":
+        return b"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlFgEZ0Vx9RYJKwYBBAHaRw8BAQdA\n"
+    traditional = ser.PrivateFormat.TraditionalOpenSSL
+    made = {
+        "RSA": (rsa.generate_private_key(65537, 1024), traditional),
+        "EC": (ec.generate_private_key(ec.SECP256R1()), traditional),
+        "DSA": (dsa.generate_private_key(1024), traditional),
+        "PKCS8": (ed25519.Ed25519PrivateKey.generate(), ser.PrivateFormat.PKCS8),
+        "ENCRYPTED": (ed25519.Ed25519PrivateKey.generate(), ser.PrivateFormat.PKCS8),
+        "OPENSSH": (ed25519.Ed25519PrivateKey.generate(), ser.PrivateFormat.OpenSSH),
+    }
+    key, form = made[kind]
+    sealed = ser.BestAvailableEncryption(b"pass") if kind == "ENCRYPTED" else ser.NoEncryption()
+    return key.private_bytes(ser.Encoding.PEM, form, sealed)  # type: ignore[union-attr]
+
+
+KEY_KINDS = ["OPENSSH", "RSA", "EC", "DSA", "ENCRYPTED", "PKCS8", "PGP"]
+
+
+@pytest.mark.parametrize("kind", KEY_KINDS)
+def test_a_private_key_is_left_out_whatever_its_name(tmp_path, kind):
+    """Named by the user, so no name rule knows it: its first line says what it is."""
+    root = _workspace(tmp_path / "ws", secrets=[], shipped=["train.py"])
+    (root / "deploy").mkdir()
+    (root / "deploy" / "deploy_key").write_bytes(_key(kind))
+    scanned = workspace.scan(root)
+    assert _files(scanned) == {"train.py"}
+    assert scanned.left_out == ("deploy/deploy_key",)
+
+
+def test_a_key_after_blank_space_or_a_byte_order_mark_is_still_a_key(tmp_path):
+    root = _workspace(tmp_path / "ws", secrets=[], shipped=["train.py"])
+    (root / "prod").write_bytes(b"\xef\xbb\xbf\n\r\n  " + _key("OPENSSH"))
+    assert workspace.scan(root).left_out == ("prod",)
+
+
+def test_a_text_that_only_quotes_a_key_line_ships(tmp_path):
+    """A README, a test fixture's docs, a public key and a certificate mention the armour
+    or look like it; none opens with a private key's line, so all ship."""
+    root = _workspace(tmp_path / "ws", secrets=[], shipped=["train.py"])
+    line = "-----BEGIN OPENSSH PRIVATE KEY-----"
+    texts = {
+        "README.md": f"Keys start with {line} and must never be committed.\n",
+        "docs/keys.txt": f"An example:\n{line}\nb3BlbnNzaC1rZXktdjEAAAAA\n",
+        "deploy_key.pub.txt": "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n",
+        "server.crt": "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n",
+    }
+    for rel, text in texts.items():
+        (root / rel).parent.mkdir(exist_ok=True)
+        (root / rel).write_text(text)
+    scanned = workspace.scan(root)
+    assert _files(scanned) == {"train.py", *texts}
+    assert scanned.left_out == ()
+
+
+def test_a_bang_line_ships_a_key_and_the_build_says_so(tmp_path):
+    root = _workspace(tmp_path / "ws", secrets=[], shipped=["train.py"])
+    (root / "deploy_key").write_bytes(_key("OPENSSH"))
+    (root / ".dockerignore").write_text("!deploy_key\n")
+    scanned = workspace.scan(root)
+    assert "deploy_key" in _files(scanned)
+    assert (scanned.left_out, scanned.brought_back) == ((), ("deploy_key",))
+    assert list(what_ships(scanned, dryrun=False)) == [
+        "launcher: shipping 1 path that looks like a secret, as .dockerignore brings it back: "
+        "deploy_key"
+    ]
+
+
+def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(tmp_path, monkeypatch):
+    """The verdicts kept in the cache spare an unchanged workspace its reads (the speed
+    target of an unchanged rebuild, docs/benchmarks.md), and never hide a key written
+    later: the file's stamps move, so it is read again."""
+    monkeypatch.setattr(workspace, "RACY_NS", -1)  # as if every file were long written
+    root = _workspace(tmp_path / "ws", secrets=[], shipped=["train.py", "notes"])
+    reads = []
+    real = private_keys.holds_key
+    monkeypatch.setattr(private_keys, "holds_key", lambda p, n: reads.append(p) or real(p, n))
+    assert _files(workspace.scan(root)) == {"train.py", "notes"}
+    assert len(reads) == 2
+    reads.clear()
+    assert _files(workspace.scan(root)) == {"train.py", "notes"}
+    assert reads == []
+    (root / "notes").write_bytes(_key("EC"))
+    scanned = workspace.scan(root)
+    assert (_files(scanned), scanned.left_out) == ({"train.py"}, ("notes",))
+    assert reads == [str(root / "notes")]
 
 
 # --- against the real registry -------------------------------------------------------------
@@ -262,7 +397,7 @@ def test_dryrun_lists_what_ships_and_what_is_left_out_and_uploads_nothing(
     said = result.stderr.splitlines()
     scanned = workspace.scan(ws)
     size = sum((ws / p).stat().st_size for p in SHIPPED)
-    header = f"would ship {len(SHIPPED)} files and 6 directories: {size:,} bytes (0.0 MB)"
+    header = f"would ship {len(SHIPPED)} files and 8 directories: {size:,} bytes (0.0 MB)"
     start = said.index(header)
     listed = said[start + 1 : start + 1 + len(scanned.entries)]
     assert [line.split()[-1].rstrip("/") for line in listed] == [e.path for e in scanned.entries]
@@ -288,24 +423,51 @@ def test_a_layer_that_shipped_a_secret_is_no_delta_base(registry, busybox_base, 
     assert [sorted(p for p in layer if ".env" in p) for layer in again] == [[]]
 
 
+@pytest.mark.parametrize(
+    ("version", "first_list", "secret"),
+    [(7, False, ".env"), (8, True, "deploy_key")],  # before any screen; names, not text
+)
 def test_an_index_from_before_the_screen_is_no_delta_base(
-    registry, busybox_base, tmp_path, monkeypatch
+    registry, busybox_base, tmp_path, monkeypatch, version, first_list, secret
 ):
-    """A launcher without the screen shipped ``.env`` and kept that layer's state as the
-    base of later deltas: the first build after the upgrade is a full layer, not a delta
-    that hides ``.env`` while the image keeps it."""
+    """A launcher without the screen (7), or with its first list and no key check (8),
+    shipped ``secret`` and kept that layer's state as the base of later deltas: the first
+    build after the upgrade is a full layer, not a delta that hides it while the image
+    keeps it."""
     ws = _workspace(tmp_path / "ws")
+    (ws / "deploy_key").write_bytes(_key("OPENSSH"))
     repo = f"{registry.host}/upgraded"
-    with monkeypatch.context() as old:  # the walk as it was: nothing screened
-        old.setattr(scan_ahead, "scan", lambda root: workspace.scan(root, secrets=()))
+    listed = workspace.SECRET_PATTERNS
+    secrets = listed[: listed.index("**/*.env")] if first_list else ()
+    with monkeypatch.context() as old:  # the walk as it was
+        old.setattr(
+            scan_ahead, "scan", lambda root: workspace.scan(root, secrets=secrets, keys=False)
+        )
         before = workspace_image(busybox_base, ws, repo, compression="gzip")
-    assert "workspace/.env" in _layers(registry, "upgraded", before.reference, busybox_base)[0]
+    first = _layers(registry, "upgraded", before.reference, busybox_base)[0]
+    assert f"workspace/{secret}" in first
     path = index.path_for(str(ws))
     written = marshal.loads(path.read_bytes())
-    path.write_bytes(marshal.dumps({**written, "version": 7}))  # as that launcher wrote it
+    path.write_bytes(marshal.dumps({**written, "version": version}))  # as it wrote it
     summary = path.with_suffix(".summary")
-    summary.write_text(json.dumps({**json.loads(summary.read_text()), "version": 7}))
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "version": version}))
     (ws / "train.py").write_text("# edited\n")
     after = ok(build(*_args(busybox_base, ws, repo)))
     layers = _layers(registry, "upgraded", after, busybox_base)
-    assert [sorted(p for p in layer if ".env" in p or ".aws" in p) for layer in layers] == [[]]
+    assert [sorted(p for p in layer if secret in p) for layer in layers] == [[]]
+
+
+def test_the_cli_leaves_out_a_docker_login_and_a_deploy_key(registry, busybox_base, tmp_path):
+    """Issue 43's workspace through ``launcher build``: pushed, pulled back, read; one line
+    names what stayed out."""
+    ws = _workspace(tmp_path / "ws", secrets=[".docker/config.json"], shipped=["train.py"])
+    key = _key("OPENSSH")
+    (ws / "deploy_key").write_bytes(key)
+    result = build(*_args(busybox_base, ws, f"{registry.host}/logins"))
+    (layer,) = _layers(registry, "logins", ok(result), busybox_base)
+    assert set(layer) == {"workspace/train.py"}
+    assert not any(key in content or b"aws_secret" in content for content in layer.values())
+    assert [line for line in result.stderr.splitlines() if "secret" in line] == [
+        "launcher: left out 2 files that look like secrets: .docker/config.json, deploy_key "
+        "(add !PATTERN to .dockerignore to ship one)"
+    ]

@@ -188,12 +188,14 @@ class Matcher:
 
     def _screen(self, depth: int) -> _Screen:
         """What rules out most paths of ``depth`` components in a few calls: for the patterns
-        that can only ever match a path's last name (``**/NAME``: its ``(.*/)?`` takes any
-        leading directories, and NAME's wildcards never cross a /), string tests on that name
-        where NAME has one ``*`` at most (``.env*``: its prefix; ``*.pem``: its suffix; a
-        plain name: itself as a prefix) and one expression for the rest; one expression for
-        the other patterns, on the whole path. Each test may let through a name no pattern
-        matches (``.github`` for ``.git``), never the reverse: ``match`` decides."""
+        ``**/...NAME`` (its ``(.*/)?`` takes any leading directories, and no wildcard but
+        ``**`` crosses a /, so a path it matches ends in a name NAME matches), string tests
+        on that last name where NAME has one ``*`` at most (``.env*``: its prefix; ``*.pem``:
+        its suffix; a plain name: itself as a prefix) and one expression for the rest of the
+        one-name patterns; one expression for the other patterns, on the whole path. Each
+        test may let through a name no pattern matches (``.github`` for ``.git``,
+        ``config.json`` for ``**/.docker/config.json``), never the reverse: ``match``
+        decides."""
         found = self._screens.get(depth)
         if found is None:
             starts: list[str] = []
@@ -203,14 +205,17 @@ class Matcher:
                 if not p.reaches(depth):
                     continue
                 tail = p.text.lower()[3:]
-                if not (p.text.startswith("**/") and "/" not in tail and "**" not in tail):
+                last = tail.rpartition("/")[2]
+                if not (p.text.startswith("**/") and "**" not in tail):
                     paths.append(f"(?:{p.regex.pattern})")
-                elif _WILDCARDS.isdisjoint(tail.replace("*", "", 1)):
-                    head, star, rest = tail.partition("*")
+                elif _WILDCARDS.isdisjoint(last.replace("*", "", 1)):
+                    head, star, rest = last.partition("*")
                     if star and rest:
                         ends.append(rest)
                     else:
                         starts.append(head)
+                elif "/" in tail:
+                    paths.append(f"(?:{p.regex.pattern})")
                 else:
                     names.append(f"(?:{_translate(tail)})")
             found = self._screens[depth] = _Screen.of(starts, ends, names, paths)

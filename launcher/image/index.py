@@ -35,21 +35,21 @@ import itertools
 import json
 import marshal
 import operator
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from launcher import cache
-from launcher.image.workspace import FILE, Workspace
+from launcher.image.workspace import FILE, RACY_NS, Workspace, cache_file
 
 # 8: workspaces are walked without the files that look like secrets. An index of 7 may
 # remember full layers that shipped them, and a delta over one would hide them with a
 # whiteout yet keep them in the image's lower layer: so none of it is read (one full read
 # and one full layer after the upgrade). The content key needs no change: it is the shipped
 # state's, so a layer that held a secret has another key.
-VERSION = 8
-RACY_NS = 2_000_000_000
+# 9: the same again for the tools' login files and the private keys known by their text
+# (issue 43), which an index of 8 may remember in a full layer.
+VERSION = 9
 KEEP_UPLOADS = 8  # uploads remembered per workspace
 # Files read again (changed, or not trusted) leave the file list as it is while that is
 # cheaper than rewriting it: they are read again next time, and a 50,000-file list is not
@@ -63,8 +63,7 @@ REREAD_SHARE = 16  # a sixteenth
 
 
 def path_for(root: str) -> Path:
-    key = hashlib.sha256(os.path.realpath(root).encode(errors="surrogateescape")).hexdigest()
-    return cache.directory() / "workspaces" / f"{key[:32]}.index"
+    return cache_file(root, "index")
 
 
 def newest_change(workspace: Workspace) -> int:

@@ -14,6 +14,11 @@ Docker's rules say (the last line to match decides). A directory left out as a s
 left out whole, even where Docker's own rules would let a path in it through (``**/.aws``
 does not match ``.aws/credentials`` in the SDK when ``!.aws/config`` makes the walk go in):
 inside it, only a path a ``!`` line matches ships.
+
+A file whose first bytes are a private key's armour line (``launcher.image.private_keys``)
+is left out and named the same way, whatever its name, and a ``!`` line that matches it
+ships it the same way; the verdicts are kept in the user's cache, so an unchanged file is
+not read again.
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 from launcher import cache
 from launcher.errors import UsageError
-from launcher.image import dockerignore
+from launcher.image import dockerignore, private_keys
 from launcher.image.dockerignore import Match
 
 # Skipped even without a .dockerignore: VCS data, caches and virtual environments.
@@ -97,9 +103,39 @@ SECRET_PATTERNS = (
     "**/*credentials.json",  # none of the three: Google's credentials.json (API quickstarts)
     # and application_default_credentials.json (gcloud auth application-default login)
     "**/.*_history",  # Talisman "^\.\w+_history$"; shhgit's shell and client histories
+    # Where tools keep their logins, each from the tool's own documentation (issue 43: a
+    # workspace that is a home directory, or holds a copy of one, shipped them all):
+    "**/*.env",  # prod.env, staging.env: dotenv files named for their environment
+    "**/.docker/config.json",  # docker login "stores credentials in $HOME/.docker/config.json"
+    # (docker/cli, docs/reference/commandline/login.md)
+    "**/.kube",  # kubectl's kubeconfig, tokens and client keys: "$HOME/.kube/config"
+    # (kubernetes.io, "Organizing Cluster Access Using kubeconfig Files")
+    "**/*huggingface/token",  # huggingface_hub's login: HF_TOKEN_PATH = $HF_HOME/token, HF_HOME
+    # ~/.cache/huggingface (huggingface_hub constants.py); ~/.huggingface/token before 0.14
+    "**/*huggingface/stored_tokens",  # HF_STORED_TOKENS_PATH, beside it (constants.py)
+    "**/.gnupg",  # GnuPG's home: private-keys-v1.d/, secring.gpg (gpg(1), --homedir, FILES)
+    "**/*.tfstate",  # Terraform: local state "is stored in plain-text JSON files" and holds
+    "**/*.tfstate.backup",  # initial passwords and keys (language/state/sensitive-data)
+    "**/*.tfvars",  # github/gitignore Terraform.gitignore: .tfvars files "are likely to
+    "**/*.tfvars.json",  # contain sensitive data, such as password, private keys"
+    "**/credentials.tfrc.json",  # terraform login saves its API token "in plain text" in
+    # credentials.tfrc.json (cli/commands/login)
+    "**/.vault-token",  # Vault's CLI caches its token in ~/.vault-token (commands/token-helper)
+    "**/.config/gcloud",  # gcloud writes credentials under $CLOUDSDK_CONFIG only, default
+    # ~/.config/gcloud: credentials.db, access_tokens.db, legacy_credentials/ (google-auth,
+    # _cloud_sdk.py: "the ~/.config subdirectory containing gcloud credentials")
+    "**/.azure",  # Azure CLI: "The MSAL token cache and service principal entries are saved
+    # as ... plaintext files on Linux and macOS" in ~/.azure (learn.microsoft.com,
+    # msal-based-azure-cli)
+    "**/.kaggle/kaggle.json",  # Kaggle's API token (Kaggle/kaggle-api README, API credentials)
+    "**/.databrickscfg",  # Databricks CLI profiles, access tokens in them (docs.databricks.com,
+    # dev-tools/auth/config-profiles)
 )
 IGNORE_FILE = ".dockerignore"
 VENV_MARKER = "pyvenv.cfg"
+# A stat that lies within this of the scan that recorded it is not trusted next time (git's
+# "racily clean" rule; 2 s, FAT's granularity, the coarsest): launcher.image.index says why.
+RACY_NS = 2_000_000_000
 
 FILE, SYMLINK, DIRECTORY = b"0", b"2", b"5"  # tar type flags
 
@@ -168,6 +204,13 @@ class Workspace:
         return found
 
 
+def cache_file(root: str, suffix: str) -> Path:
+    """This workspace's file in the user's cache (``launcher.cache``), named for its real
+    path."""
+    key = hashlib.sha256(os.path.realpath(root).encode(errors="surrogateescape")).hexdigest()
+    return cache.directory() / "workspaces" / f"{key[:32]}.{suffix}"
+
+
 def sort_key(path: str) -> str:
     """Component-wise order ("a/b" before "a-c"): NUL sorts below every name character."""
     return path.replace("/", "\0")
@@ -186,15 +229,17 @@ def scan(
     root: str | os.PathLike[str],
     extra_ignores: Sequence[str] = (),
     secrets: Sequence[str] = SECRET_PATTERNS,
+    keys: bool = True,
 ) -> Workspace:
     """Every entry to ship, sorted, with its stat; UsageError for what cannot be shipped.
-    What ``secrets`` alone leaves out is named in ``left_out``, what they match and a ``!``
-    line ships in ``brought_back``."""
+    What ``secrets`` alone leaves out, and with ``keys`` a file holding a private key, is
+    named in ``left_out``; what they match and a ``!`` line ships in ``brought_back``."""
     base = os.fspath(root)
     if not os.path.isdir(base):
         raise UsageError(f"--workspace {base!r}: not a directory")
     matcher = dockerignore.Matcher(ignore_patterns(base, extra_ignores), secrets)
     started = time.time_ns()
+    verdicts = private_keys.Verdicts(cache_file(base, "keys"), started - RACY_NS) if keys else None
     entries: list[Entry] = []
     left_out: list[str] = []
     brought_back: list[str] = []
@@ -233,7 +278,13 @@ def scan(
                 if not visit(d.path, rel, inner):
                     del entries[marks[0] :], left_out[marks[1] :], brought_back[marks[2] :]
             elif verdict is None or verdict is Match.KEPT:
-                entries.append(_entry(d, rel))
+                entry = _entry(d, rel)
+                if entry[1] == FILE and verdicts and verdicts.holds_key(d.path, rel, entry[4:9]):
+                    if verdict is None:
+                        left_out.append(rel)
+                        continue
+                    brought_back.append(rel)
+                entries.append(entry)
             elif verdict is Match.SECRET:
                 left_out.append(rel)
             elif verdict is Match.KEPT_SECRET:
@@ -264,6 +315,8 @@ def scan(
                 left_out.append(rel)
 
     visit(base, "")
+    if verdicts is not None:
+        verdicts.save()
     return Workspace(base, tuple(entries), started, tuple(left_out), tuple(brought_back))
 
 
