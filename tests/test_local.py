@@ -279,14 +279,17 @@ def test_cancel_asks_the_supervisor_and_only_it_writes_the_outcome(env, busybox_
 
 
 def test_cancel_after_the_supervisor_died_ends_the_job(env, busybox_base, docker_engine):
+    """The cancel ends what the dead supervisor would have: the nodes, and the attempt's
+    runtime directory (its start gate here; a job's secrets where it has them)."""
     job_id = _start(env, "sleep 600", busybox_base)
-    pid = local.Store().load(job_id).writer.pid
-    os.kill(pid, 9)
+    record = local.Store().load(job_id)
+    os.kill(record.writer.pid, 9)
     time.sleep(0.5)
     local.LocalBackend().cancel(job_id)
     job = local.LocalBackend().wait(job_id, timeout=5)
     assert (job.state, job.reason) == ("FAILED", local.LOST_REASON)
     assert no_job_containers(docker_engine)
+    assert record.runtime_dir is not None and not os.path.exists(record.runtime_dir)
 
 
 def test_a_docker_failure_is_a_system_failure_exit_1(stack, env, docker_engine):

@@ -406,6 +406,7 @@ class LocalBackend:
         for each in ended:
             for cid in each.containers:
                 engine.remove(client, cid)
+            engine.forget_runtime(each)  # the dead supervisor's secrets and gate
             each.status, each.status_reason = JobState.FAILED, LOST_REASON
             each.stopped_at = now_ms()
             self.store.save(each, Owner.CANCELLER)
