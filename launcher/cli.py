@@ -311,7 +311,9 @@ class Run(Command):
         )
         parser.add_argument("--image", help="base image (default: $LAUNCHER_IMAGE)")
         parser.add_argument(
-            "--workspace", help="directory to patch into the image (default: the current one)"
+            "--workspace",
+            help="directory to patch into the image (default: the job file's, or the current "
+            "one); a job file may name only its own directory or one under it",
         )
         parser.add_argument(
             "--no-workspace",
@@ -506,7 +508,7 @@ class Run(Command):
             job_file = jobfile.load(args.file)
             options = jobfile.merge(job_file.options, options)
             command = command or list(job_file.command or ())
-            if args.workspace is None:
+            if args.workspace is None and not args.no_workspace:  # the file's, checked
                 workspace = None if job_file.no_workspace else (job_file.workspace or ".")
         if args.no_workspace:
             workspace = None

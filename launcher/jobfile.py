@@ -34,15 +34,37 @@ SHELL = ("sh", "-c")  # a command given as one string is a shell script
 @dataclass(frozen=True)
 class JobFile:
     """A checked job file: ``options`` are ``JobSpec`` fields (``make_spec``'s keywords),
-    ``command`` the file's command (None: none given), ``workspace`` the directory to patch
-    into the image, relative paths taken from the file's directory (None: the file does not
-    say; with ``no_workspace`` the image runs as it is)."""
+    ``command`` the file's command (None: none given), ``declared_workspace`` the directory
+    it names to patch into the image, relative paths taken from the file's directory (None:
+    the file does not say; with ``no_workspace`` the image runs as it is); ``workspace``
+    is that directory, checked."""
 
     path: str
     options: Mapping[str, object] = field(default_factory=dict)
     command: tuple[str, ...] | None = None
-    workspace: str | None = None
+    declared_workspace: str | None = None
     no_workspace: bool = False
+
+    @property
+    def workspace(self) -> str | None:
+        """The directory the file names to ship, refused (UsageError) when it is not the
+        file's own directory or under it: everyone who may pull the image may read what it
+        ships, and a job file that came with a cloned repository must not choose to ship
+        ``~/`` (issue 43). Links are followed, so a link in the repository that leads out
+        is refused too. Only the command line (``--workspace``) names another directory."""
+        declared = self.declared_workspace
+        if declared is None:
+            return None
+        top = os.path.realpath(Path(self.path).parent)
+        real = os.path.realpath(declared)
+        if os.path.commonpath([real, top]) != top:
+            shown = declared if declared == real else f"{declared} ({real})"
+            raise UsageError(
+                f"{self.path}: workspace: {shown} is outside the job file's directory "
+                f"{top}; a job file ships only that directory or one under it (give "
+                f"--workspace {declared} on the command line to ship it)"
+            )
+        return declared
 
     def spec(self, command: tuple[str, ...] | list[str] | None = None, **overrides: Any) -> JobSpec:
         """The job: the file's values with ``overrides`` (``make_spec``'s keywords) merged

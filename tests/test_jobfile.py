@@ -458,3 +458,90 @@ def test_requests_from_the_file_are_what_jobdef_builds_from_the_flags():
     info = cluster_info()
     built = [jobdef.build(spec, info).as_dict() for spec in (from_file, from_flags)]
     assert untokened(built[0]) == untokened(built[1])
+
+
+# --- the workspace a job file may name (issue 43, item 5) --------------------------------------
+
+
+def _home_with_repo(tmp_path, monkeypatch, workspace: str) -> tuple[Path, Path]:
+    """A home directory holding a Docker login and a cloned repository whose job file names
+    ``workspace``; HOME points at it. Returns (home, job file)."""
+    home = tmp_path / "home"
+    (home / ".docker").mkdir(parents=True)
+    (home / ".docker" / "config.json").write_text('{"auths": {"ghcr.io": {"auth": "dTpw"}}}')
+    repo = home / "repo"
+    (repo / "ws" / "sub").mkdir(parents=True)
+    (repo / "train.py").write_text("print('training')\n")
+    (repo / "up").symlink_to(home)  # a link the repository brought, leading out of it
+    monkeypatch.setenv("HOME", str(home))
+    job = repo / "job.yaml"
+    job.write_text(f"workspace: {workspace}\ncommand: [python, train.py]\n")
+    return home, job
+
+
+@pytest.mark.parametrize("named", ["~/", "..", "../..", "/", "up", "up/repo/.."])
+def test_a_job_file_may_not_name_a_workspace_outside_its_directory(tmp_path, monkeypatch, named):
+    """``workspace: ~/`` in a cloned repository's job file shipped the user's home, its
+    logins with it, to everyone who may pull the image (issue 43)."""
+    _, job = _home_with_repo(tmp_path, monkeypatch, named)
+    loaded = jobfile.load(job)
+    with pytest.raises(UsageError, match=r"is outside the job file's directory .*--workspace "):
+        _ = loaded.workspace
+
+
+@pytest.mark.parametrize("named", [".", "ws", "ws/sub", "./ws/../ws"])
+def test_a_job_file_names_its_own_directory_or_one_under_it(tmp_path, monkeypatch, named):
+    _, job = _home_with_repo(tmp_path, monkeypatch, named)
+    assert jobfile.load(job).workspace == os.path.normpath(job.parent / named)
+
+
+def test_the_refusal_is_one_line_and_exit_2_before_anything_is_walked(tmp_path, monkeypatch):
+    home, job = _home_with_repo(tmp_path, monkeypatch, "~/")
+    cache = tmp_path / "cache"
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(cache),  # a walk of the workspace would keep its verdicts here
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # nothing may be asked of AWS
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    result = cli_support.launcher("run", "-f", str(job), "--image", IMAGE, env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"launcher: error: {job}: workspace: {home} is outside the job file's directory "
+        f"{job.parent}; a job file ships only that directory or one under it (give "
+        f"--workspace {home} on the command line to ship it)"
+    ]
+    assert not cache.exists()
+
+
+def test_the_command_line_may_ship_what_the_file_may_not(
+    moto_server, synth_default, docker_engine, registry, busybox_base, tmp_path, monkeypatch
+):
+    """``--workspace`` given on the command line replaces the file's, so the user who means
+    it ships the directory (its logins still left out, and said); ``--no-workspace`` ships
+    none, so the file's choice is never read."""
+    moto_server.reset()
+    moto_server.deploy(synth_default.outdir, synth_default.stack_names)
+    home, job = _home_with_repo(tmp_path, monkeypatch, "~/")
+    env = {
+        **os.environ,
+        **moto_server.env,
+        "HOME": str(home),
+        "DOCKER_HOST": docker_engine.host,
+        "LAUNCHER_REGISTRY": registry.host,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    env.pop("LAUNCHER_STACK", None)
+    run = ("run", "-f", str(job), "--image", busybox_base, "--dryrun")
+    given = cli_support.launcher(*run, "--workspace", str(home), env=env)
+    assert given.returncode == 0, given.stderr
+    assert "launcher: left out 1 file that looks like a secret: .docker/config.json " in (
+        given.stderr
+    )
+    assert json.loads(given.stdout)["submitJob"]["jobName"] == "train"  # from the file's command
+    none = cli_support.launcher(*run, "--no-workspace", env=env)
+    assert none.returncode == 0, none.stderr
+    assert "secret" not in none.stderr
