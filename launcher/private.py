@@ -34,10 +34,14 @@ _ENTER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 
 
-def _unsafe(path: Path, why: str) -> UnsafeDirectory:
+_MOVE_IT = "move it away (or have its owner remove it) and run again"
+_RUNTIME = "set XDG_RUNTIME_DIR to a directory of yours alone (0700), or have it made 1777"
+
+
+def _unsafe(path: Path, why: str, remedy: str = _MOVE_IT) -> UnsafeDirectory:
     return UnsafeDirectory(
         f"{path}: {why}; the launcher keeps your files only in directories of yours alone: "
-        "move it away (or have its owner remove it) and run again"
+        + remedy
     )
 
 
@@ -147,9 +151,9 @@ def runtime_base() -> Path:
     base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
     found = os.stat(base)
     if found.st_uid not in (me, 0):
-        raise _unsafe(base, f"owned by uid {found.st_uid}, neither you nor root")
+        raise _unsafe(base, f"owned by uid {found.st_uid}, neither you nor root", _RUNTIME)
     if found.st_mode & 0o022 and not found.st_mode & stat.S_ISVTX:
-        raise _unsafe(base, "others may write it and it is not sticky (chmod +t)")
+        raise _unsafe(base, "others may write it and it is not sticky", _RUNTIME)
     return base
 
 
