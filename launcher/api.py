@@ -367,6 +367,8 @@ class Cluster:
         efs_dir: str | os.PathLike[str] | None = None,
         fsx_dir: str | os.PathLike[str] | None = None,
         network: str | None = None,
+        *,
+        allow_host_mounts: bool = False,
     ) -> Cluster:
         """This cluster's jobs on the local Docker engine instead: the same job definitions,
         one container per node, ``efs_dir`` (default ``$LAUNCHER_LOCAL_EFS``, then
@@ -374,12 +376,14 @@ class Cluster:
         ``$LAUNCHER_LOCAL_FSX``, ``.../fsx/STACK``) for FSx for Lustre, where the stack has
         it; secrets from ``$LAUNCHER_LOCAL_SECRETS`` (launcher.local.secret_values);
         ``network`` (default ``$LAUNCHER_LOCAL_NETWORK``, then ``none``): ``none`` (the job's
-        own, loopback only), ``bridge`` (and outbound traffic) or ``host`` (this machine's)."""
+        own, loopback only), ``bridge`` (and outbound traffic) or ``host`` (this machine's);
+        ``allow_host_mounts``: jobs may mount this machine's paths and devices (``type=bind``,
+        ``type=device``; ``--allow-host-mounts``), which a job file alone never allows."""
         return Cluster(
             self.info,
             self._aws,
             self._copier,
-            LocalTarget(self.info, efs_dir, self._aws, fsx_dir, network),
+            LocalTarget(self.info, efs_dir, self._aws, fsx_dir, network, allow_host_mounts),
         )
 
     def in_pool(self, name: str | None) -> Cluster:
@@ -421,8 +425,9 @@ class Cluster:
         spec: JobSpec | None = None,
         **options: object,
     ) -> JobSpec:
-        """A spec (``make_spec``'s options, or one made already) checked against this cluster:
-        node count, GPUs, EFA, shared memory, fair share. Raises UsageError; no I/O."""
+        """A spec (``make_spec``'s options, or one made already) checked against this cluster
+        and where it runs: node count, GPUs, EFA, shared memory, fair share, host mounts.
+        Raises UsageError; no I/O."""
         if spec is None:
             if command is None:
                 raise UsageError(
@@ -430,12 +435,14 @@ class Cluster:
                 )
             spec = make_spec(command, **options)
         jobdef.validate(spec, self.info)
+        self.target.admit(spec)
         return spec
 
     def requests(self, spec: JobSpec, progress: ProgressFn | None = None) -> jobdef.Requests:
         """The RegisterJobDefinition and SubmitJob requests. In a Capacity Block's pool the
         timeout is checked against the block's window (UsageError) and every node gets its end
         in the submit's overrides (``launcher.capacity``): one call, the first time."""
+        self.target.admit(spec)  # also for a spec that did not come through ``spec``
         requests = jobdef.build(spec, self.info)
         pool = self.in_pool(spec.pool)
         window = pool.window_for(spec, progress)

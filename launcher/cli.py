@@ -133,6 +133,7 @@ def _cluster(args: argparse.Namespace, local: bool = False) -> Cluster:
         getattr(args, "local_efs", None),
         getattr(args, "local_fsx", None),
         getattr(args, "local_network", None),
+        allow_host_mounts=getattr(args, "allow_host_mounts", False),
     )
 
 
@@ -335,7 +336,8 @@ class Run(Command):
             default=[],
             metavar="SPEC",
             help="type=efs,dst=P | type=fsx,dst=P | type=bind,src=P,dst=P[,readonly] | "
-            "type=device,src=P[,dst=P][,perm=rwm]",
+            "type=device,src=P[,dst=P][,perm=rwm]; bind and device only where the stack sets "
+            "allow_privileged (with --local: --allow-host-mounts)",
         )
         parser.add_argument(
             "--efa",
@@ -447,6 +449,13 @@ class Run(Command):
             "(default: $LAUNCHER_LOCAL_FSX or ~/.local/share/efa-batch/fsx/STACK)",
         )
         _local_network_argument(parser)
+        parser.add_argument(
+            "--allow-host-mounts",
+            action="store_true",
+            help="with --local: let the job mount this machine's paths and devices (--mount "
+            "type=bind or type=device, here or in the job file), which give it root here; on "
+            "AWS the stack's allow_privileged decides",
+        )
         parser.add_argument(
             "--dryrun",
             action="store_true",

@@ -21,6 +21,7 @@ from launcher.jobspec import (
     FSX_NODE_PATH,
     EfaMode,
     JobSpec,
+    Mount,
     MountKind,
     NodeGroup,
 )
@@ -253,6 +254,27 @@ def _validate_container_settings(spec: JobSpec, cluster: ClusterInfo) -> None:
         raise UsageError(
             f"--tmpfs: {tmpfs_mib} MiB in all; must be below the node's "
             f"{cluster.memory_mib_per_node} MiB of job memory (tmpfs lives in memory)"
+        )
+
+
+def host_mounts_words(mounts: tuple[Mount, ...]) -> str:
+    """The first of a job's host mounts as ``--mount`` spells it, and how many more."""
+    more = f" (and {len(mounts) - 1} more)" if len(mounts) > 1 else ""
+    return f"mount {mounts[0]}{more}"
+
+
+def check_host_mounts(spec: JobSpec, cluster: ClusterInfo) -> None:
+    """On AWS a job mounts its node's paths and devices only where the stack runs privileged
+    jobs: through the node's Docker socket a job starts a privileged container of its own, a
+    writable ``/`` changes the programs the node runs as root, and a disk device holds every
+    other job's files, so each is root on the node (and its instance role's credentials)
+    whatever ``--privileged`` says."""
+    mounts = spec.host_mounts
+    if mounts and not cluster.allow_privileged:
+        raise UsageError(
+            f"{host_mounts_words(mounts)}: {cluster.stack_name} does not let jobs mount their "
+            "node's paths or devices (its Docker socket or / alone are root on the node); "
+            "deploy with -c allow_privileged=true to allow them"
         )
 
 

@@ -98,6 +98,25 @@ class Mount:
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", MountKind(self.kind))
 
+    @property
+    def of_host(self) -> bool:
+        """A path or device of the machine the job runs on (its node, or this machine in a
+        local run), not the cluster's file systems."""
+        return self.kind in (MountKind.BIND, MountKind.DEVICE)
+
+    def __str__(self) -> str:
+        """As ``--mount`` takes it: ``type=bind,src=/x,dst=/y,readonly``."""
+        fields = [f"type={self.kind}"]
+        if self.src is not None:
+            fields.append(f"src={self.src}")
+        fields.append(f"dst={self.dst}")
+        if self.permissions:
+            letters = {word: letter for letter, word in DEVICE_PERMISSIONS.items()}
+            fields.append("perm=" + "".join(letters[p] for p in self.permissions))
+        if self.readonly:
+            fields.append("readonly")
+        return ",".join(fields)
+
 
 # The limits a container may set (Batch API, Ulimit name: "core | cpu | data | fsize | locks |
 # memlock | msgqueue | nice | nofile | nproc | rss | rtprio | rttime | sigpending | stack");
@@ -210,6 +229,12 @@ class JobSpec:
     def efa_on(self) -> bool:
         """EFA devices asked for (decided: after ``launcher.jobdef.in_pool``)."""
         return self.efa is not None and self.efa.on
+
+    @property
+    def host_mounts(self) -> tuple[Mount, ...]:
+        """The job's own mounts of its host's paths and devices (``type=bind``,
+        ``type=device``); the mounts the launcher makes (EFS, FSx, EFA devices) are not here."""
+        return tuple(m for m in self.mounts if m.of_host)
 
     @property
     def single_node(self) -> bool:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from launcher.backend import Backend
 from launcher.cluster import ClusterInfo
-from launcher.errors import RemoteError
+from launcher.errors import RemoteError, UsageError
 from launcher.job import BackendName
 from launcher.jobspec import JobSpec
 from launcher.outputs import Egress
@@ -62,6 +62,11 @@ class Target(Protocol):
         ...
 
     def has_image(self, image: str) -> bool: ...
+
+    def admit(self, spec: JobSpec) -> None:
+        """UsageError when the job asks for more of the machine it runs on than this place
+        allows (its host's paths and devices); no I/O."""
+        ...
 
     def seen_from(self, info: ClusterInfo) -> Target:
         """The same place for another pool's view of the cluster (``ClusterInfo.pool``)."""
@@ -134,6 +139,12 @@ class AwsTarget:
 
         return image_exists(image, self.aws)
 
+    def admit(self, spec: JobSpec) -> None:
+        """The node's paths and devices only where the stack runs privileged jobs."""
+        from launcher.jobdef import check_host_mounts
+
+        check_host_mounts(spec, self.info)
+
     def submitted(self, spec: JobSpec) -> str:
         where = self.info.job_queue_name
         return f"submitted {spec.name} to {where}: {shape(spec, self.info.instance_type)}"
@@ -165,7 +176,8 @@ class AwsTarget:
 
 class LocalTarget:
     """The local Docker engine: one container per node, the job's own network (``network``:
-    launcher.local.containers.LocalNetwork), a directory for EFS."""
+    launcher.local.containers.LocalNetwork), a directory for EFS; this machine's own paths and
+    devices only with ``host_mounts`` (``--allow-host-mounts``)."""
 
     name = BackendName.LOCAL
     rehearsal = True
@@ -177,10 +189,12 @@ class LocalTarget:
         aws: Aws | None,
         fsx_dir: str | os.PathLike[str] | None = None,
         network: str | None = None,
+        host_mounts: bool = False,
     ) -> None:
         from launcher.local import LocalBackend
 
         self.info, self.aws, self.network = info, aws, network
+        self.host_mounts = host_mounts
         share = Path.home() / ".local" / "share" / "efa-batch"
         # Absolute, as the engine's bind mounts need and as "EFS at DIR" should say.
         self.efs_dir = os.path.abspath(
@@ -201,7 +215,9 @@ class LocalTarget:
         )
 
     def seen_from(self, info: ClusterInfo) -> LocalTarget:
-        return LocalTarget(info, self.efs_dir, self.aws, self.fsx_dir, self.network)
+        return LocalTarget(
+            info, self.efs_dir, self.aws, self.fsx_dir, self.network, self.host_mounts
+        )
 
     @property
     def jobs(self) -> Backend:
@@ -223,6 +239,22 @@ class LocalTarget:
 
     def account_findings(self) -> None:
         return None
+
+    def admit(self, spec: JobSpec) -> None:
+        """This machine's paths and devices only when the command line (or the caller's code)
+        says so, never a job file alone: a job file that came with a cloned repository could
+        otherwise mount ``/`` or the Docker socket and act as root here, around the job's own
+        network and dropped capabilities. The stack's allow_privileged speaks for its nodes, not
+        for this machine."""
+        from launcher.jobdef import host_mounts_words
+
+        mounts = spec.host_mounts
+        if mounts and not self.host_mounts:
+            raise UsageError(
+                f"{host_mounts_words(mounts)}: a local run mounts this machine's paths or "
+                "devices only when the command line allows it; pass --allow-host-mounts "
+                "(allow_host_mounts=True in the Python API and TorchX)"
+            )
 
     def preflight(self, progress: ProgressFn | None = None) -> None:
         pass  # nothing of the account's network stands between the engine and its jobs

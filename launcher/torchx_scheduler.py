@@ -75,7 +75,9 @@ NAME = "efa_batch"
 EFA_DEVICE = "vpc.amazonaws.com/efa"  # how TorchX's named AWS resources carry EFA
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"  # ... and their instance type
 TORCHX_MERGE_SUFFIX = "torchx_workspace_"  # torchx.workspace.api's temporary merges
-Where = tuple[str, str | None, str | None, bool]  # (stack, profile, region, local)
+# (stack, profile, region, local, host mounts allowed in a local run)
+Where = tuple[str, str | None, str | None, bool, bool]
+HOST_MOUNTS_OPTION = "allow_host_mounts"
 STATES = {
     JobState.SUBMITTED: AppState.SUBMITTED,
     JobState.PENDING: AppState.PENDING,
@@ -116,6 +118,41 @@ def _after(cfg: Mapping[str, CfgVal]) -> tuple[Dependency, ...]:
 def _str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
     value = cfg.get(key)
     return None if value in (None, "") else str(value)
+
+
+def host_mounts_allowed(cfg: Mapping[str, CfgVal]) -> bool:
+    """``allow_host_mounts``, taken from the command line only: ``torchx run`` fills the run
+    options it was not given from ``.torchxconfig`` in the working directory and the home
+    directory (torchx.runner.config.apply, find_configs), and a cloned repository's file must
+    not let its own BindMount of ``/`` into a local run. UsageError when a file names it."""
+    if not cfg.get(HOST_MOUNTS_OPTION):
+        return False
+    import configparser
+
+    from torchx.runner import config
+
+    for path in config.find_configs():
+        parser = configparser.ConfigParser()
+        parser.read(path)
+        if parser.has_option(NAME, HOST_MOUNTS_OPTION):
+            raise UsageError(
+                f"{path}: [{NAME}] {HOST_MOUNTS_OPTION}: a config file cannot let an app mount "
+                f"this machine's paths; give -cfg {HOST_MOUNTS_OPTION}=True on the command line "
+                "instead"
+            )
+    return True
+
+
+def _where(cfg: Mapping[str, CfgVal]) -> Where:
+    """The cluster ``cfg`` names, and how it runs jobs."""
+    local = bool(cfg.get("local"))
+    return (
+        _str(cfg, "stack") or default_stack(),
+        _str(cfg, "profile"),
+        _str(cfg, "region"),
+        local,
+        local and host_mounts_allowed(cfg),
+    )
 
 
 # --- AppDef -> JobSpec (pure) -----------------------------------------------------------------
@@ -369,6 +406,14 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         opts.add("port", type_=int, default=DEFAULT_RENDEZVOUS_PORT, help="rendezvous port")
         opts.add("local", type_=bool, default=False, help="run on the local Docker engine")
         opts.add(
+            HOST_MOUNTS_OPTION,
+            type_=bool,
+            default=False,
+            help="with local=True: the app may mount this machine's paths and devices "
+            "(BindMount, DeviceMount), which give it root here; on the command line only, "
+            "never from .torchxconfig (on AWS the stack's allow_privileged decides)",
+        )
+        opts.add(
             "secrets",
             type_=Dict[str, str],  # noqa: UP006 (TorchX compares the type with typing's)
             default=None,
@@ -409,17 +454,14 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         return opts
 
     def _cluster(self, cfg: Mapping[str, CfgVal]) -> Cluster:
-        stack = _str(cfg, "stack") or default_stack()
-        return self._cluster_at(
-            (stack, _str(cfg, "profile"), _str(cfg, "region"), bool(cfg.get("local")))
-        )
+        return self._cluster_at(_where(cfg))
 
     def _cluster_at(self, key: Where) -> Cluster:
         """The cluster of a stack, on AWS or (``local``) on the local Docker engine."""
         if key not in self._clusters:
-            stack, profile, region, local = key
+            stack, profile, region, local, host_mounts = key
             cluster = Cluster.from_stack(stack, profile=profile, region=region)
-            self._clusters[key] = cluster.local() if local else cluster
+            self._clusters[key] = cluster.local(allow_host_mounts=host_mounts) if local else cluster
         return self._clusters[key]
 
     # --- workspace: a layer on the role's image, in the registry -------------------------
@@ -462,12 +504,12 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             return self._dryrun(app, cfg)
 
     def _dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
-        cluster = self._cluster(cfg)
+        where = _where(cfg)
+        cluster = self._cluster_at(where)
         spec = cluster.spec(spec=app_to_spec(app, cluster.info, cfg))
-        where = (cluster.info.stack_name, _str(cfg, "profile"), _str(cfg, "region"))
         request = Request(
             cluster.requests(spec),
-            cluster=(*where, bool(cfg.get("local"))),
+            cluster=(cluster.info.stack_name, *where[1:]),
             pushes=list(getattr(self, "_pending", [])),
         )
         self._pending = []

@@ -358,12 +358,15 @@ def test_a_file_and_its_flags_make_the_same_requests_on_the_emulated_stack(
     moto_server.deploy(synth_default.outdir, synth_default.stack_names)
     (tmp_path / "ws").mkdir()
     job = tmp_path / "job.yaml"
+    # What the default stack takes: no pool, fair share, secrets or FSx, and no bind mount,
+    # since it runs no privileged jobs (tests/test_host_mounts.py).
     job.write_text(
         FULL.replace("pool: default\n", "").replace("after: [abc-123]\n", "")
         .replace("workspace: ws\n", "workspace: false\n")
         .replace("share_id: teamA\n", "").replace("priority: 10\n", "")
         .replace("secrets:\n  HF_TOKEN: team/hf-token\n", "")
         .replace("  - type=fsx,dst=/scratch\n", "")
+        .replace("  - type: bind\n    src: /opt/cache\n    dst: /cache\n    readonly: true\n", "")
     )  # fmt: skip
     env = {**os.environ, **moto_server.env}
     env.pop("LAUNCHER_STACK", None)
@@ -375,7 +378,7 @@ def test_a_file_and_its_flags_make_the_same_requests_on_the_emulated_stack(
     for flag, value in (
         ("--after", "abc-123"), ("--share-id", "teamA"), ("--priority", "10"),
         ("--secret", "HF_TOKEN=team/hf-token"), ("--mount", "type=fsx,dst=/scratch"),
-        ("--efa", "require"),
+        ("--mount", "type=bind,src=/opt/cache,dst=/cache,readonly"), ("--efa", "require"),
     ):  # fmt: skip
         i = flags.index(value)
         assert flags[i - 1] == flag
