@@ -453,3 +453,64 @@ def test_one_replica_is_a_single_node_job_and_after_is_a_run_option(
     assert submit["dependsOn"] == [{"jobId": after}]
     assert_valid("batch", "RegisterJobDefinition", register)
     assert_valid("batch", "SubmitJob", submit)
+
+
+# --- host mounts in a local run (issue 43, item 2) ---------------------------------------------
+
+HOST_MOUNT = """
+import json
+from torchx import specs
+from torchx.runner import get_runner
+app = specs.AppDef("peek", roles=[
+    specs.Role("peek", image="%(image)s", entrypoint="ls", args=["/host"], num_replicas=1,
+               resource=specs.Resource(cpu=4, gpu=0, memMB=8000),
+               mounts=[specs.BindMount(src_path="/", dst_path="/host")])
+])
+with get_runner() as runner:
+    try:
+        info = runner.dryrun(app, "efa_batch", cfg=%(cfg)s, workspace=None)
+    except Exception as exc:
+        print(json.dumps({"refused": str(exc)}))
+    else:
+        print(json.dumps({"request": json.loads(str(info.request))}))
+"""
+
+
+def test_a_local_app_mounts_this_machines_paths_only_with_allow_host_mounts(
+    venv, stack, moto_server, registry, busybox_base
+):
+    """A role's BindMount of / is root on this machine in a local run: the run option
+    allow_host_mounts is the CLI's --allow-host-mounts (the stack's allow_privileged speaks for
+    its nodes only)."""
+
+    def dryrun(cfg: dict) -> dict:
+        code = HOST_MOUNT % {"image": busybox_base, "cfg": repr(cfg)}
+        return json.loads(python(venv, code, _env(moto_server, registry)).splitlines()[-1])
+
+    refused = dryrun({"local": True})["refused"]
+    assert refused.startswith("mount type=bind,src=/,dst=/host: a local run mounts this machine")
+    request = dryrun({"local": True, "allow_host_mounts": True})["request"]
+    volumes = request["registerJobDefinition"]["containerProperties"]["volumes"]
+    assert {"name": "bind0", "host": {"sourcePath": "/"}} in volumes
+
+
+def test_a_torchxconfig_file_cannot_allow_host_mounts(
+    venv, stack, moto_server, registry, busybox_base, workdir
+):
+    """``torchx run`` fills the run options it was not given from the working directory's
+    .torchxconfig (torchx.runner.config: "The CLI only picks up .torchxconfig files from the
+    current-working-directory"), so a cloned repository's file could otherwise grant its own
+    component's BindMount of / (dist.ddp --mounts)."""
+    (workdir / ".torchxconfig").write_text("[efa_batch]\nlocal = True\nallow_host_mounts = True\n")
+    result = run(
+        venv,
+        "torchx", "run", "--dryrun", "-s", "efa_batch", "dist.ddp", "-j", "1x1",
+        "--script", "train.py", "--image", busybox_base, "--mounts", "type=bind,src=/,dst=/host",
+        env={**_env(moto_server, registry), "HOME": str(workdir)},
+        cwd=workdir,
+    )  # fmt: skip
+    assert _one_line_error(result) == (
+        f"{workdir}/.torchxconfig: [efa_batch] allow_host_mounts: a config file cannot let an "
+        "app mount this machine's paths; give -cfg allow_host_mounts=True on the command line "
+        "instead"
+    )
