@@ -663,21 +663,26 @@ def _node_record(parent: Job, index: int) -> dict[str, Any]:
     record["jobQueue"] = parent.job_queue.arn  # JobDetail requires it (botocore's model)
     record["nodeDetails"] = {"nodeIndex": index, "isMainNode": index == 0}
     if parent.status not in ("SUBMITTED", "PENDING", "RUNNABLE") or parent.attempts:
-        record["container"] = {"logStreamName": node_stream(parent, index)}
+        latest = _PLACED.get((parent.job_id, len(parent.attempts), index), {})
+        record["container"] = {"logStreamName": node_stream(parent, index), **latest}
         record["attempts"] = [
             {
                 "container": {
                     "logStreamName": node_stream(parent, index, n + 1),
                     **_PLACED.get((parent.job_id, n + 1, index), {}),
-                }
+                },
+                **_NODE_ENDS.get((parent.job_id, n + 1, index), {}),
             }
             for n in range(len(parent.attempts))
         ]
+        record.update(_NODE_ENDS.get((parent.job_id, len(parent.attempts), index), {}))
     return record
 
 
 # (job id, attempt, node) -> the node's containerInstanceArn and exitCode in that attempt.
 _PLACED: dict[tuple[str, int, int], dict[str, Any]] = {}
+# (job id, attempt, node) -> the statusReason Batch gave the node's attempt (and the node).
+_NODE_ENDS: dict[tuple[str, int, int], dict[str, Any]] = {}
 
 
 def end_attempt_on_hosts(
@@ -688,14 +693,17 @@ def end_attempt_on_hosts(
     exit_codes: dict[int, int],
     *,
     retry: bool,
+    reasons: dict[int, str] | None = None,
 ) -> None:
     """Play the cluster's part for a started multi-node job: its attempt ran node N on the
-    container instance ``hosts[N]`` and each node ended with ``exit_codes[N]``; the job goes
+    container instance ``hosts[N]`` and each node ended with ``exit_codes[N]`` (and the status
+    reason ``reasons[N]``, such as ECS's "Host EC2 (instance ...) terminated."); the job goes
     back to RUNNABLE (a retry) or FAILS.
 
     Gap: moto's attempts carry ``containerInstanceArn: "TBD"`` and no exit code, and its nodes
-    run nowhere. Batch's AttemptContainerDetail has both, for the job (the main node's) and for
-    each node's own record (JOB#N, see describe_jobs above).
+    run nowhere, so none ever loses its host. Batch's AttemptContainerDetail has both, and
+    AttemptDetail a statusReason, for the job (the main node's) and for each node's own record
+    (JOB#N, see describe_jobs above).
     """
     import datetime
 
@@ -706,6 +714,8 @@ def end_attempt_on_hosts(
         if index in exit_codes:
             placed["exitCode"] = exit_codes[index]
         _PLACED[(job_id, attempt, index)] = placed
+    for index, reason in (reasons or {}).items():
+        _NODE_ENDS[(job_id, attempt, index)] = {"statusReason": reason}
     latest = job.attempts[-1]
     latest["container"].update(_PLACED.get((job_id, attempt, 0), {}))
     job.job_stopped_at = datetime.datetime.now()
@@ -714,6 +724,19 @@ def end_attempt_on_hosts(
         job.status = "RUNNABLE"
     else:
         job._mark_stopped(success=False)
+
+
+def lose_agent(account: str, region: str, cluster: str, container_instance_arn: str) -> None:
+    """Play a host whose ECS agent ECS no longer hears (the host hung or cut off).
+
+    Gap: moto runs no agent: every container instance it registers stays ``agentConnected``;
+    ECS says false for "an instance with an agent that may be unhealthy or stopped"
+    (ContainerInstance)."""
+    from moto.ecs.models import ecs_backends
+
+    name = cluster.rsplit("/", 1)[-1]
+    instance_id = container_instance_arn.rsplit("/", 1)[-1]
+    ecs_backends[account][region].container_instances[name][instance_id].agent_connected = False
 
 
 def launch_node(

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from launcher.copyjob.plan import CopierImage
     from launcher.copyjob.run import CopyJobRunner
     from launcher.image.patch import Patched
+    from launcher.lost_nodes import LostNodes
 
 COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"  # another image for copy jobs than the stack's
 
@@ -287,19 +288,21 @@ class Job:
     def cancel(self) -> JobInfo:
         return self.backend.cancel(self.job_id)
 
-    def lost_nodes(self, info: JobInfo) -> str | None:
+    def lost_nodes(self, info: JobInfo) -> LostNodes | None:
         """Which nodes a job that ended with the node watch's exit code lost or never saw
-        start, in the main node's own words (its last lines, one or two more calls)."""
-        from launcher.prelude import LOST_NODES_LINE, NODE_LOST_EXIT
+        start: by the nodes' own records, and apart, labelled, what the main node's last lines
+        claim beyond them (``launcher.lost_nodes``: the job writes that log). A few more calls
+        (the nodes' records unless ``info`` has them, the main node's log)."""
+        from launcher.lost_nodes import lost_nodes
+        from launcher.prelude import NODE_LOST_EXIT
 
         if not info.state.terminal or info.last_exit_code != NODE_LOST_EXIT:
             return None
+        if not info.node_status:
+            info = self.describe()
         since = info.stopped_at - 600 if info.stopped_at else None
-        found = None
-        for line in self.logs(node=0, since=since):
-            if LOST_NODES_LINE.match(line.message):
-                found = line.message.removeprefix("launcher: ")
-        return found
+        lines = (line.message for line in self.logs(node=0, since=since))
+        return lost_nodes(info.node_status, info.nodes, lines)
 
     def wait(
         self,

@@ -23,6 +23,7 @@ from launcher.job import (
     JobInfo,
     JobState,
     LogLine,
+    NodeFate,
     NodeStatus,
 )
 from launcher.jobdef import (
@@ -45,6 +46,12 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 BATCH_JOB_ID = re.compile(rf"(?:^|:)({_UUID}(?:#\d+|:\d+)?)$")
 
 
+# What ECS puts in a task's stoppedReason, and Batch in the job's (or node's) statusReason, when
+# the host went under it: "Host EC2 (instance i-0e234208f6fc9291f) terminated." (as Batch shows
+# it, calypr/funnel#973); the same start the job definition's retry rule matches (onStatusReason
+# "Host EC2*", launcher.jobdef). The stack's node replacer reads this pattern too
+# (infra/node_replacer.py).
+HOST_LOST_REASON = re.compile(r"^Host EC2\b")
 # "A list of up to 100 job IDs" (botocore DescribeJobsRequest.jobs).
 DESCRIBE_JOBS = 100
 T = TypeVar("T")
@@ -77,6 +84,28 @@ def _seconds(ms: int | None) -> float | None:
     return ms / 1000 if ms else None
 
 
+def node_fate(record: dict[str, Any], attempt: int) -> NodeFate | None:
+    """What a node's own record (``JOB#N``) says became of it in ``attempt`` (1-based): LOST when
+    Batch says its host went (the attempt's or, for its latest, the node's statusReason, or its
+    container's reason), NEVER_STARTED when it has no such attempt or the attempt's container
+    has no log stream ("Each container attempt receives a log stream name when they reach the
+    RUNNING status", AttemptContainerDetail); None otherwise. Batch and ECS write these fields;
+    the job writes only its exit code."""
+    attempts = record.get("attempts") or []
+    if attempt < 1:
+        return None
+    if len(attempts) < attempt:
+        return NodeFate.NEVER_STARTED
+    detail = attempts[attempt - 1]
+    container = detail.get("container") or {}
+    reasons = [detail.get("statusReason"), container.get("reason")]
+    if attempt == len(attempts):
+        reasons.append(record.get("statusReason"))
+    if any(HOST_LOST_REASON.search(r) for r in reasons if r):
+        return NodeFate.LOST
+    return None if container.get("logStreamName") else NodeFate.NEVER_STARTED
+
+
 def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> JobInfo:
     """A DescribeJobs (or ListJobs) entry, and optionally its node-level entries."""
     props = job.get("nodeProperties", {})
@@ -84,6 +113,9 @@ def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> 
     # A multi-node job's image is its first range's; a container job's (a copy job) its own.
     container = ranges[0].get("container", {}) if ranges else job.get("container", {})
     image = container.get("image")
+    attempts = job.get("attempts", [])
+    # The nodes' fates are of the latest attempt that ended: none while one runs.
+    ended = 0 if job["status"] in ("STARTING", "RUNNING") else len(attempts)
     node_status = tuple(
         sorted(
             (
@@ -92,13 +124,13 @@ def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> 
                     state=JobState(n["status"]),
                     reason=n.get("statusReason"),
                     exit_code=n.get("container", {}).get("exitCode"),
+                    fate=node_fate(n, ended),
                 )
                 for n in nodes or []
             ),
             key=lambda n: n.index,
         )
     )
-    attempts = job.get("attempts", [])
     last = attempts[-1].get("container", {}) if attempts else job.get("container", {})
     detail = last.get("reason")
     array = job.get("arrayProperties") or {}

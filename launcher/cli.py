@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from launcher.api import BuildOptions, Cluster, ImageOptions, Job
     from launcher.cluster import ClusterInfo
     from launcher.console import Console
-    from launcher.job import JobInfo
+    from launcher.job import JobInfo, NodeStatus
 
 
 def _err(message: str) -> None:
@@ -713,7 +713,8 @@ class Status(Command):
         job = _job(args, args.job)
         info = job.status()
         waiting = job.waiting_for(info)
-        nodes = job.lost_nodes(info)
+        lost = job.lost_nodes(info)
+        nodes = lost.text() if lost else None
         advice = explain(info)
         block = _capacity_block_of(args, info)
         if args.output == "json":
@@ -824,14 +825,19 @@ class Describe(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("job", help="job id (or QUEUE:JOB_ID, or ID:K for an array's child K)")
-        _output_argument(parser, "the job's fields (the Python API's JobInfo) and what_to_do")
+        _output_argument(
+            parser, "the job's fields (the Python API's JobInfo), lost_nodes and what_to_do"
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from launcher.explain import explain
 
-        info = _job(args, args.job).describe()
+        job = _job(args, args.job)
+        info = job.describe()
+        lost = job.lost_nodes(info)
+        nodes = lost.text() if lost else None
         if args.output == "json":
-            _print_json({**info.as_dict(), "what_to_do": explain(info)})
+            _print_json({**info.as_dict(), "lost_nodes": nodes, "what_to_do": explain(info)})
             return 0
         rows = {
             "job": f"{info.job_id} ({info.name})",
@@ -851,13 +857,25 @@ class Describe(Command):
         if info.detail:
             rows["container"] = info.detail
         for node in info.node_status:
-            code = "" if node.exit_code is None else f", exit {node.exit_code}"
-            rows[f"node {node.index}"] = f"{node.state}{code}"
+            rows[f"node {node.index}"] = _node_row(node)
+        if nodes:
+            rows["lost nodes"] = nodes
         advice = explain(info)
         if advice:
             rows["what to do"] = advice
         _print_fields(rows)
         return 0
+
+
+def _node_row(node: NodeStatus) -> str:
+    """``FAILED, exit 143``; a node its record says was lost or never started says so, a lost
+    one with Batch's reason (``FAILED, lost: Host EC2 (instance i-0abc) terminated.``)."""
+    from launcher.job import NodeFate
+
+    code = "" if node.exit_code is None else f", exit {node.exit_code}"
+    fate = f", {node.fate}" if node.fate else ""
+    why = f": {node.reason}" if node.fate is NodeFate.LOST and node.reason else ""
+    return f"{node.state}{code}{fate}{why}"
 
 
 class Logs(Command):

@@ -79,8 +79,8 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 
 NODE_LOST_ADVICE = (
     "a node was lost, or never started (exit code {code}: the main node's watch gave up on "
-    "it): Batch tries the job again while attempts remain (--retries); `launcher logs {job} "
-    "--node 0` names the node"
+    "it): Batch tries the job again while attempts remain (--retries); `launcher describe "
+    "{job}` names the nodes their records show lost, and apart what the main node's log says"
 )
 
 

@@ -41,6 +41,17 @@ class JobState(str, enum.Enum):
         return self.value
 
 
+class NodeFate(str, enum.Enum):
+    """What a node's own record says became of it in the job's latest ended attempt
+    (``launcher.batch.node_fate``): never the main node's log, which the job writes."""
+
+    LOST = "lost"  # its host went under it
+    NEVER_STARTED = "never started"  # its container never reached RUNNING
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class NodeStatus:
     """One node of a multi-node job (Batch's ``JOB_ID#N``, the local executor's container N)."""
@@ -49,6 +60,7 @@ class NodeStatus:
     state: JobState
     reason: str | None = None
     exit_code: int | None = None
+    fate: NodeFate | None = None  # lost or never started, where its record says so
 
 
 @dataclass(frozen=True)
@@ -115,7 +127,10 @@ class JobInfo:
         data = asdict(self)
         data["state"] = self.state.value
         data["backend"] = self.backend.value
-        data["node_status"] = [{**n, "state": n["state"].value} for n in data["node_status"]]
+        data["node_status"] = [
+            {**n, "state": n["state"].value, "fate": n["fate"] and n["fate"].value}
+            for n in data["node_status"]
+        ]
         return data
 
 

@@ -359,7 +359,7 @@ def test_what_to_do_names_the_job_and_says_nothing_for_a_cancel():
         f"the main node's command exited with an error: `launcher logs {JOB}` shows why"
     )
     lost = JobInfo(JOB, "train", JobState.FAILED, last_exit_code=75)
-    assert f"`launcher logs {JOB} --node 0`" in (explain(lost) or "")
+    assert f"`launcher describe {JOB}`" in (explain(lost) or "")
     array = JobInfo(JOB, "prep", JobState.FAILED, array_size=4, children={"FAILED": 1})
     assert f"`launcher logs {JOB} --index K`" in (explain(array) or "")
     for info in (failed, lost, array):

@@ -322,3 +322,63 @@ def test_status_says_why_a_job_waits_and_what_to_do(cluster):
     assert line.endswith(f"RUNNABLE ({reason})")
     assert advice.startswith("  what to do: waiting for EC2 capacity")
     assert "what to do" in ok(launcher(cluster, "describe", job_id)).stdout
+
+
+def _ended_with_75(server, main_lines: list[str], worker: dict) -> str:
+    """A 2-node job whose one attempt ended with 75 on its main node (whose log holds
+    ``main_lines``) and with ``worker`` ({"code": ..., "reason": ...}) on node 1; its id."""
+    job_id = ok(submit(server)).stdout.strip().splitlines()[-1]
+    moto_gaps.start_job(ACCOUNT, REGION, job_id)
+    moto_gaps.put_node_lines(ACCOUNT, REGION, job_id, {0: main_lines})
+    hosts = {n: f"arn:aws:ecs:{REGION}:{ACCOUNT}:container-instance/c/{n}" for n in range(2)}
+    codes = {0: 75, **({1: worker["code"]} if "code" in worker else {})}
+    reasons = {1: worker["reason"]} if "reason" in worker else None
+    moto_gaps.end_attempt_on_hosts(
+        ACCOUNT, REGION, job_id, hosts, codes, retry=False, reasons=reasons
+    )
+    return job_id
+
+
+def _node_1(server, job_id: str) -> tuple[str, dict, str, dict]:
+    """status's text and JSON, describe's text and JSON."""
+    return (
+        ok(launcher(server, "status", job_id)).stdout,
+        json.loads(ok(launcher(server, "status", job_id, "-o", "json")).stdout),
+        ok(launcher(server, "describe", job_id)).stdout,
+        json.loads(ok(launcher(server, "describe", job_id, "-o", "json")).stdout),
+    )
+
+
+def test_a_forged_lost_nodes_line_is_shown_as_the_main_nodes_claim(cluster):
+    """Issue 43 (8). The main node's log stream is written by the job's own code (and by
+    anyone allowed logs:PutLogEvents on the job log group: the nodes' instance role, which
+    single-node jobs reach through IMDS), so its lost-nodes line is the main node's claim. Here
+    it names node 1, whose record says it ran to its own end (exit 143): status and describe
+    say so as the main node's words, and describe's row for node 1 as its record has it."""
+    forged = "launcher: node(s) 1 lost: ending with exit code 75 so that the job is tried again"
+    job_id = _ended_with_75(cluster, ["training", forged], {"code": 143})
+
+    status, status_json, text, described = _node_1(cluster, job_id)
+
+    said = "the main node's log says node(s) 1 lost (its own words: their records do not say so)"
+    assert f"  nodes: {said}\n" in status
+    assert status_json["lost_nodes"] == described["lost_nodes"] == said
+    assert re.search(r"^node 1 +FAILED, exit 143$", text, re.M), text
+    assert re.search(rf"^lost nodes +{re.escape(said)}$", text, re.M), text
+    assert [n["fate"] for n in described["node_status"]] == [None, None]
+
+
+def test_a_node_its_record_says_lost_is_named_with_no_log_line(cluster):
+    """Issue 43 (8). Node 1's record (JOB#1) says its host went ("Host EC2 (instance ...)
+    terminated.", ECS's stoppedReason as Batch gives it), with no exit code of its own, and the
+    main node's log names nobody: status and describe name node 1 lost, from its record."""
+    reason = "Host EC2 (instance i-0abc12345def67890) terminated."
+    job_id = _ended_with_75(cluster, ["training"], {"reason": reason})
+
+    status, status_json, text, described = _node_1(cluster, job_id)
+
+    said = "node(s) 1 lost (their hosts went, by their records)"
+    assert f"  nodes: {said}\n" in status
+    assert status_json["lost_nodes"] == described["lost_nodes"] == said
+    assert re.search(rf"^node 1 +FAILED, lost: {re.escape(reason)}$", text, re.M), text
+    assert [n["fate"] for n in described["node_status"]] == [None, "lost"]

@@ -155,7 +155,8 @@ def test_a_worker_that_never_starts_ends_the_attempt_and_status_names_it(
     assert any("node(s) 1 never started (no word within 3 s)" in x for x in lines(job_id))
     status = cli.launcher("status", job_id)
     assert status.returncode == 0, status.stderr
-    assert "  nodes: node(s) 1 never started" in status.stdout
+    # The main node's line, as its words: the job's code writes its log (issue 43, item 8).
+    assert "  nodes: the main node's log says node(s) 1 never started (its own" in status.stdout
     assert "a node was lost, or never started" in status.stdout
 
 
