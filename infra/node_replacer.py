@@ -57,6 +57,7 @@ from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.log_groups import log_group, node_replacer_log_group_name
 from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT, SWEEP, SWEEP_MINUTES
 from infra.roles import grant_log_streams
+from launcher.batch import HOST_LOST_REASON
 from launcher.jobspec import MAX_TAGS
 from launcher.prelude import BAD_HOST_EXIT, LOST_NODES_LINE, NODE_LOST_EXIT
 from launcher.replacements import INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX
@@ -156,6 +157,7 @@ def function_environment(config: ClusterConfig) -> dict[str, str]:
         "BAD_HOST_EXIT": str(BAD_HOST_EXIT),
         "NODE_LOST_EXIT": str(NODE_LOST_EXIT),
         "LOST_NODES_LINE": LOST_NODES_LINE.pattern,
+        "HOST_LOST_REASON": HOST_LOST_REASON.pattern,
         "JOB_TAG": JOB_TAG,
         "JOB_TAG_PREFIX": JOB_TAG_PREFIX,
         "INSTANCE_TAG": INSTANCE_TAG,

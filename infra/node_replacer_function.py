@@ -1,7 +1,8 @@
-"""The node replacer's Lambda function: a node that ended its attempt with the bad-host or the
-lost-node exit code has its instance taken out of the pool (drained at once, terminated once
-it runs nothing), so that the job's retry is not placed on it again and the compute
-environment launches a new one.
+"""The node replacer's Lambda function: when an attempt ended with the bad-host exit code, the
+nodes that ended with it, and when it ended with the lost-node code, the nodes whose records
+(Batch's, ECS's, EC2's; never the job's log) say their host went, have their instances taken
+out of the pool (drained at once, terminated once they run nothing), so that the job's retry
+is not placed on them again and the compute environment launches new ones.
 
 It runs in Lambda's Python runtime with boto3 alone: CloudFormation writes this file as the
 function's index.py (infra/node_replacer.py inlines it). What it knows of the stack (the
@@ -60,6 +61,7 @@ CONTAINER_INSTANCE_EVENT = "ECS Container Instance State Change"
 SWEEP = "sweep"  # the scheduled rule's input: {"sweep": [compute environment ARN, ...]}
 SWEEP_MINUTES = 15  # how long a tagged, empty instance may stay DRAINING at worst
 MORE = "more"  # the record's last entry when not every node fitted (launcher.replacements)
+INDEX_DIGITS = 4  # a node index's digits at most (Batch: up to 1,000 nodes a job)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Settings:
     bad_host_exit: int
     node_lost_exit: int
     lost_nodes_line: re.Pattern[str]
+    host_lost_reason: re.Pattern[str]  # Batch's status reason of a node whose host went
     job_tag: str  # on the job, for the launcher: every attempt's replaced nodes
     job_tag_prefix: str  # the previous replacer's per-node tags, read as recorded attempts
     instance_tag: str  # on the instance: why it was taken out
@@ -82,6 +85,7 @@ class Settings:
             bad_host_exit=int(env["BAD_HOST_EXIT"]),
             node_lost_exit=int(env["NODE_LOST_EXIT"]),
             lost_nodes_line=re.compile(env["LOST_NODES_LINE"]),
+            host_lost_reason=re.compile(env["HOST_LOST_REASON"]),
             job_tag=env["JOB_TAG"],
             job_tag_prefix=env["JOB_TAG_PREFIX"],
             instance_tag=env["INSTANCE_TAG"],
@@ -164,19 +168,19 @@ def replace_nodes(
         done["skipped"].append(f"attempt {attempt}: already recorded")
         return done
     records = node_records(batch, job)
+    clusters = queue_clusters(batch, job["jobQueue"])
     if code == settings.bad_host_exit:
         nodes = bad_nodes(records, attempt, settings.bad_host_exit)
     else:
-        nodes = lost_nodes(clients["logs"], job, records, attempt, settings)
+        nodes = lost_nodes(clients, job, records, attempt, clusters, settings, done)
     if not nodes:
+        LOG.info("job %s attempt %s (%s): %s", job_id, attempt, reason, done)
         return done
     whys = {
         n.index: f"{reason} (exit {code}): job {job_id} attempt {attempt} node {n.index}"
         for n in nodes
     }
-    taken = retire(
-        clients, settings, queue_clusters(batch, job["jobQueue"]), nodes, whys, code, done
-    )
+    taken = retire(clients, settings, clusters, nodes, whys, code, done)
     if child:
         LOG.info("array child %s: no tag on a child job; the instances carry the record", job_id)
     elif taken:
@@ -254,14 +258,93 @@ def bad_nodes(records: Mapping[int, Mapping[str, Any]], attempt: int, code: int)
 
 
 def lost_nodes(
+    clients: Mapping[str, Any],
+    job: Mapping[str, Any],
+    records: Mapping[int, Mapping[str, Any]],
+    attempt: int,
+    clusters: list[str],
+    settings: Settings,
+    done: dict[str, list[str]],
+) -> list[Node]:
+    """The nodes the attempt lost by the records (``_lost_by_records``: Batch's, ECS's and
+    EC2's, which the job cannot write). The main node's log line naming lost workers is read
+    only to say, in ``done`` and this function's log, which nodes it names that the records do
+    not: its stream is written by the job's code and by anyone allowed logs:PutLogEvents on the
+    job log group (the nodes' instance role may, on every group, and every single-node job
+    reaches that role through IMDS), so it never takes an instance out. A job that knows a
+    host of its is bad ends that node with the bad-host code, in the node's own record."""
+    placed = {i: n for i in sorted(records) if (n := _node(records, i, attempt)) is not None}
+    known = _container_instances(
+        clients["ecs"], clusters, [n.container_instance_arn for n in placed.values()]
+    )
+    instances = _instances(clients["ec2"], [d["ec2InstanceId"] for _, d in known.values()])
+    lost: list[Node] = []
+    for index, node in placed.items():
+        _, container_instance = known.get(node.container_instance_arn, ("", None))
+        instance = instances.get((container_instance or {}).get("ec2InstanceId", ""))
+        why = _lost_by_records(records[index], attempt, container_instance, instance, settings)
+        if why:
+            LOG.info("job %s attempt %s node %s lost: %s", job["jobId"], attempt, index, why)
+            lost.append(node)
+    named = {n.index for n in lost}
+    for index in claimed_nodes(clients["logs"], job, records, attempt, settings):
+        if index not in named:
+            done["skipped"].append(
+                f"node {index}: lost in the main node's log only; Batch, ECS and EC2 show "
+                "its host well: kept"
+            )
+    return lost
+
+
+def _lost_by_records(
+    record: Mapping[str, Any],
+    attempt: int,
+    container_instance: Mapping[str, Any] | None,
+    instance: Mapping[str, Any] | None,
+    settings: Settings,
+) -> str | None:
+    """Why the records say the node's host went under it in ``attempt``, or None.
+
+    Batch says so in the node's status reason ("Host EC2 (instance ...) terminated.", ECS's
+    stoppedReason for a task whose host went). Otherwise a node whose container never reported
+    an exit code of its own (ECS's agent reports a container's end, which the job can choose
+    but not withhold while its host is up) is lost when ECS no longer hears its host
+    (``agentConnected`` false: "An instance with an agent that may be unhealthy or stopped
+    return false", ContainerInstance), no longer holds it ACTIVE or DRAINING (INACTIVE once
+    deregistered), or EC2 says it is not running. A node whose container ended with a code,
+    however it ended, ran on a host that carried it to the end."""
+    attempts = record.get("attempts") or []
+    if len(attempts) < attempt:
+        return None
+    detail = attempts[attempt - 1]
+    container = detail.get("container") or {}
+    reasons = [detail.get("statusReason"), container.get("reason")]
+    if attempt == len(attempts):
+        reasons.append(record.get("statusReason"))
+    for reason in reasons:
+        if reason and settings.host_lost_reason.search(str(reason)):
+            return f"Batch: {reason}"
+    if container.get("exitCode") is not None:
+        return None
+    if container_instance is None:
+        return "ECS: container instance gone"
+    if container_instance.get("agentConnected") is False:
+        return "ECS: agent disconnected"
+    if container_instance.get("status") not in ("ACTIVE", "DRAINING"):
+        return f"ECS: container instance {container_instance.get('status')}"
+    state = (instance or {}).get("State", {}).get("Name", "gone")
+    return None if state in ("pending", "running") else f"EC2: {state}"
+
+
+def claimed_nodes(
     logs: Any,
     job: Mapping[str, Any],
     records: Mapping[int, Mapping[str, Any]],
     attempt: int,
     settings: Settings,
-) -> list[Node]:
-    """The workers the main node says it lost, in its last log lines. A node that never
-    started is not counted: its image or its mounts may be at fault, not its host."""
+) -> list[int]:
+    """The workers the main node's last log lines say it lost (its last such line): node
+    indexes of the job only, whatever else a line holds."""
     stream = _container(records.get(0, {}), attempt).get("logStreamName")
     group = _log_group(job)
     if not stream or not group:
@@ -275,11 +358,15 @@ def lost_nodes(
         return []
     indexes: list[int] = []
     for event in events:
-        message = event.get("message", "")
+        message = str(event.get("message", ""))
         found = settings.lost_nodes_line.match(message)
         if found and found.group(1) == "lost":
-            indexes = [int(n) for n in re.findall(r"\d+", message[: found.start(1)])]
-    return [n for i in indexes if (n := _node(records, i, attempt)) is not None]
+            words = message[: found.start(1)].split()
+            # A node index is short; a run of thousands of digits is none (and past 4,300
+            # Python refuses to read it: int_max_str_digits).
+            numbers = {int(w) for w in words if w.isdigit() and len(w) <= INDEX_DIGITS}
+            indexes = sorted(n for n in numbers if 0 < n < len(records))
+    return indexes
 
 
 def _log_group(job: Mapping[str, Any]) -> str | None:

@@ -408,8 +408,20 @@ def aws(moto_server) -> dict:
     return {name: moto_server.client(name) for name in ("batch", "ecs", "ec2", "logs", "iam")}
 
 
-def _ran(aws, pool, hosts, codes, *, retry=True, lines=(), definition="definition", **submit):
-    """A job that ran its one attempt on ``hosts`` and ended with ``codes``; the event."""
+def _ran(
+    aws,
+    pool,
+    hosts,
+    codes,
+    *,
+    retry=True,
+    lines=(),
+    reasons=None,
+    definition="definition",
+    **submit,
+):
+    """A job that ran its one attempt on ``hosts`` and ended with ``codes`` (and the nodes'
+    status ``reasons``); the event."""
     batch = aws["batch"]
     job_id = batch.submit_job(
         jobName="t", jobQueue=pool["queue"], jobDefinition=pool[definition], **submit
@@ -417,7 +429,9 @@ def _ran(aws, pool, hosts, codes, *, retry=True, lines=(), definition="definitio
     moto_gaps.start_job(ACCOUNT, REGION, job_id)
     if lines:
         moto_gaps.put_node_lines(ACCOUNT, REGION, job_id, {0: list(lines)})
-    moto_gaps.end_attempt_on_hosts(ACCOUNT, REGION, job_id, hosts, codes, retry=retry)
+    moto_gaps.end_attempt_on_hosts(
+        ACCOUNT, REGION, job_id, hosts, codes, retry=retry, reasons=reasons
+    )
     return _event(aws, job_id)
 
 
@@ -492,14 +506,70 @@ def test_an_already_terminated_instance_is_recorded_not_terminated_again(aws, po
     assert done == {"replaced": [f"node 0 {main}"], "draining": [], "skipped": []}
 
 
-def test_a_lost_worker_named_by_the_main_node_is_replaced(aws, pool):
-    _, _, (lost, c) = pool["nodes"]
-    (_, a), (_, b), _ = pool["nodes"]
-    line = "launcher: node(s) 2 lost: ending with exit code 75 so that the job is tried again"
-    event = _ran(aws, pool, {0: a, 1: b, 2: c}, {0: 75}, lines=["training", line])
+# ECS's stoppedReason for a task whose host went, as Batch gives it in the job's (and the
+# node's) statusReason (calypr/funnel#973: "Host EC2 (instance i-0e234208f6fc9291f) terminated.").
+HOST_LOST = "Host EC2 (instance {}) terminated."
+LOST_LINE = "launcher: node(s) {} lost: ending with exit code 75 so that the job is tried again"
+
+
+def test_a_forged_lost_nodes_line_takes_no_instance_out(aws, pool):
+    """Issue 43 (8). The main node's log stream is written by the job's own code, and by
+    anyone allowed logs:PutLogEvents on the job log group: the nodes' instance role may, on
+    every group (AmazonEC2ContainerServiceforEC2Role, as moto carries AWS's document), and
+    every single-node job reaches that role through IMDS. A line there naming node 2 lost, when
+    node 2's records say it ran to the end (its container's own exit code, its host ACTIVE and
+    heard by ECS, its instance running), takes nothing out: the function says which node the
+    line named, and that it kept it. Of the line it reads node indexes of the job's workers
+    only: not the main node (0), not a node the job has not (7), not a run of 5,000 digits
+    (which Python refuses to read as a number past 4,300: int_max_str_digits)."""
+    (_, a), (_, b), (kept, c) = _fresh(aws, pool, 3)
+    lines = ["training", LOST_LINE.format("0 2 7 " + "9" * 5000)]
+    event = _ran(aws, pool, {0: a, 1: b, 2: c}, {0: 75, 1: 143, 2: 143}, lines=lines)
+
     done = function.replace_nodes(event["detail"], SETTINGS, aws)
-    assert done == {"replaced": [f"node 2 {lost}"], "draining": [], "skipped": []}
-    assert _state(aws, lost) == "terminated"
+
+    assert done == {
+        "replaced": [],
+        "draining": [],
+        "skipped": [
+            "node 2: lost in the main node's log only; Batch, ECS and EC2 show its host well: kept"
+        ],
+    }
+    assert (_state(aws, kept), _ecs_status(aws, pool, c)) == ("running", "ACTIVE")
+    assert replacement_lines(_job_tags(aws, event["detail"]["jobId"])) == ()
+
+
+def test_a_node_batch_says_lost_its_host_is_replaced_with_no_log_line(aws, pool):
+    """Batch's record of node 1 (JOB#1) says its host went: "Host EC2 (instance ...)
+    terminated." as the attempt's statusReason, no exit code of its own (the node's container
+    never reported one). The main node's log names nobody (it may say anything, or nothing):
+    node 1 is recorded as replaced, its instance not terminated again."""
+    (_, a), (gone, b), (_, c) = _fresh(aws, pool, 3)
+    aws["ec2"].terminate_instances(InstanceIds=[gone])
+    hosts, reasons = {0: a, 1: b, 2: c}, {1: HOST_LOST.format(gone)}
+    event = _ran(aws, pool, hosts, {0: 75, 2: 143}, reasons=reasons, lines=["training"])
+
+    done = function.replace_nodes(event["detail"], SETTINGS, aws)
+
+    assert done == {"replaced": [f"node 1 {gone}"], "draining": [], "skipped": []}
+    assert replacement_lines(_job_tags(aws, event["detail"]["jobId"])) == (
+        f"attempt 1: node 1 ({gone}) replaced: lost (exit {NODE_LOST_EXIT})",
+    )
+
+
+def test_a_node_whose_host_ecs_no_longer_hears_is_replaced_with_no_log_line(aws, pool):
+    """Node 1's container reported no end, and ECS no longer hears its host's agent
+    (``agentConnected`` false, "an instance with an agent that may be unhealthy or stopped",
+    ContainerInstance) while EC2 still runs it: a host hung or cut off, drained and terminated
+    with no word from the main node's log."""
+    (_, a), (hung, b), (_, c) = _fresh(aws, pool, 3)
+    moto_gaps.lose_agent(ACCOUNT, REGION, pool["cluster"], b)
+    event = _ran(aws, pool, {0: a, 1: b, 2: c}, {0: 75, 2: 143})
+
+    done = function.replace_nodes(event["detail"], SETTINGS, aws)
+
+    assert done == {"replaced": [f"node 1 {hung}"], "draining": [], "skipped": []}
+    assert (_state(aws, hung), _ecs_status(aws, pool, b)) == ("terminated", "DRAINING")
 
 
 def test_an_ordinary_failure_touches_nothing(aws, pool):
@@ -727,8 +797,8 @@ def test_in_a_capacity_block_a_lost_nodes_host_stays_and_a_bad_host_goes(aws, po
     is kept; a bad host (79) is replaced. EC2 tells the block's instances by their
     InstanceLifecycle, capacity-block (botocore ec2 InstanceLifecycleType)."""
     (_, main), (lost, worker) = _fresh(aws, pool, 2, market_type="capacity-block")
-    line = "launcher: node(s) 1 lost: ending with exit code 75 so that the job is tried again"
-    event = _ran(aws, pool, {0: main, 1: worker}, {0: 75}, lines=[line])
+    moto_gaps.lose_agent(ACCOUNT, REGION, pool["cluster"], worker)  # lost, by ECS's record
+    event = _ran(aws, pool, {0: main, 1: worker}, {0: 75}, lines=[LOST_LINE.format(1)])
 
     done = function.handle(event, SETTINGS, aws)
 
