@@ -372,6 +372,7 @@ class Cluster:
         network: str | None = None,
         *,
         allow_host_mounts: bool = False,
+        allow_privileged: bool = False,
     ) -> Cluster:
         """This cluster's jobs on the local Docker engine instead: the same job definitions,
         one container per node, ``efs_dir`` (default ``$LAUNCHER_LOCAL_EFS``, then
@@ -381,12 +382,22 @@ class Cluster:
         ``network`` (default ``$LAUNCHER_LOCAL_NETWORK``, then ``none``): ``none`` (the job's
         own, loopback only), ``bridge`` (and outbound traffic) or ``host`` (this machine's);
         ``allow_host_mounts``: jobs may mount this machine's paths and devices (``type=bind``,
-        ``type=device``; ``--allow-host-mounts``), which a job file alone never allows."""
+        ``type=device``; ``--allow-host-mounts``), which a job file alone never allows;
+        ``allow_privileged``: jobs may run privileged (root here; ``--privileged`` on the
+        command line), likewise."""
         return Cluster(
             self.info,
             self._aws,
             self._copier,
-            LocalTarget(self.info, efs_dir, self._aws, fsx_dir, network, allow_host_mounts),
+            LocalTarget(
+                self.info,
+                efs_dir,
+                self._aws,
+                fsx_dir,
+                network,
+                allow_host_mounts,
+                allow_privileged,
+            ),
         )
 
     def in_pool(self, name: str | None) -> Cluster:

@@ -134,6 +134,7 @@ def _cluster(args: argparse.Namespace, local: bool = False) -> Cluster:
         getattr(args, "local_fsx", None),
         getattr(args, "local_network", None),
         allow_host_mounts=getattr(args, "allow_host_mounts", False),
+        allow_privileged=bool(getattr(args, "privileged", False)),  # the flag, not a job file
     )
 
 
@@ -372,7 +373,8 @@ class Run(Command):
         parser.add_argument(
             "--privileged",
             action="store_true",
-            help="root on the node (only where the stack sets allow_privileged)",
+            help="root on the node (only where the stack sets allow_privileged); with --local, "
+            "root on this machine, which a job file's privileged: true alone never gets",
         )
         parser.add_argument(
             "--timeout",

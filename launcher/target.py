@@ -177,7 +177,8 @@ class AwsTarget:
 class LocalTarget:
     """The local Docker engine: one container per node, the job's own network (``network``:
     launcher.local.containers.LocalNetwork), a directory for EFS; this machine's own paths and
-    devices only with ``host_mounts`` (``--allow-host-mounts``)."""
+    devices only with ``host_mounts`` (``--allow-host-mounts``), a privileged container only
+    with ``privileged`` (``--privileged`` on the command line)."""
 
     name = BackendName.LOCAL
     rehearsal = True
@@ -190,11 +191,12 @@ class LocalTarget:
         fsx_dir: str | os.PathLike[str] | None = None,
         network: str | None = None,
         host_mounts: bool = False,
+        privileged: bool = False,
     ) -> None:
         from launcher.local import LocalBackend
 
         self.info, self.aws, self.network = info, aws, network
-        self.host_mounts = host_mounts
+        self.host_mounts, self.privileged = host_mounts, privileged
         share = Path.home() / ".local" / "share" / "efa-batch"
         # Absolute, as the engine's bind mounts need and as "EFS at DIR" should say.
         self.efs_dir = os.path.abspath(
@@ -216,7 +218,13 @@ class LocalTarget:
 
     def seen_from(self, info: ClusterInfo) -> LocalTarget:
         return LocalTarget(
-            info, self.efs_dir, self.aws, self.fsx_dir, self.network, self.host_mounts
+            info,
+            self.efs_dir,
+            self.aws,
+            self.fsx_dir,
+            self.network,
+            self.host_mounts,
+            self.privileged,
         )
 
     @property
@@ -241,12 +249,21 @@ class LocalTarget:
         return None
 
     def admit(self, spec: JobSpec) -> None:
-        """This machine's paths and devices only when the command line (or the caller's code)
-        says so, never a job file alone: a job file that came with a cloned repository could
-        otherwise mount ``/`` or the Docker socket and act as root here, around the job's own
-        network and dropped capabilities. The stack's allow_privileged speaks for its nodes, not
-        for this machine."""
+        """This machine's paths and devices, and a privileged container, only when the command
+        line (or the caller's code) says so, never a job file alone: a job file that came with
+        a cloned repository could otherwise mount ``/`` or the Docker socket, or run privileged
+        (every device, every capability: Docker's run reference, "Runtime privilege"), and act
+        as root here, around the job's own network and dropped capabilities. The stack's
+        allow_privileged speaks for its nodes, not for this machine."""
         from launcher.jobdef import host_mounts_words
+
+        if spec.privileged and not self.privileged:
+            raise UsageError(
+                "privileged: a local run starts a privileged container (root on this machine: "
+                "its devices, its network, its files) only when the command line asks for it; "
+                "pass --privileged (allow_privileged=True in the Python API and TorchX), not a "
+                "job file's privileged: true"
+            )
 
         mounts = spec.host_mounts
         if mounts and not self.host_mounts:

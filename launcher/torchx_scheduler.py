@@ -76,7 +76,7 @@ EFA_DEVICE = "vpc.amazonaws.com/efa"  # how TorchX's named AWS resources carry E
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"  # ... and their instance type
 TORCHX_MERGE_SUFFIX = "torchx_workspace_"  # torchx.workspace.api's temporary merges
 # (stack, profile, region, local, host mounts allowed in a local run)
-Where = tuple[str, str | None, str | None, bool, bool]
+Where = tuple[str, str | None, str | None, bool, bool, bool]
 HOST_MOUNTS_OPTION = "allow_host_mounts"
 STATES = {
     JobState.SUBMITTED: AppState.SUBMITTED,
@@ -120,12 +120,13 @@ def _str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
     return None if value in (None, "") else str(value)
 
 
-def host_mounts_allowed(cfg: Mapping[str, CfgVal]) -> bool:
-    """``allow_host_mounts``, taken from the command line only: ``torchx run`` fills the run
-    options it was not given from ``.torchxconfig`` in the working directory and the home
-    directory (torchx.runner.config.apply, find_configs), and a cloned repository's file must
-    not let its own BindMount of ``/`` into a local run. UsageError when a file names it."""
-    if not cfg.get(HOST_MOUNTS_OPTION):
+def from_command_line(cfg: Mapping[str, CfgVal], option: str) -> bool:
+    """A local run's ``allow_host_mounts`` or ``privileged``, taken from the command line
+    only: ``torchx run`` fills the run options it was not given from ``.torchxconfig`` in the
+    working directory and the home directory (torchx.runner.config.apply, find_configs), and a
+    cloned repository's file must not let its own app be root on this machine (a BindMount of
+    ``/``, a privileged container). UsageError when a file names it."""
+    if not cfg.get(option):
         return False
     import configparser
 
@@ -134,11 +135,10 @@ def host_mounts_allowed(cfg: Mapping[str, CfgVal]) -> bool:
     for path in config.find_configs():
         parser = configparser.ConfigParser()
         parser.read(path)
-        if parser.has_option(NAME, HOST_MOUNTS_OPTION):
+        if parser.has_option(NAME, option):
             raise UsageError(
-                f"{path}: [{NAME}] {HOST_MOUNTS_OPTION}: a config file cannot let an app mount "
-                f"this machine's paths; give -cfg {HOST_MOUNTS_OPTION}=True on the command line "
-                "instead"
+                f"{path}: [{NAME}] {option}: a config file cannot make a local app root on this "
+                f"machine; give -cfg {option}=True on the command line instead"
             )
     return True
 
@@ -151,7 +151,8 @@ def _where(cfg: Mapping[str, CfgVal]) -> Where:
         _str(cfg, "profile"),
         _str(cfg, "region"),
         local,
-        local and host_mounts_allowed(cfg),
+        local and from_command_line(cfg, HOST_MOUNTS_OPTION),
+        local and from_command_line(cfg, "privileged"),
     )
 
 
@@ -436,7 +437,8 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             "privileged",
             type_=bool,
             default=False,
-            help="root on the node (only where the stack sets allow_privileged)",
+            help="root on the node (only where the stack sets allow_privileged); with "
+            "local=True, root on this machine: on the command line only, never from .torchxconfig",
         )
         opts.add(
             "after",
@@ -459,9 +461,13 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     def _cluster_at(self, key: Where) -> Cluster:
         """The cluster of a stack, on AWS or (``local``) on the local Docker engine."""
         if key not in self._clusters:
-            stack, profile, region, local, host_mounts = key
+            stack, profile, region, local, host_mounts, privileged = key
             cluster = Cluster.from_stack(stack, profile=profile, region=region)
-            self._clusters[key] = cluster.local(allow_host_mounts=host_mounts) if local else cluster
+            self._clusters[key] = (
+                cluster.local(allow_host_mounts=host_mounts, allow_privileged=privileged)
+                if local
+                else cluster
+            )
         return self._clusters[key]
 
     # --- workspace: a layer on the role's image, in the registry -------------------------

@@ -23,7 +23,7 @@ import pytest
 
 from devenv.clusters import cluster_info
 from devenv.emulator import ACCOUNT, REGION
-from launcher.api import Cluster
+from launcher.api import Cluster, make_spec
 from launcher.errors import UsageError
 from launcher.jobspec import parse_mount
 from tests.conftest import cdk_context
@@ -327,3 +327,53 @@ def test_a_local_run_refuses_a_job_files_host_mount_even_where_the_stack_allows_
     result = _local_file_run(trusted, tmp_path, name, "--stack", TRUSTED)
     refused_once(result, LOCAL_REFUSAL.format(mount=parse_mount(HOST_MOUNTS[name])))
     assert [p.name for p in tmp_path.iterdir()] == ["repo"]
+
+
+# --- a privileged container, locally: the command line decides too ----------------------------
+
+LOCAL_PRIVILEGED_REFUSAL = (
+    "launcher: error: privileged: a local run starts a privileged container (root on this "
+    "machine: its devices, its network, its files) only when the command line asks for it; pass "
+    "--privileged (allow_privileged=True in the Python API and TorchX), not a job file's "
+    "privileged: true"
+)
+
+
+def test_a_job_files_privileged_is_refused_locally_even_where_the_stack_allows_it(
+    trusted, tmp_path
+):
+    """A privileged container gets every device and capability of the machine (Docker's run
+    reference, "Runtime privilege and Linux capabilities"), which is root here as a bind of
+    / is: a cloned repository's ``privileged: true`` alone is refused before anything is
+    built or started, on the stack that runs privileged jobs on its nodes too."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    path = job_file(repo, nodes=1, privileged=True)
+    result = launcher(
+        trusted, "--stack", TRUSTED, "run", "--local", "-f", str(path), **_nothing_local(tmp_path)
+    )
+    refused_once(result, LOCAL_PRIVILEGED_REFUSAL)
+    assert [p.name for p in tmp_path.iterdir()] == ["repo"]
+
+
+def test_privileged_on_the_command_line_is_the_users_word(trusted, tmp_path):
+    """``--privileged`` typed on the command line (or ``allow_privileged=True`` in Python)
+    asks for it: the local definition is privileged."""
+    path = job_file(tmp_path, nodes=1, privileged=True)
+    result = launcher(
+        trusted, "--stack", TRUSTED, "run", "--local", "--dryrun", "--privileged",
+        "-f", str(path), **_nothing_local(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    requests = json.loads(result.stdout)
+    assert requests["registerJobDefinition"]["containerProperties"]["privileged"] is True
+
+    spec = make_spec(["true"], image=IMAGE, privileged=True)
+    with pytest.raises(UsageError, match="pass --privileged"):
+        Cluster(cluster_info(allow_privileged=True)).local(tmp_path / "efs").dryrun(spec=spec)
+    allowed = (
+        Cluster(cluster_info(allow_privileged=True))
+        .local(tmp_path / "efs", allow_privileged=True)
+        .dryrun(spec=spec)
+    )
+    assert allowed["registerJobDefinition"]["containerProperties"]["privileged"] is True

@@ -494,14 +494,15 @@ def test_a_local_app_mounts_this_machines_paths_only_with_allow_host_mounts(
     assert {"name": "bind0", "host": {"sourcePath": "/"}} in volumes
 
 
-def test_a_torchxconfig_file_cannot_allow_host_mounts(
-    venv, stack, moto_server, registry, busybox_base, workdir
+@pytest.mark.parametrize("option", ["allow_host_mounts", "privileged"])
+def test_a_torchxconfig_file_cannot_make_a_local_app_root(
+    venv, stack, moto_server, registry, busybox_base, workdir, option
 ):
     """``torchx run`` fills the run options it was not given from the working directory's
     .torchxconfig (torchx.runner.config: "The CLI only picks up .torchxconfig files from the
     current-working-directory"), so a cloned repository's file could otherwise grant its own
-    component's BindMount of / (dist.ddp --mounts)."""
-    (workdir / ".torchxconfig").write_text("[efa_batch]\nlocal = True\nallow_host_mounts = True\n")
+    component's BindMount of / (dist.ddp --mounts), or a privileged container."""
+    (workdir / ".torchxconfig").write_text(f"[efa_batch]\nlocal = True\n{option} = True\n")
     result = run(
         venv,
         "torchx", "run", "--dryrun", "-s", "efa_batch", "dist.ddp", "-j", "1x1",
@@ -510,7 +511,6 @@ def test_a_torchxconfig_file_cannot_allow_host_mounts(
         cwd=workdir,
     )  # fmt: skip
     assert _one_line_error(result) == (
-        f"{workdir}/.torchxconfig: [efa_batch] allow_host_mounts: a config file cannot let an "
-        "app mount this machine's paths; give -cfg allow_host_mounts=True on the command line "
-        "instead"
+        f"{workdir}/.torchxconfig: [efa_batch] {option}: a config file cannot make a local app "
+        f"root on this machine; give -cfg {option}=True on the command line instead"
     )
