@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -83,7 +84,9 @@ def run_page(
     """A page's examples in a fresh shell: nothing of this process's environment, a home of
     its own, and a directory where ``demo/`` is the checkout's and ``.demo/`` the demo's; only
     what the page itself sources (README) or, for docs pages, the demo's env file."""
-    (tmp_path / "demo").symlink_to(ROOT / "demo")
+    # A copy, as a checkout holds it: a job file may name only a workspace under its own
+    # directory, and a link to the checkout's would lead out (launcher.jobfile).
+    shutil.copytree(ROOT / "demo", tmp_path / "demo", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / ".demo").symlink_to(demo.workdir)
     (tmp_path / "home").mkdir()
     body = examples.script(examples.blocks(page), "python")
