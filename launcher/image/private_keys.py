@@ -22,6 +22,8 @@ import contextlib
 import marshal
 import os
 import re
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +36,16 @@ _BOM = b"\xef\xbb\xbf"  # what some Windows editors put before UTF-8 text
 # Opened for a look, never followed through a link swapped in since the walk's lstat, never
 # waiting on a FIFO swapped in the same way.
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-VERSION = 1
+# The verdicts' file: marshal data of plain ints, tied to this Python (``stamp`` is its hash).
+VERSION = (1, *sys.version_info[:2])
 Stamps = tuple[int, int, int, int, int]  # size, mtime, ctime, inode, device
+
+
+def stamp(stamps: Stamps) -> int:
+    """One int for a file's stamps. A tuple of ints hashes the same in every process of one
+    Python version (only str and bytes hashes are salted, PYTHONHASHSEED), so 50,000 kept
+    verdicts load as a set of ints in a few ms, where a dict of paths to tuples took 40."""
+    return hash(stamps)
 
 
 def holds_key(path: str, size: int) -> bool | None:
@@ -57,37 +67,48 @@ def holds_key(path: str, size: int) -> bool | None:
 
 
 class Verdicts:
-    """What the files of one workspace held when read (a key or not), by path and stamps,
-    kept in the user's cache (``path``). A verdict is reused while the file's stamps are
-    what they were; one whose mtime or ctime is ``trusted_before_ns`` or later (racy: written
-    in the tick it was read) is not kept, and the file is read again next time."""
+    """What the files of one workspace held when read, kept in the user's cache (``path``):
+    the ``stamp`` of each file found clean (``clean``, looked up by the walk itself) and of
+    each holding a key. A verdict stands while the file's stamps are what they were (the
+    local index's rule, ``launcher.image.index``): a file rewritten has a new ctime, a file
+    put in its place a new inode. One whose mtime or ctime is ``trusted_before_ns`` or later
+    (racy: written in the tick it was read) is not kept, and is read again next time."""
 
     def __init__(self, path: Path, trusted_before_ns: int) -> None:
         self.path = path
         self._trusted_before = trusted_before_ns
-        self._known: tuple[dict[str, Stamps], dict[str, Stamps]] = ({}, {})  # clean, keys
+        self.clean: frozenset[int] = frozenset()
+        self._keys: frozenset[int] = frozenset()
         with contextlib.suppress(OSError, ValueError, EOFError, TypeError, KeyError):
             data: Any = marshal.loads(path.read_bytes())
             if data["version"] == VERSION:
-                self._known = (dict(data["clean"]), dict(data["keys"]))
-        self._kept: tuple[dict[str, Stamps], dict[str, Stamps]] = ({}, {})
+                self.clean, self._keys = frozenset(data["clean"]), frozenset(data["keys"])
+        self._found: dict[str, Stamps] = {}  # the keys of this walk
+        self._unread: set[str] = set()  # files that could not be read: no verdict
         self._read = 0
 
     def holds_key(self, path: str, rel: str, stamps: Stamps) -> bool | None:
-        """``holds_key`` of the file at ``path`` (``rel`` in the workspace), read only when
-        its stamps are not those of a verdict kept."""
-        for found, known in enumerate(self._known):
-            if known.get(rel) == stamps:
-                self._kept[found][rel] = stamps
-                return bool(found)
-        self._read += 1
-        said = holds_key(path, stamps[0])
-        if said is not None and max(stamps[1], stamps[2]) < self._trusted_before:
-            self._kept[int(said)][rel] = stamps
-        return said
+        """``holds_key`` of the file at ``path`` (``rel`` in the workspace), whose stamps are
+        not ``clean`` (the walk looked): a key kept, or the file read."""
+        if stamp(stamps) not in self._keys:
+            self._read += 1
+            said = holds_key(path, stamps[0])
+            if not said:
+                if said is None:
+                    self._unread.add(rel)
+                return said
+        self._found[rel] = stamps
+        return True
 
-    def save(self) -> None:
-        """Write the verdicts back when a file was read or one left (best effort)."""
-        if self._read or [len(d) for d in self._kept] != [len(d) for d in self._known]:
-            data = {"version": VERSION, "clean": self._kept[0], "keys": self._kept[1]}
-            cache.write_atomically(self.path, marshal.dumps(data, cache.MARSHAL_VERSION))
+    def save(self, files: Iterable[tuple[str, Stamps]]) -> None:
+        """Keep the verdicts of this walk when it read a file (else they are what was kept):
+        each of ``files`` (path and stamps of every file it ships) is clean unless it is a
+        key or could not be read. Best effort."""
+        if not self._read:
+            return
+        trusted = self._trusted_before
+        skip = self._found.keys() | self._unread
+        clean = [stamp(s) for rel, s in files if max(s[1], s[2]) < trusted and rel not in skip]
+        keys = [stamp(s) for s in self._found.values() if max(s[1], s[2]) < trusted]
+        data = {"version": VERSION, "clean": clean, "keys": keys}
+        cache.write_atomically(self.path, marshal.dumps(data, cache.MARSHAL_VERSION))

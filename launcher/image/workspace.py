@@ -279,7 +279,12 @@ def scan(
                     del entries[marks[0] :], left_out[marks[1] :], brought_back[marks[2] :]
             elif verdict is None or verdict is Match.KEPT:
                 entry = _entry(d, rel)
-                if entry[1] == FILE and verdicts and verdicts.holds_key(d.path, rel, entry[4:9]):
+                if (
+                    entry[1] == FILE
+                    and verdicts is not None
+                    and private_keys.stamp(entry[4:9]) not in verdicts.clean
+                    and verdicts.holds_key(d.path, rel, entry[4:9])
+                ):
                     if verdict is None:
                         left_out.append(rel)
                         continue
@@ -316,7 +321,7 @@ def scan(
 
     visit(base, "")
     if verdicts is not None:
-        verdicts.save()
+        verdicts.save((e[0], e[4:9]) for e in entries if e[1] == FILE)
     return Workspace(base, tuple(entries), started, tuple(left_out), tuple(brought_back))
 
 
