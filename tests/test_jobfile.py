@@ -388,17 +388,23 @@ def test_a_file_and_its_flags_make_the_same_requests_on_the_emulated_stack(
     assert untokened(json.loads(from_file.stdout)) == untokened(json.loads(from_flags.stdout))
 
 
-def test_a_bad_file_is_one_line_and_exit_2_before_any_call(tmp_path):
-    job = tmp_path / "job.yaml"
-    job.write_text("nodes: 2\nenv:\n  FOO: [a]\ncommand: [true]\n")
-    env = {
+def _no_aws(**extra: str) -> dict[str, str]:
+    """This process's environment with an AWS endpoint where nothing answers: a run that asked
+    AWS anything would fail with exit 1, not the refusal's 2."""
+    return {
         **os.environ,
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # nothing may be asked of AWS
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
         "AWS_ACCESS_KEY_ID": "x",
         "AWS_SECRET_ACCESS_KEY": "x",
         "AWS_DEFAULT_REGION": "us-east-1",
+        **extra,
     }
-    result = cli_support.launcher("run", "-f", str(job), "--image", IMAGE, env=env)
+
+
+def test_a_bad_file_is_one_line_and_exit_2_before_any_call(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("nodes: 2\nenv:\n  FOO: [a]\ncommand: [true]\n")
+    result = cli_support.launcher("run", "-f", str(job), "--image", IMAGE, env=_no_aws())
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"launcher: error: {job}: env.FOO: expected a string, got a list"
@@ -501,15 +507,10 @@ def test_a_job_file_names_its_own_directory_or_one_under_it(tmp_path, monkeypatc
 def test_the_refusal_is_one_line_and_exit_2_before_anything_is_walked(tmp_path, monkeypatch):
     home, job = _home_with_repo(tmp_path, monkeypatch, "~/")
     cache = tmp_path / "cache"
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(cache),  # a walk of the workspace would keep its verdicts here
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # nothing may be asked of AWS
-        "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
+    env = _no_aws(
+        HOME=str(home),
+        XDG_CACHE_HOME=str(cache),  # a walk of the workspace would keep its verdicts here
+    )
     result = cli_support.launcher("run", "-f", str(job), "--image", IMAGE, env=env)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
