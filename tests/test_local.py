@@ -23,6 +23,7 @@ from launcher.job import CANCEL_REASON
 from launcher.jobspec import JobSpec, Mount
 from tests.conftest import ROOT
 from tests.support import cli
+from tests.support.local_jobs import one_node_requests
 from tests.support.processes import rendezvous_port
 from tests.support.terminal import under_a_terminal
 
@@ -457,17 +458,13 @@ def test_a_secret_a_tmpfs_and_a_ulimit_on_the_local_engine(env, busybox_base, tm
         "grep -q ' /scratch tmpfs ' /proc/mounts && echo tmpfs-ok; "
         "grep 'Max processes' /proc/self/limits"
     )
-    job = make_spec(
-        ["sh", "-c", script],
-        image=busybox_base,
-        nodes=1,
-        efa="off",
-        rendezvous_port=rendezvous_port(),
+    requests = one_node_requests(
+        script,
+        busybox_base,
         secrets={"WANDB_API_KEY": "team/wandb#key", "HF_TOKEN": "ssm:/team/hf"},
         tmpfs={"/scratch": "64m"},
         ulimits={"nproc": "4096:8192"},
     )
-    requests = jobdef.build(job, cluster_info(efa=False))
     backend = local.LocalBackend("q", env["LAUNCHER_LOCAL_EFS"], secrets_file=secrets)
     job_id = backend.schedule(requests)
     info = local.LocalBackend().wait(job_id, timeout=60)
@@ -523,15 +520,7 @@ def test_two_nodes_share_the_fsx_stand_in(env, busybox_base, tmp_path, docker_en
 
 
 def _one_node(paths, command: str, image: str, network: str | None = None, **spec_kwargs):
-    job = make_spec(
-        ["sh", "-c", command],
-        image=image,
-        nodes=1,
-        efa="off",
-        rendezvous_port=rendezvous_port(),
-        **spec_kwargs,
-    )
-    requests = jobdef.build(job, cluster_info(efa=False))
+    requests = one_node_requests(command, image, **spec_kwargs)
     backend = local.LocalBackend("q", paths["LAUNCHER_LOCAL_EFS"], network=network)
     job_id = backend.schedule(requests)
     info = local.LocalBackend().wait(job_id, timeout=60)
@@ -629,20 +618,13 @@ def test_local_secrets_stay_out_of_the_container_configuration(
     value = "s3cret-" + os.urandom(6).hex()
     secrets = tmp_path / "secrets.json"
     secrets.write_text(json.dumps({"team/wandb": value}))
-    job = make_spec(
-        [
-            "sh",
-            "-c",
-            'printf %s "$WANDB_API_KEY" | sha256sum; env | grep -c LAUNCHER_SECRETS; sleep 30',
-        ],
-        image=busybox_base,
-        nodes=1,
-        efa="off",
-        rendezvous_port=rendezvous_port(),
+    requests = one_node_requests(
+        'printf %s "$WANDB_API_KEY" | sha256sum; env | grep -c LAUNCHER_SECRETS; sleep 30',
+        busybox_base,
         secrets={"WANDB_API_KEY": "team/wandb"},
     )
     backend = local.LocalBackend("q", env["LAUNCHER_LOCAL_EFS"], secrets_file=secrets)
-    job_id = backend.schedule(jobdef.build(job, cluster_info(efa=False)))
+    job_id = backend.schedule(requests)
     record = local.Store().load(job_id)
     container = docker_engine.client().containers.get(record.containers[0])
     assert value not in json.dumps(container.attrs)

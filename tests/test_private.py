@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher import jobdef, local, private
-from launcher.api import make_spec
+from launcher import local, private
 from launcher.errors import UnsafeDirectory
 from tests.conftest import ROOT
-from tests.support.processes import rendezvous_port, required_or_skip
+from tests.support.local_jobs import one_node_requests
+from tests.support.processes import required_or_skip
 
 OTHER = 65534  # the machine's other user
 
@@ -256,20 +256,6 @@ mkdir -m 777 "$1/efa-batch/$2" && ln -s "$4" "$1/efa-batch/$2/.attempt-1-node-0.
 READ = 'cat "$1" 2>/dev/null; find "$0" -type f -exec cat {} + 2>/dev/null; true'
 
 
-def _job(command: str, image: str, **options):
-    from devenv.clusters import cluster_info
-
-    job = make_spec(
-        ["sh", "-c", command],
-        image=image,
-        nodes=1,
-        efa="off",
-        rendezvous_port=rendezvous_port(),
-        **options,
-    )
-    return jobdef.build(job, cluster_info(efa=False))
-
-
 def test_another_users_runtime_directory_never_gets_a_secret(
     local_env, shared, monkeypatch, busybox_base, docker_engine, victim
 ):
@@ -288,10 +274,10 @@ def test_another_users_runtime_directory_never_gets_a_secret(
     efs = local_env / "efs"
     backend = local.LocalBackend("q", str(efs), secrets_file=secrets)
     first = backend.schedule(
-        _job('until [ -e "$LAUNCHER_EFS/go" ]; do sleep 0.1; done', busybox_base)
+        one_node_requests('until [ -e "$LAUNCHER_EFS/go" ]; do sleep 0.1; done', busybox_base)
     )
     waiting = backend.schedule(
-        _job(
+        one_node_requests(
             'printf %s "$WANDB_API_KEY" | sha256sum; '
             'until [ -e "$LAUNCHER_EFS/done" ]; do sleep 0.1; done',
             busybox_base,
@@ -329,7 +315,9 @@ def test_the_efs_stand_in_and_its_checkpoints_are_the_users_alone(
     efs = shared / "home" / "efs"
     efs.parent.mkdir(mode=0o755)
     backend = local.LocalBackend("q", str(efs))
-    job_id = backend.schedule(_job('echo weights > "$LAUNCHER_EFS/checkpoint.pt"', busybox_base))
+    job_id = backend.schedule(
+        one_node_requests('echo weights > "$LAUNCHER_EFS/checkpoint.pt"', busybox_base)
+    )
     assert local.LocalBackend().wait(job_id, timeout=60).state == "SUCCEEDED"
     assert (efs / "checkpoint.pt").read_text() == "weights\n"
     assert (efs.stat().st_uid, efs.stat().st_mode & 0o777) == (0, 0o700)
