@@ -523,7 +523,7 @@ if [ "${{LAUNCHER_RESTARTS:-}}" = on ] && [ "${{LAUNCHER_NNODES:-1}}" -gt 1 ]; t
     echo "launcher: restarts WARNING: no {WATCH_TOKEN_ENV} (the launcher sets it with every submit), so the nodes cannot vouch for each other: a lost node is not noticed and the job is not tried again" >&2
   elif _private "the node watch"; then
     _monitor="$_tmp/monitor"; mkdir "$_monitor"
-    _mport="$((LAUNCHER_MAIN_PORT + 1))"
+    _mport="$((LAUNCHER_MAIN_PORT + 1))"; _mstart="${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}"
   fi
 fi
 # A worker that ends before its command (a bad host, a misbuilt image) tells the main node's
@@ -532,7 +532,7 @@ fi
 _report() {{
   if [ -n "$_monitor" ] && [ "$LAUNCHER_NODE_RANK" != 0 ]; then
     echo "$1" > "$_monitor/exit"
-    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}"
+    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" "$_mstart"
   fi
 }}
 """
@@ -616,9 +616,9 @@ trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
 if [ -n "$_nccl" ]; then _nccl_watch & _watch=$!; fi
 if [ -n "$_monitor" ]; then
   if [ "$LAUNCHER_NODE_RANK" = 0 ]; then
-    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" "$LAUNCHER_MAIN_ADDR" & _mon=$!
+    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "$_mstart" "$LAUNCHER_MAIN_ADDR" & _mon=$!
   else
-    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" "${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}" & _mon=$!
+    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" "$_mstart" & _mon=$!
   fi
 fi
 wait "$_child"; _code=$?
@@ -647,7 +647,7 @@ if [ -n "$_monitor" ]; then
       echo "launcher: node watch: ignored $_n connection(s) without this job's token, the first from $_from" >&2
     fi
     if [ -s "$_monitor/missing" ]; then
-      echo "launcher: node(s) $(cat "$_monitor/missing") never started (no word within ${{LAUNCHER_START_SECONDS:-{START_SECONDS}}} s): ending with exit code {NODE_LOST_EXIT} so that the job is tried again" >&2
+      echo "launcher: node(s) $(cat "$_monitor/missing") never started (no word within $_mstart s): ending with exit code {NODE_LOST_EXIT} so that the job is tried again" >&2
       exit {NODE_LOST_EXIT}
     fi
     if [ -s "$_monitor/lost" ]; then
