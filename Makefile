@@ -84,7 +84,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 # Debian packages, as root: a Docker engine and the reference registry (the demo, the tests);
 # busybox for offline bases; strace and GNU time to measure; tini and dash for entrypoints;
 # systemd for systemd-analyze and systemctl --root, which check the nodes' unit files; jq,
-# which the docs' examples use (tests/test_demo.py runs them).
+# which the docs' examples use (tests/project/test_demo.py runs them).
 system-deps: PACKAGES := $(DEBIAN_PACKAGES)
 demo-system-deps: PACKAGES := $(DEMO_DEBIAN_PACKAGES)
 fast-system-deps: PACKAGES := $(FAST_DEBIAN_PACKAGES)

@@ -15,11 +15,12 @@ from bench.emulated import deployed
 from bench.stats import median_seconds, table
 from devenv import moto_gaps
 from devenv.emulator import ACCOUNT, REGION
-from launcher import follow, jobdef
 from launcher.api import Cluster, Job
-from launcher.aws import Aws
-from launcher.batch import BatchBackend
-from launcher.jobspec import JobSpec
+from launcher.aws import follow
+from launcher.aws.batch import BatchBackend
+from launcher.aws.client import Aws
+from launcher.job import jobdef
+from launcher.job.jobspec import JobSpec
 
 RUNS = 5
 LIST_JOBS = 1000

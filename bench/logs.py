@@ -33,11 +33,11 @@ from bench.emulated import deployed
 from bench.stats import table
 from devenv import moto_gaps
 from devenv.emulator import ACCOUNT, REGION
-from launcher import follow
 from launcher.api import Cluster, Job
-from launcher.aws import Aws
-from launcher.batch import BatchBackend
-from launcher.jobspec import JobSpec
+from launcher.aws import follow
+from launcher.aws.batch import BatchBackend
+from launcher.aws.client import Aws
+from launcher.job.jobspec import JobSpec
 
 NODES = 64
 LINES = 100  # per node

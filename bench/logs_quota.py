@@ -10,9 +10,9 @@ In each run one 64-node job writes a numbered line per node every second for WRI
 then ends, while four groups follow it at the same time, each through a proxy of its own
 (an account of its own, so the groups do not take each other's quota):
 
-- ten followers with ``launcher.pacing`` as it was (the baseline: the spacing doubles per
+- ten followers with ``launcher.aws.pacing`` as it was (the baseline: the spacing doubles per
   throttle and halves per success), loaded from git at ``BEFORE``;
-- ten followers with ``launcher.pacing`` as it is (additive increase, multiplicative
+- ten followers with ``launcher.aws.pacing`` as it is (additive increase, multiplicative
   decrease);
 - one follower alone with each, for its latency when nobody throttles it.
 
@@ -44,11 +44,11 @@ from bench.stats import table
 from devenv import moto_gaps
 from devenv.emulator import ACCOUNT, REGION
 from devenv.quota import QuotaProxy, TokenBucket
-from launcher import follow, pacing
 from launcher.api import Cluster, Job
-from launcher.aws import Aws
-from launcher.batch import BatchBackend
-from launcher.jobspec import JobSpec
+from launcher.aws import follow, pacing
+from launcher.aws.batch import BatchBackend
+from launcher.aws.client import Aws
+from launcher.job.jobspec import JobSpec
 
 NODES = 64
 FOLLOWERS = 10
@@ -60,9 +60,9 @@ IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/base@sha256:" + "c" * 64
 
 
 def pacing_before() -> ModuleType:
-    """launcher/pacing.py as of BEFORE (halve the spacing per success), as a module."""
+    """launcher/aws/pacing.py as of BEFORE (halve the spacing per success), as a module."""
     source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{BEFORE}:launcher/pacing.py"],
+        ["git", "-C", str(ROOT), "show", f"{BEFORE}:launcher/aws/pacing.py"],
         check=True,
         capture_output=True,
         text=True,

@@ -66,11 +66,11 @@ MODULES = (
     Module("infra/config.py", what="configuration validation"),
     # The rest of infra/lustre.py builds constructs, which the fast tier never synthesizes.
     Module("infra/lustre.py", only=("FsxLustre", "link_path_of"), what="FsxLustre"),
-    Module("launcher/jobdef.py"),
-    Module("launcher/shapes.py"),
-    Module("launcher/secrets.py"),
-    Module("launcher/buckets.py"),
-    Module("launcher/retry.py"),
+    Module("launcher/job/jobdef.py"),
+    Module("launcher/job/shapes.py"),
+    Module("launcher/stack/secrets.py"),
+    Module("launcher/stack/buckets.py"),
+    Module("launcher/job/retry.py"),
     Module("launcher/image/manifest.py"),
 )
 

@@ -1,5 +1,5 @@
 """ClusterInfo values with no stack behind them (pure tests, local runs in the tests and the
-benchmarks): the outputs' own examples (launcher.outputs), with the instance figures from the
+benchmarks): the outputs' own examples (launcher.stack.outputs), with the instance figures from the
 same catalog the infra uses."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from launcher import buckets, catalog
-from launcher.cluster import ClusterInfo
-from launcher.outputs import Egress, OutputKey
+from launcher.stack import buckets, catalog
+from launcher.stack.cluster import ClusterInfo
+from launcher.stack.outputs import Egress, OutputKey
 
 
 def cluster_info(

@@ -11,7 +11,7 @@ from importlib.metadata import distributions
 from pathlib import Path
 from urllib.parse import urlparse
 
-from launcher.jobspec import Mount, MountKind
+from launcher.job.jobspec import Mount, MountKind
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 from devenv.host_python import host_python_mounts
 from devenv.traffic import run_counted
-from launcher.cluster import ClusterInfo
+from launcher.stack.cluster import ClusterInfo
 
 DRIVER = """
 import json, sys
 from launcher.api import Cluster
-from launcher.cluster import ClusterInfo
+from launcher.stack.cluster import ClusterInfo
 from launcher.copyjob.plan import CopierImage
-from launcher.jobspec import Mount
+from launcher.job.jobspec import Mount
 
 args = json.loads(sys.argv[1])
 mounts = tuple(Mount(**m) for m in args["mounts"])

@@ -1,7 +1,7 @@
 """Cluster stack: per compute pool a launch template, placement group (EFA pools), compute
 environment and queue (``ComputePool``); the roles, logs and outputs they share.
 
-This is the one stack the launcher reads: its outputs (keys from ``launcher.outputs``) hold
+This is the one stack the launcher reads: its outputs (keys from ``launcher.stack.outputs``) hold
 everything a job submission needs, including values re-exported from the other stacks.
 """
 
@@ -40,7 +40,7 @@ from infra.roles import (
     task_role_principal,
 )
 from infra.user_data import ecs_agent_settings, mime_multipart
-from launcher.outputs import SCHEMA_VERSION, OutputKey
+from launcher.stack.outputs import SCHEMA_VERSION, OutputKey
 
 # What SSM Agent needs for Session Manager, and no more: the statement of AWS's managed policy
 # for exactly that (AWSCloud9SSMInstanceProfile, AWS managed policy reference; Systems Manager
@@ -581,7 +581,7 @@ class ComputePool:
         _only_on_replacement(self.queue)
 
     def describe(self) -> dict[str, Any]:
-        """The pool as the Pools output gives it to the launcher (launcher.outputs)."""
+        """The pool as the Pools output gives it to the launcher (launcher.stack.outputs)."""
         it = self.pool.instance
         return {
             "name": self.pool.name,

@@ -21,8 +21,8 @@ from typing import Any
 
 from infra import pull_through
 from infra.lustre import FsxLustre, LustreError
-from launcher import buckets, catalog, secrets
-from launcher.outputs import DEFAULT_STACK_NAME, Egress
+from launcher.stack import buckets, catalog, secrets
+from launcher.stack.outputs import DEFAULT_STACK_NAME, Egress
 
 DEFAULT_ENVIRONMENT = "demo"
 CLUSTER_TAG = "efa-batch:cluster"  # on every resource: the stack's name, fixed for its life

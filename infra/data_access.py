@@ -12,8 +12,8 @@ from aws_cdk import Acknowledgment, Annotations, Aws, Stack, Validations
 from aws_cdk import aws_iam as iam
 
 from infra.config import MAX_MANAGED_POLICIES_PER_ROLE
-from launcher.buckets import DataBucket
-from launcher.secrets import Place, SecretGrant, Store
+from launcher.stack.buckets import DataBucket
+from launcher.stack.secrets import Place, SecretGrant, Store
 
 # IAM quotas: "Managed policies attached to an IAM role: 10" by default, adjustable to 20
 # (IAM user guide, reference_iam-quotas.html); the configuration refuses more than 20.

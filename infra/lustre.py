@@ -4,7 +4,7 @@ Off unless ``fsx_lustre`` is set. The file system lives beside EFS in the storag
 lifetime follows ``removal_policy``: retained by default), in the cluster subnet, behind a
 group of its own that admits Lustre's ports from the nodes and from itself. Every node mounts
 it at every boot, before the ECS agent starts (``mount_script``: a user-data part that installs
-a systemd unit), and jobs get the node's mount point as a bind mount (``launcher.jobdef``).
+a systemd unit), and jobs get the node's mount point as a bind mount (``launcher.job.jobdef``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from constructs import Construct
 
-from launcher.buckets import BucketError, DataBucket
-from launcher.jobspec import FSX_NODE_PATH
+from launcher.job.jobspec import FSX_NODE_PATH
+from launcher.stack.buckets import BucketError, DataBucket
 
 
 class LustreError(ValueError):

@@ -29,7 +29,7 @@ from constructs import Construct
 
 from infra.config import ClusterConfig
 from infra.log_groups import encrypted_log_group_names, flow_log_group_name, log_group
-from launcher.secrets import Store
+from launcher.stack.secrets import Store
 
 # Interface endpoints that let instances in a subnet without NAT pull images (ECR api + dkr,
 # layers from S3), register with ECS and ship logs.

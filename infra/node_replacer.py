@@ -2,7 +2,7 @@
 
 A node whose host fails the prelude's checks ends with ``BAD_HOST_EXIT`` (79), and a main
 node that lost a worker ends with ``NODE_LOST_EXIT`` (75); the job definition retries both
-(launcher.jobdef). Batch places the retry wherever it finds room, the same instance included.
+(launcher.job.jobdef). Batch places the retry wherever it finds room, the same instance included.
 An EventBridge rule on this stack's queues' "Batch Job State Change" events (Batch user guide,
 batch_cwe_events.html: "Anytime that an existing (previously submitted) job changes states,
 an event is created", its ``detail`` shaped like DescribeJobs' JobDetail) invokes a Lambda
@@ -57,10 +57,10 @@ from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.log_groups import log_group, node_replacer_log_group_name
 from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT, SWEEP, SWEEP_MINUTES
 from infra.roles import grant_log_streams
-from launcher.batch import HOST_LOST_REASON
-from launcher.jobspec import MAX_TAGS
-from launcher.prelude import BAD_HOST_EXIT, LOST_NODES_LINE, NODE_LOST_EXIT
-from launcher.replacements import INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX
+from launcher.aws.batch import HOST_LOST_REASON
+from launcher.job.jobspec import MAX_TAGS
+from launcher.job.replacements import INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX
+from launcher.node.prelude import BAD_HOST_EXIT, LOST_NODES_LINE, NODE_LOST_EXIT
 
 FUNCTION_SOURCE = Path(__file__).with_name("node_replacer_function.py")
 # checkov's Lambda checks, each answered (docs/security.md lists them with the NIST findings).

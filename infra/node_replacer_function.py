@@ -60,7 +60,7 @@ CAPACITY_BLOCK = "capacity-block"  # EC2 Instance.InstanceLifecycle of a Capacit
 CONTAINER_INSTANCE_EVENT = "ECS Container Instance State Change"
 SWEEP = "sweep"  # the scheduled rule's input: {"sweep": [compute environment ARN, ...]}
 SWEEP_MINUTES = 15  # how long a tagged, empty instance may stay DRAINING at worst
-MORE = "more"  # the record's last entry when not every node fitted (launcher.replacements)
+MORE = "more"  # the record's last entry when not every node fitted (launcher.job.replacements)
 INDEX_DIGITS = 4  # a node index's digits at most (Batch: up to 1,000 nodes a job)
 
 
@@ -599,7 +599,7 @@ def end_if_empty(
         ec2.terminate_instances(InstanceIds=empty)
 
 
-# --- the job's record: one tag for every attempt (launcher/replacements.py reads it) --------
+# --- the job's record: one tag for every attempt (launcher/job/replacements.py reads it) --------
 
 
 def recorded_attempts(tags: Mapping[str, str], settings: Settings) -> set[int]:

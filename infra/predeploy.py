@@ -25,7 +25,7 @@ import boto3
 import botocore.exceptions
 
 from infra.update_plan import Change, Templates, of, plan
-from launcher.aws import RETRY_CONFIG
+from launcher.aws.client import RETRY_CONFIG
 from launcher.errors import LauncherError, RemoteError, UsageError
 
 PROG = "python -m infra.predeploy"

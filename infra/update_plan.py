@@ -29,8 +29,8 @@ rules come from the sources that govern an update:
   prefix" (FSx API, CreateDataRepositoryAssociation).
 
 ``plan`` is pure: templates in, changes out. ``python -m infra.predeploy`` runs it against the
-deployed stacks before a deploy; ``tests/test_day2.py`` holds docs/operating.md's update table
-to it.
+deployed stacks before a deploy; ``tests/infra/test_updates.py`` holds docs/operating.md's
+update table to it.
 """
 
 from __future__ import annotations

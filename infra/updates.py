@@ -2,9 +2,9 @@
 
 Every setting of ``ClusterConfig`` has one entry, and every key of ``fsx_lustre`` and every
 part of a ``data_buckets`` entry one of its own (``fsx_lustre.s3``, ``data_buckets.prefix``),
-so a new setting must say how it behaves on the second ``cdk deploy``. ``tests/test_day2.py``
-deploys each example change over the default environment's templates, works out from the
-CloudFormation resource schemas what would be replaced or refused (``infra/update_plan.py``),
+so a new setting must say how it behaves on the second ``cdk deploy``.
+``tests/infra/test_updates.py`` deploys each example change over the default environment's
+templates, works out from the CloudFormation resource schemas what would be replaced or refused (``infra/update_plan.py``),
 and fails when an entry says otherwise.
 """
 
@@ -32,7 +32,8 @@ class Update:
     note: str = ""
     # REPLACES: the resource types replaced (a replaced job queue is retained, its jobs run on).
     replaces: tuple[str, ...] = ()
-    # Settings that, deployed over the default environment, show the effect (tests/test_day2.py).
+    # Settings that, deployed over the default environment, show the effect
+    # (tests/infra/test_updates.py).
     example: Mapping[str, object] = field(default_factory=dict)
     # Settings the cluster had before the example, when the default environment's are not a
     # start the setting can be changed from (fair-share weights need fair_share on).
@@ -183,7 +184,7 @@ UPDATES: dict[str, Update] = {
     # Adding it rolls the nodes. The cluster stack imports the file system's id, DNS name and
     # mount name, and CloudFormation refuses to change or drop an export in use
     # (walkthrough-crossstackref.html): a new deployment (which replaces the file system) or
-    # removing it fails the storage stack's update. tests/test_data_infra.py plans all three.
+    # removing it fails the storage stack's update. tests/infra/test_data.py plans all three.
     "fsx_lustre": Update(
         Effect.NODES_ROLL,
         "adding it: nodes mount it at every boot; removing it is refused while the cluster "
@@ -254,7 +255,7 @@ UPDATES: dict[str, Update] = {
         example={"replace_bad_nodes": False},
     ),
     # Pools: the default pool's resources keep the single-pool stacks' logical ids, so adding
-    # pools to a deployed cluster adds resources and replaces none (tests/test_pools.py).
+    # pools to a deployed cluster adds resources and replaces none (tests/infra/test_pools.py).
     "pools": Update(
         Effect.IN_PLACE,
         "a new pool adds its own launch template, compute environment and queue; a pool's keys "

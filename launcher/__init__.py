@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Cluster": "launcher.api",
     "Job": "launcher.api",
-    "JobSpec": "launcher.jobspec",
-    "NodeGroup": "launcher.jobspec",
-    "Mount": "launcher.jobspec",
-    "JobInfo": "launcher.job",
-    "JobState": "launcher.job",
-    "NodeStatus": "launcher.job",
-    "LogLine": "launcher.job",
+    "JobSpec": "launcher.job.jobspec",
+    "NodeGroup": "launcher.job.jobspec",
+    "Mount": "launcher.job.jobspec",
+    "JobInfo": "launcher.job.info",
+    "JobState": "launcher.job.info",
+    "NodeStatus": "launcher.job.info",
+    "LogLine": "launcher.job.info",
     "Event": "launcher.progress",
     "LauncherError": "launcher.errors",
     "UsageError": "launcher.errors",
@@ -49,8 +49,8 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover
     from launcher.api import Cluster, Job
     from launcher.errors import LauncherError, RemoteError, UsageError
-    from launcher.job import JobInfo, JobState, LogLine, NodeStatus
-    from launcher.jobspec import JobSpec, Mount, NodeGroup
+    from launcher.job.info import JobInfo, JobState, LogLine, NodeStatus
+    from launcher.job.jobspec import JobSpec, Mount, NodeGroup
     from launcher.progress import Event
 
 

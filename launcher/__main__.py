@@ -1,3 +1,3 @@
-from launcher.cli import run
+from launcher.cli.main import run
 
 run()

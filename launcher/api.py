@@ -22,26 +22,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from launcher import capacity, jobdef, jobspec
 from launcher.backend import Backend, newest_first
-from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
-from launcher.job import CancelOutcome, JobInfo, LogLine
-from launcher.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
-from launcher.outputs import DEFAULT_STACK_NAME, STACK_ENV
+from launcher.job import capacity, jobdef, jobspec
+from launcher.job.info import CancelOutcome, JobInfo, LogLine
+from launcher.job.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
+from launcher.job.shapes import Dependency, parse_after
 from launcher.progress import ProgressFn, say
-from launcher.shapes import Dependency, parse_after
+from launcher.stack.cluster import ClusterInfo
+from launcher.stack.outputs import DEFAULT_STACK_NAME, STACK_ENV
 from launcher.target import AwsTarget, LocalTarget, Target
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's own from Python 3.11
 
-    from launcher.aws import Aws
-    from launcher.check import Report
+    from launcher.aws.client import Aws
     from launcher.copyjob.plan import CopierImage
     from launcher.copyjob.run import CopyJobRunner
     from launcher.image.patch import Patched
-    from launcher.lost_nodes import LostNodes
+    from launcher.job.check import Report
+    from launcher.job.lost_nodes import LostNodes
 
 COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"  # another image for copy jobs than the stack's
 
@@ -67,7 +67,7 @@ def default_stack() -> str:
 
 
 def aws_session(profile: str | None = None, region: str | None = None) -> Aws:
-    from launcher.aws import Aws
+    from launcher.aws.client import Aws
 
     return Aws(profile=profile, region=region)
 
@@ -77,7 +77,7 @@ def backends(
 ) -> Iterator[Backend]:
     """Every backend a job id may belong to, made as they are asked for, the ones that need
     nothing first (a local job needs no AWS region or credentials)."""
-    from launcher.batch import BatchBackend
+    from launcher.aws.batch import BatchBackend
     from launcher.local import LocalBackend
 
     yield LocalBackend()
@@ -158,7 +158,7 @@ def make_spec(command: Sequence[str], **options: Any) -> JobSpec:
     ``ulimits`` (``{"nproc": "4096:8192"}``), ``tmpfs`` (``{"/scratch": "8g"}``),
     ``privileged``, ``array`` (N one-node children), ``after`` (jobs to wait for: ``Job``s,
     ids, ``"ID:each"`` or ``job.each()`` for array to array) and ``name`` (default: from the
-    command). A job file's values: ``launcher.jobfile.load(PATH).spec(**options)``."""
+    command). A job file's values: ``launcher.job.jobfile.load(PATH).spec(**options)``."""
     command = tuple(command)
     options = spec_options(**options)
     options.setdefault("name", jobspec.default_name(command))
@@ -259,7 +259,7 @@ class Job:
     ) -> Iterator[LogLine]:
         """Each node's lines; ``since`` in seconds since the epoch; ``follow`` until the end;
         ``attempt`` (1-based) one attempt's, default the latest. ``waiting`` (with ``follow``):
-        why the job waits, while it does (``launcher.waiting``; the CLI passes its console)."""
+        why the job waits, while it does (``launcher.job.waiting``; the CLI passes its console)."""
         return self.backend.log_iter(
             self.job_id, node=node, since=since, follow=follow, attempt=attempt, waiting=waiting
         )
@@ -267,7 +267,7 @@ class Job:
     def waiting_for(self, info: JobInfo) -> str | None:
         """What a waiting job waits for: each dependency not yet succeeded, with its state
         (one describe each); None for a job that waits for nothing."""
-        from launcher.waiting import pending
+        from launcher.job.waiting import pending
 
         if info.state.value not in ("SUBMITTED", "PENDING") or not info.depends_on:
             return None
@@ -291,10 +291,10 @@ class Job:
     def lost_nodes(self, info: JobInfo) -> LostNodes | None:
         """Which nodes a job that ended with the node watch's exit code lost or never saw
         start: by the nodes' own records, and apart, labelled, what the main node's last lines
-        claim beyond them (``launcher.lost_nodes``: the job writes that log). A few more calls
+        claim beyond them (``launcher.job.lost_nodes``: the job writes that log). A few more calls
         (the nodes' records unless ``info`` has them, the main node's log)."""
-        from launcher.lost_nodes import lost_nodes
-        from launcher.prelude import NODE_LOST_EXIT
+        from launcher.job.lost_nodes import lost_nodes
+        from launcher.node.prelude import NODE_LOST_EXIT
 
         if not info.state.terminal or info.last_exit_code != NODE_LOST_EXIT:
             return None
@@ -311,7 +311,7 @@ class Job:
         waiting: ProgressFn | None = None,
     ) -> JobInfo:
         """Until the job ends, or ``timeout`` seconds pass (then its state at that moment).
-        ``waiting``: why the job waits, while it does (``launcher.waiting``)."""
+        ``waiting``: why the job waits, while it does (``launcher.job.waiting``)."""
         end = time.monotonic() + timeout if timeout is not None else None
         watch = self.backend.watch(waiting) if waiting is not None else None
         while not (info := self.status()).state.terminal:
@@ -359,8 +359,8 @@ class Cluster:
         aws: Aws | None = None,
     ) -> Cluster:
         """The stack named ``name`` (default: ``$LAUNCHER_STACK``, then ``EfaBatch``); one
-        DescribeStacks call. ``aws``: a ``launcher.aws.Aws`` to share (it counts calls)."""
-        from launcher.cluster import from_stack
+        DescribeStacks call. ``aws``: a ``launcher.aws.client.Aws`` to share (it counts calls)."""
+        from launcher.stack.cluster import from_stack
 
         aws = aws or aws_session(profile, region)
         return cls(from_stack(aws.describe_stack(name or default_stack())), aws)
@@ -455,7 +455,7 @@ class Cluster:
     def requests(self, spec: JobSpec, progress: ProgressFn | None = None) -> jobdef.Requests:
         """The RegisterJobDefinition and SubmitJob requests. In a Capacity Block's pool the
         timeout is checked against the block's window (UsageError) and every node gets its end
-        in the submit's overrides (``launcher.capacity``): one call, the first time."""
+        in the submit's overrides (``launcher.job.capacity``): one call, the first time."""
         self.target.admit(spec)  # also for a spec that did not come through ``spec``
         requests = jobdef.build(spec, self.info)
         pool = self.in_pool(spec.pool)
@@ -762,9 +762,10 @@ class Cluster:
         share_id: str | None = None,
     ) -> Report:
         """Run ``launcher check``'s job on a pool's nodes (default: the default pool's) and
-        evaluate it (``launcher.check.Report``); ``share_id`` where the fair-share policy
+        evaluate it (``launcher.job.check.Report``); ``share_id`` where the fair-share policy
         names teams."""
-        from launcher import check, preflight
+        from launcher.aws import preflight
+        from launcher.job import check
 
         if (cluster := self.in_pool(pool)) is not self:
             return cluster.check(

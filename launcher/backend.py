@@ -3,7 +3,7 @@
 The request itself is built without I/O by ``jobdef.build`` (the dry run); a backend only
 sends it and reports on what it started. Two implementations: ``batch.BatchBackend`` (AWS
 Batch) and ``local.LocalBackend`` (the local Docker engine). Callers (``api``, the CLI, the
-TorchX scheduler) never see a backend's own shapes, only the values of ``launcher.job``.
+TorchX scheduler) never see a backend's own shapes, only the values of ``launcher.job.info``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from launcher.errors import UsageError
-from launcher.job import BackendName, CancelOutcome, JobInfo, JobState, LogLine
-from launcher.jobdef import Requests
+from launcher.job.info import BackendName, CancelOutcome, JobInfo, JobState, LogLine
+from launcher.job.jobdef import Requests
+from launcher.job.waiting import Watch
 from launcher.progress import ProgressFn
-from launcher.waiting import Watch
 
 Say = Callable[[str], None]  # progress messages, one line each (the CLI prints them)
 
@@ -70,7 +70,7 @@ class Backend(Protocol):
         ...
 
     def watch(self, progress: ProgressFn) -> Watch:
-        """A waiting line (``launcher.waiting``) told to ``progress``, fed the states a
+        """A waiting line (``launcher.job.waiting``) told to ``progress``, fed the states a
         follower or a waiter reads; its probe makes at most one call an update."""
         ...
 

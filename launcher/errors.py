@@ -24,7 +24,7 @@ class RemoteError(LauncherError):
 
 class Throttled(RemoteError):
     """AWS refused a request for its rate quota, or could not answer it just now (a 5xx, a
-    dropped connection): the same request may succeed after a pause (``launcher.pacing``)."""
+    dropped connection): the same request may succeed after a pause (``launcher.aws.pacing``)."""
 
 
 class UnsafeDirectory(LauncherError):

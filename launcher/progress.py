@@ -4,7 +4,7 @@ Nothing in the library prints. A ``ProgressFn`` receives an ``Event`` for each s
 (``kind="message"``: "registered job definition ...") and for transfers under way
 (``kind="transfer"``, throttled, then ``"done"``) and for a job that waits
 (``kind="waiting"``, then ``"waited"``). The CLI draws them on a terminal
-(``launcher.console``); a notebook or pipeline passes its own function, or none.
+(``launcher.cli.console``); a notebook or pipeline passes its own function, or none.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class EventKind(str, enum.Enum):
     MESSAGE = "message"  # a step done: one line
     TRANSFER = "transfer"  # bytes of a transfer under way (throttled)
     DONE = "done"  # the transfer's end
-    WAITING = "waiting"  # why a job waits (``launcher.waiting``): one line, redrawn
+    WAITING = "waiting"  # why a job waits (``launcher.job.waiting``): one line, redrawn
     WAITED = "waited"  # the job no longer waits: the line is finished
 
 

@@ -14,18 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from launcher.backend import Backend
-from launcher.cluster import ClusterInfo
 from launcher.errors import RemoteError, UsageError
-from launcher.job import BackendName
-from launcher.jobspec import JobSpec
-from launcher.outputs import Egress
+from launcher.job.info import BackendName
+from launcher.job.jobspec import JobSpec
 from launcher.progress import ProgressFn, say
+from launcher.stack.cluster import ClusterInfo
+from launcher.stack.outputs import Egress
 
 if TYPE_CHECKING:
-    from launcher.aws import Aws
+    from launcher.aws.client import Aws
     from launcher.image.pullers import Puller
     from launcher.image.reference import Reference
-    from launcher.security import Findings
+    from launcher.stack.security import Findings
 
 LOCAL_EFS_ENV = "LAUNCHER_LOCAL_EFS"  # the directory standing in for EFS in local runs
 LOCAL_FSX_ENV = "LAUNCHER_LOCAL_FSX"  # ... and for the nodes' FSx for Lustre mount
@@ -96,7 +96,7 @@ class AwsTarget:
     rehearsal = False
 
     def __init__(self, info: ClusterInfo, aws: Aws) -> None:
-        from launcher.batch import BatchBackend
+        from launcher.aws.batch import BatchBackend
 
         self.info, self.aws = info, aws
         self._jobs = BatchBackend(aws, info.job_queue_arn)
@@ -114,15 +114,15 @@ class AwsTarget:
         return self._copies
 
     def account_findings(self) -> Findings:
-        """What the VPC's default group lacks for jobs (``launcher.security``); one call."""
-        from launcher.security import default_group_findings
+        """What the VPC's default group lacks for jobs (``launcher.stack.security``); one call."""
+        from launcher.stack.security import default_group_findings
 
         group = self.info.task_security_group_id
         return default_group_findings(group, self.aws.security_group_rules(group))
 
     def preflight(self, progress: ProgressFn | None = None) -> None:
         """A default group found fine is not asked about again for an hour (a cache file)."""
-        from launcher import preflight
+        from launcher.aws import preflight
 
         group = self.info.task_security_group_id
         if preflight.recently_fine(group):
@@ -141,7 +141,7 @@ class AwsTarget:
 
     def admit(self, spec: JobSpec) -> None:
         """The node's paths and devices only where the stack runs privileged jobs."""
-        from launcher.jobdef import check_host_mounts
+        from launcher.job.jobdef import check_host_mounts
 
         check_host_mounts(spec, self.info)
 
@@ -255,7 +255,7 @@ class LocalTarget:
         (every device, every capability: Docker's run reference, "Runtime privilege"), and act
         as root here, around the job's own network and dropped capabilities. The stack's
         allow_privileged speaks for its nodes, not for this machine."""
-        from launcher.jobdef import host_mounts_words
+        from launcher.job.jobdef import host_mounts_words
 
         if spec.privileged and not self.privileged:
             raise UsageError(

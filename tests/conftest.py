@@ -13,7 +13,7 @@ import pytest
 from tests.support import tiers
 
 ROOT = Path(__file__).resolve().parent.parent
-pytest_plugins = ("pytester",)  # tests/test_tiers.py runs pytest on small projects
+pytest_plugins = ("pytester",)  # tests/project/test_tiers.py runs pytest on small projects
 # jsii prints a large banner per process on Node.js 20 unless told the major version is known.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "20")

@@ -25,7 +25,7 @@ from devenv.clusters import cluster_info
 from devenv.emulator import ACCOUNT, REGION
 from launcher.api import Cluster, make_spec
 from launcher.errors import UsageError
-from launcher.jobspec import parse_mount
+from launcher.job.jobspec import parse_mount
 from tests.conftest import cdk_context
 from tests.support import cli as cli_support
 
@@ -276,7 +276,7 @@ def test_the_command_line_flag_lets_a_local_job_write_to_a_host_directory(
 def test_the_python_api_asks_for_the_same_explicit_word(tmp_path):
     """``Cluster.local(allow_host_mounts=True)`` is the flag's equivalent; a job file's spec
     alone is refused before anything is built (no engine, no AWS call)."""
-    from launcher import jobfile
+    from launcher.job import jobfile
 
     spec = jobfile.load(job_file(tmp_path, FILE_MOUNTS["root"])).spec()
     cluster = Cluster(cluster_info())

@@ -1,7 +1,7 @@
 """MkDocs hook: docs/cli.md's marker becomes the CLI reference, from the parser itself.
 
 The reference is ``launcher --help`` and each subcommand's ``--help``, as
-``launcher.cli.parser()`` prints them at build time, so it is never written twice and never
+``launcher.cli.main.parser()`` prints them at build time, so it is never written twice and never
 falls behind the CLI. Each subcommand gets a heading of its own (``## launcher run``, anchor
 ``#launcher-run``) for other pages to link to.
 
@@ -48,7 +48,7 @@ def reference() -> str:
     """The Markdown that replaces the marker: the top-level help, then one section a
     subcommand, in the parser's order."""
     with _plain_environment():
-        from launcher.cli import parser
+        from launcher.cli.main import parser
 
         top = parser()
         parts = ["## launcher\n", _block(top.format_help())]

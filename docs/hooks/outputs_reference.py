@@ -1,6 +1,6 @@
 """MkDocs hook: docs/configuration.md's marker becomes the table of the cluster stack's outputs.
 
-The outputs contract is declared once, in ``launcher.outputs.OutputKey`` (each output's key,
+The outputs contract is declared once, in ``launcher.stack.outputs.OutputKey`` (each output's key,
 description and an example value); the stack renders it and the launcher parses it. This
 table is made from the same declaration at build time, so it cannot name an output the stack
 does not have.
@@ -20,7 +20,7 @@ def _cell(text: str) -> str:
 
 
 def reference() -> str:
-    from launcher.outputs import SCHEMA_VERSION, OutputKey
+    from launcher.stack.outputs import SCHEMA_VERSION, OutputKey
 
     rows = ["| output | what it holds | example |", "| --- | --- | --- |"]
     for key in OutputKey:

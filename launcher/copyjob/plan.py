@@ -19,13 +19,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.cluster import ClusterInfo
 from launcher.errors import UsageError
 from launcher.image.auth import ECR_HOST
 from launcher.image.reference import Reference
-from launcher.jobdef import Requests, definition_name
-from launcher.jobspec import Mount
-from launcher.outputs import Egress
+from launcher.job.jobdef import Requests, definition_name
+from launcher.job.jobspec import Mount
+from launcher.stack.cluster import ClusterInfo
+from launcher.stack.outputs import Egress
 
 COPY_DEFINITION_PREFIX = "efa-batch-copy"
 PROGRAM = ("python3", "-m", "launcher.copyjob.program")

@@ -21,7 +21,7 @@ from launcher.image.transfer import copy_image
 from launcher.progress import size_text
 
 if TYPE_CHECKING:
-    from launcher.aws import Aws
+    from launcher.aws.client import Aws
 
 
 def _source_credentials(host: str, aws: Aws | None) -> auth.Credentials | None:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         source, target = parse(args.source, "source"), parse(args.target, "target")
         aws = None
         if auth.is_ecr(source.registry) or auth.is_ecr(target.registry):
-            from launcher.aws import Aws
+            from launcher.aws.client import Aws
 
             aws = Aws()
         pull = [f"repository:{source.repository}:pull"]

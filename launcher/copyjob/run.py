@@ -13,14 +13,14 @@ import time
 from collections.abc import Callable
 
 from launcher.backend import Backend
-from launcher.cluster import ClusterInfo
 from launcher.copyjob import plan
 from launcher.copyjob.plan import CopierImage
 from launcher.errors import RemoteError
 from launcher.image.reference import Reference
-from launcher.job import JobState
-from launcher.jobdef import Requests
+from launcher.job.info import JobState
+from launcher.job.jobdef import Requests
 from launcher.progress import ProgressFn, say
+from launcher.stack.cluster import ClusterInfo
 
 
 class CopyJobRunner:

@@ -33,7 +33,7 @@ from launcher.errors import RemoteError
 from launcher.image.reference import DOCKER_HUB, is_loopback
 
 if TYPE_CHECKING:
-    from launcher.aws import Aws
+    from launcher.aws.client import Aws
 
 ECR_HOST = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$"

@@ -25,7 +25,7 @@ from launcher.progress import ProgressFn, size_text
 from launcher.progress import say as progress_say
 
 if TYPE_CHECKING:
-    from launcher.aws import Aws
+    from launcher.aws.client import Aws
 
 DOCKERFILE_ENV = "LAUNCHER_DOCKERFILE"
 DEFAULT_DOCKERFILE = "Dockerfile.launcher"

@@ -9,7 +9,7 @@ the SDK re-derives every path's parents for every pattern, about 70 us a file; h
 patterns are compiled once, parents are matched once per directory, and a screen (a dict
 lookup on a name's first and last characters, then a prefix or suffix test; one combined
 expression for the other patterns) rules out most files in a few calls.
-``tests/test_workspace_scan.py`` holds the two to the same answers.
+``tests/image/test_workspace.py`` holds the two to the same answers.
 
 A matcher may also hold *secret* patterns (``launcher.image.workspace.SECRET_PATTERNS``):
 lines read as if they headed the ``.dockerignore``, so the user's own lines come later and

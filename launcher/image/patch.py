@@ -37,7 +37,7 @@ from launcher.progress import ProgressFn, Transfer, say, size_text
 # The workspace image keeps the base's ENTRYPOINT and Cmd: entrypoints set up what the image's
 # authors rely on (NGC's sources entrypoint.d, AWS's newer DLCs export CUDA's compatibility
 # libraries), and the job's command is made correct behind any of them instead
-# (launcher.prelude.REPARSE_GUARD). Batch has no entrypoint override, so clearing it here
+# (launcher.node.prelude.REPARSE_GUARD). Batch has no entrypoint override, so clearing it here
 # would also make --no-workspace runs behave differently from workspace runs.
 WORKDIR = "/workspace"
 ENV = {"LAUNCHER_WORKSPACE": WORKDIR}

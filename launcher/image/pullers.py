@@ -2,7 +2,7 @@
 build's compression is chosen from, with their sources.
 
 - **The cluster's nodes.** Batch runs them on the ECS-optimized Amazon Linux 2023 AMIs
-  (``ECS_AL2023_NVIDIA`` for GPU types, ``ECS_AL2023`` otherwise; ``launcher.catalog``),
+  (``ECS_AL2023_NVIDIA`` for GPU types, ``ECS_AL2023`` otherwise; ``launcher.stack.catalog``),
   where the ECS agent pulls through Docker. The AMI's package list (aws/amazon-ecs-ami,
   ``release-al2023.auto.pkrvars.hcl``) pins Docker 25.0.16 and containerd 2.2.5; its
   changelog shows Docker 25.0 on every AL2023 AMI since 20240328, before Batch offered
@@ -12,7 +12,7 @@ build's compression is chosen from, with their sources.
   Container Images", 2022, whose images live in ECR and whose update notes ECR's scanning of
   them). So zstd, automatically.
 - **The local Docker engine** (``--local``): zstd from Docker 23.0, gzip before; Debian 12's
-  ``docker.io`` is 20.10 and fails such a pull (``tests/test_image_compression.py``).
+  ``docker.io`` is 20.10 and fails such a pull (``tests/image/test_compression.py``).
 - **Anyone else** (``launcher build --repo``): unknown, so gzip, which every runtime reads;
   zstd when asked for.
 """

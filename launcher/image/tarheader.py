@@ -5,7 +5,7 @@ entry (an ASCII name and link target of at most 100 characters) the header is a 
 whose only variable fields are name, mode, size, type and link: written here from a template
 with the checksum summed incrementally, about 20x cheaper than ``TarInfo.tobuf``. Anything
 else (long or non-ASCII names, which need a PAX extended header) goes through ``tarfile``
-itself, so the bytes never depend on which path was taken (``tests/test_image_layer.py``).
+itself, so the bytes never depend on which path was taken (``tests/image/test_layer.py``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Any
 from launcher import private
 from launcher.backend import Say, already_ended, newest_first, no_such_jobs
 from launcher.errors import LauncherError, RemoteError, UsageError
-from launcher.job import (
+from launcher.job.info import (
     CANCEL_REASON,
     BackendName,
     CancelOutcome,
@@ -30,7 +30,7 @@ from launcher.job import (
     LogLine,
     NodeStatus,
 )
-from launcher.jobdef import (
+from launcher.job.jobdef import (
     Requests,
     as_one_node,
     groups_of,
@@ -39,12 +39,12 @@ from launcher.jobdef import (
     with_environment,
     with_overrides,
 )
+from launcher.job.shapes import Dependency, is_single
+from launcher.job.waiting import Facts, Watch, pending
 from launcher.local import engine, secret_values, supervisor
 from launcher.local.containers import PREFIX, LocalNetwork, is_local, parse_log_line
 from launcher.local.state import Owner, OwnershipError, Process, Record, Store, now_ms
 from launcher.progress import ProgressFn
-from launcher.shapes import Dependency, is_single
-from launcher.waiting import Facts, Watch, pending
 
 LOST_REASON = "the local supervisor is gone; cancelled with launcher cancel"
 HANDOVER_SECONDS = 60  # how long a cancel waits for a writer to hand over or stop
@@ -527,7 +527,7 @@ class LocalBackend:
 
 
 class _DependencyProbe:
-    """Why a local job waits (``launcher.waiting.Probe``): the dependencies not yet done."""
+    """Why a local job waits (``launcher.job.waiting.Probe``): the dependencies not yet done."""
 
     def __init__(self, backend: LocalBackend) -> None:
         self.backend = backend

@@ -21,12 +21,12 @@ import resource
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from launcher import capacity
-from launcher.jobdef import AWS_NCCL_INTERFACES, FSX_VOLUME
-from launcher.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
+from launcher.job import capacity
+from launcher.job.jobdef import AWS_NCCL_INTERFACES, FSX_VOLUME
+from launcher.job.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
+from launcher.job.shapes import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV
 from launcher.local import secret_values
-from launcher.prelude import REHEARSAL_ENV
-from launcher.shapes import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV
+from launcher.node.prelude import REHEARSAL_ENV
 
 if TYPE_CHECKING:
     import docker.types
@@ -53,7 +53,7 @@ LOOPBACK_SOCKETS = {
     "TP_SOCKET_IFNAME": "lo",
 }
 LABEL = "efa-batch.job"  # the label naming a container's job
-# Where a node sees the start gate (launcher.prelude START_GATE), and the file it waits for.
+# Where a node sees the start gate (launcher.node.prelude START_GATE), and the file it waits for.
 START_GATE_ENV = "LAUNCHER_START_GATE"
 START_GATE_DIR = "/run/launcher-start"
 START_GATE_FILE = "go"
@@ -95,7 +95,7 @@ def rehearse_devices() -> bool:
 def placement(container: dict[str, Any], now: float) -> str:
     """The compute environment an attempt that starts ``now`` runs in, as Batch would place it
     and name it in AWS_BATCH_CE_NAME: for a job in a Capacity Block's pool the block's or the
-    fallback's (``launcher.capacity.placement``), so that the prelude's checkpoint timer decides
+    fallback's (``launcher.job.capacity.placement``), so that the prelude's checkpoint timer decides
     as on AWS; ``local`` for any other job."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
     return capacity.placement(env, now) or "local"
@@ -130,7 +130,7 @@ def node_container(
     array child's (index, size); ``main_port``: the rendezvous port instead of the job's;
     ``network``: what the nodes reach (node 0's namespace, which the others join);
     ``start_gate``: the host directory where the backend marks that every node is up, which
-    the prelude waits for (launcher.prelude START_GATE); ``compute_environment``: the attempt's
+    the prelude waits for (launcher.node.prelude START_GATE); ``compute_environment``: the attempt's
     AWS_BATCH_CE_NAME (``placement``)."""
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
     if network is not LocalNetwork.HOST:

@@ -21,7 +21,7 @@ from typing import Any
 
 from launcher import private
 from launcher.errors import UsageError
-from launcher.secrets import SSM_PREFIX, SecretError, SecretRef, Store
+from launcher.stack.secrets import SSM_PREFIX, SecretError, SecretRef, Store
 
 SECRETS_ENV = "LAUNCHER_LOCAL_SECRETS"
 

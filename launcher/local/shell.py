@@ -43,7 +43,7 @@ def container_of(job_id: str, node: int, store: Store | None = None) -> str:
     """The running container of ``node`` in the job's current attempt; UsageError in one line
     when the job, or that node, is not running."""
     from launcher.docker_client import docker_client
-    from launcher.enterable import node_refusal, refusal
+    from launcher.job.enterable import node_refusal, refusal
     from launcher.local.backend import job_info
 
     store = store or Store()

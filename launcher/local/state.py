@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher import private
 from launcher.errors import UsageError
-from launcher.job import JobState
+from launcher.job.info import JobState
 from launcher.local.containers import PREFIX, local_id
 
 if TYPE_CHECKING:

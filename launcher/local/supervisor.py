@@ -21,7 +21,7 @@ import time
 from typing import Any, Protocol
 
 from launcher.errors import UsageError
-from launcher.job import CANCEL_REASON, JobState
+from launcher.job.info import CANCEL_REASON, JobState
 from launcher.local import engine
 from launcher.local.state import Attempt, Owner, Record, Store, now_ms
 
@@ -133,7 +133,7 @@ def _not_made_yet(store: Store, job_id: str) -> bool:
 
 def _run_job(client: Any, store: Store, record: Record, cancelled: Stop, poll: float) -> None:
     """One job (or one array child) from its first attempt to its end."""
-    from launcher.retry import retries
+    from launcher.job.retry import retries
 
     if not record.containers:  # it waited (or is a child): its nodes start now
         if cancelled.is_set():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from infra.config import ClusterConfig
-from launcher import catalog
+from launcher.stack import catalog
 from tests.rules.deployment import Deployment
 from tests.rules.registry import CloudFormation, Model, Page, rule
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from launcher.cluster import ClusterInfo
+from launcher.stack.cluster import ClusterInfo
 from tests.rules.job_rules import ATTEMPTS, AWSLOGS, EXIT_CODE_GLOB, NO_MATCH_RETRIES, TAG_LIMIT
 from tests.rules.registry import Model, Page, rule
 

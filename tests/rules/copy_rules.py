@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from infra import pull_through
-from launcher.outputs import OutputKey, format_pairs
+from launcher.stack.outputs import OutputKey, format_pairs
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.flows import Flow
 from tests.rules.registry import CloudFormation, Model, Page, rule

@@ -12,10 +12,10 @@ import json
 import re
 from email.message import Message
 
-from launcher.buckets import DataBucket
-from launcher.jobspec import FSX_NODE_PATH
-from launcher.outputs import NONE, OutputKey
-from launcher.secrets import Place, Store
+from launcher.job.jobspec import FSX_NODE_PATH
+from launcher.stack.buckets import DataBucket
+from launcher.stack.outputs import NONE, OutputKey
+from launcher.stack.secrets import Place, Store
 from tests.rules.compute_rules import ecs_agent_settings
 from tests.rules.copy_rules import DEFAULT_ENDPOINT_POLICY
 from tests.rules.deployment import Deployment, Resource
@@ -1151,7 +1151,7 @@ def outputs_carry_the_data_settings(d: Deployment) -> list[str]:
     for key, value in expected.items():
         if d.output(key.value) != value:
             problems.append(f"{key.value} is {d.output(key.value)!r}; the stack grants {value!r}")
-    # What the launcher reads back (launcher.outputs) is what the stack granted.
+    # What the launcher reads back (launcher.stack.outputs) is what the stack granted.
     if OutputKey.JOB_SECRETS.parse(d.output(OutputKey.JOB_SECRETS.value)) != config.secret_grants:
         problems.append("JobSecrets does not parse back into the grants")
     if (

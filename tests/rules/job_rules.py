@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from launcher.cluster import ClusterInfo
+from launcher.stack.cluster import ClusterInfo
 from tests.rules.registry import Model, Page, rule
 
 LINK_LOCAL = Page(
@@ -559,7 +559,7 @@ OVERRIDE_RANGE = Model(
 @rule(OVERRIDE_ENV, OVERRIDE_RANGE, kind="job", covers=("nodeOverrides",))
 def every_node_gets_the_submits_one_watch_token(job: Job) -> list[str]:
     """Every node range of the job, named as the definition names it, gets one node-watch
-    token (launcher.prelude) from the submit; the definition, reused by every submit of the
+    token (launcher.node.prelude) from the submit; the definition, reused by every submit of the
     same job, holds none.
 
     https://docs.aws.amazon.com/batch/latest/APIReference/API_ContainerOverrides.html
@@ -570,7 +570,7 @@ def every_node_gets_the_submits_one_watch_token(job: Job) -> list[str]:
     range of nodes, using node index values, that's used to override": a range the definition
     does not have would leave some nodes without the token, and their watch off.
     """
-    from launcher.prelude import WATCH_TOKEN_ENV
+    from launcher.node.prelude import WATCH_TOKEN_ENV
 
     ranges = [r["targetNodes"] for r in job.register["nodeProperties"]["nodeRangeProperties"]]
     overrides = job.submit.get("nodeOverrides", {}).get("nodePropertyOverrides", [])

@@ -80,7 +80,7 @@ def task_interfaces_admit_each_other(d: Deployment) -> list[str]:
     rules are AWS's (all from itself, all out) unless the account changed them (Security Hub
     control EC2.2's remediation strips them). The TaskSecurityGroupId output names the group,
     and the launcher looks at its rules in the account before a run and in `launcher check`
-    (launcher/security.py).
+    (launcher/stack/security.py).
     """
     flow = Flow("task interface to task interface", ALL, None)
     problems = d.network.admits(d.task_groups, d.task_groups, flow)

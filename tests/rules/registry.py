@@ -6,7 +6,7 @@ offline, so a test proves every such quote is really there. ``Page`` quotes a us
 (URL and words), for what the API reference does not say.
 
 ``covers`` names the template properties or job-definition fields whose runtime behaviour a
-rule pins down; ``tests/test_aws_rules.py`` fails when the project sets one that no rule
+rule pins down; ``tests/infra/test_aws_rules.py`` fails when the project sets one that no rule
 covers.
 """
 

@@ -15,7 +15,7 @@ from infra.node_replacer import (
     function_environment,
 )
 from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT, SWEEP, SWEEP_MINUTES
-from launcher.replacements import INSTANCE_TAG
+from launcher.job.replacements import INSTANCE_TAG
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.registry import Model, Page, rule
 

@@ -1,4 +1,4 @@
-"""The examples of README.md and docs/*.md as the tests run them (tests/test_demo.py).
+"""The examples of README.md and docs/*.md as the tests run them (tests/project/test_demo.py).
 
 Every fenced block is one of:
 - ``console``: lines starting with ``$ `` are commands (a trailing backslash continues one),

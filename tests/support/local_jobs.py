@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from devenv.clusters import cluster_info
-from launcher import jobdef
 from launcher.api import make_spec
+from launcher.job import jobdef
 from tests.support.processes import rendezvous_port
 
 

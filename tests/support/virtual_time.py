@@ -2,7 +2,7 @@
 
 Each ``sleep`` hands over to the thread due next (ties in the order they fell asleep) and
 moves the clock to its wake-up, so code that paces itself with an injected ``clock`` and
-``sleep`` (``launcher.pacing.Limiter``) runs unchanged, many instances side by side, minutes
+``sleep`` (``launcher.aws.pacing.Limiter``) runs unchanged, many instances side by side, minutes
 of their time in a fraction of a second, the same way every run.
 """
 

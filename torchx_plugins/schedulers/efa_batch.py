@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from torchx.plugins import register
 
-from launcher.torchx_scheduler import create_scheduler
+from launcher.torchx.scheduler import create_scheduler
 
 if TYPE_CHECKING:
-    from launcher.torchx_scheduler import EfaBatchScheduler
+    from launcher.torchx.scheduler import EfaBatchScheduler
 
 
 def _entry_points_are_read() -> bool:
