@@ -101,6 +101,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check launcher infra tests bench demo devenv torchx_plugins
 	$(VENV)/bin/mypy --strict --warn-unused-configs launcher torchx_plugins devenv
 	$(VENV)/bin/mypy infra
+	$(VENV)/bin/lint-imports --no-cache
+	find launcher demo devenv bench infra tests -name '*.sh' -print0 | xargs -0 $(VENV)/bin/shellcheck --shell=sh
 
 # Every tier: the emulator, the Docker engine, the CDK CLI, the TorchX and checkov venvs, torch.
 # All of them are installed above, so a service that cannot start fails the run (as under CI).

@@ -57,9 +57,8 @@ from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.log_groups import log_group, node_replacer_log_group_name
 from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT, SWEEP, SWEEP_MINUTES
 from infra.roles import grant_log_streams
-from launcher.aws.batch import HOST_LOST_REASON
 from launcher.job.jobspec import MAX_TAGS
-from launcher.job.replacements import INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX
+from launcher.job.replacements import HOST_LOST_REASON, INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX
 from launcher.node.prelude import BAD_HOST_EXIT, LOST_NODES_LINE, NODE_LOST_EXIT
 
 FUNCTION_SOURCE = Path(__file__).with_name("node_replacer_function.py")

@@ -17,7 +17,7 @@ from constructs import Construct
 
 from infra.config import ClusterConfig
 from infra.lustre import LustreFileSystem
-from launcher.image.tags import BASE_PREFIX, WORKSPACE_PREFIX
+from launcher.stack.image_tags import BASE_PREFIX, WORKSPACE_PREFIX
 
 # Where jobs land on the file system; the access point confines them to it.
 ACCESS_POINT_PATH = "/shared"

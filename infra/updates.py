@@ -4,8 +4,8 @@ Every setting of ``ClusterConfig`` has one entry, and every key of ``fsx_lustre`
 part of a ``data_buckets`` entry one of its own (``fsx_lustre.s3``, ``data_buckets.prefix``),
 so a new setting must say how it behaves on the second ``cdk deploy``.
 ``tests/infra/test_updates.py`` deploys each example change over the default environment's
-templates, works out from the CloudFormation resource schemas what would be replaced or refused (``infra/update_plan.py``),
-and fails when an entry says otherwise.
+templates, works out from the CloudFormation resource schemas what would be replaced or refused
+(``infra/update_plan.py``), and fails when an entry says otherwise.
 """
 
 from __future__ import annotations

@@ -17,17 +17,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from launcher.backend import Backend, newest_first
 from launcher.errors import UsageError
-from launcher.job import capacity, jobdef, jobspec
+from launcher.job import capacity, jobdef
 from launcher.job.info import CancelOutcome, JobInfo, LogLine
 from launcher.job.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
-from launcher.job.shapes import Dependency, parse_after
+from launcher.job.options import make_spec
+from launcher.job.shapes import Dependency
 from launcher.progress import ProgressFn, say
 from launcher.stack.cluster import ClusterInfo
 from launcher.stack.outputs import DEFAULT_STACK_NAME, STACK_ENV
@@ -150,54 +151,6 @@ def build_image(
     return workspace_image(base, workspace, repository, aws=aws, platform=platform, **options)
 
 
-def make_spec(command: Sequence[str], **options: Any) -> JobSpec:
-    """A job spec from a command and keyword options, validated on its own (no cluster):
-    ``nodes``, ``image``, ``env`` (mapping or pairs), ``mounts``, ``gpus_per_node``, ``efa``,
-    ``shm_mib``, ``timeout_seconds``, ``attempts``, ``share_id``, ``priority``, ``tags``,
-    ``torchrun``, ``rendezvous_port``, ``groups``, ``secrets`` (``{"ENV": "team/token"}``),
-    ``ulimits`` (``{"nproc": "4096:8192"}``), ``tmpfs`` (``{"/scratch": "8g"}``),
-    ``privileged``, ``array`` (N one-node children), ``after`` (jobs to wait for: ``Job``s,
-    ids, ``"ID:each"`` or ``job.each()`` for array to array) and ``name`` (default: from the
-    command). A job file's values: ``launcher.job.jobfile.load(PATH).spec(**options)``."""
-    command = tuple(command)
-    options = spec_options(**options)
-    options.setdefault("name", jobspec.default_name(command))
-    options["image"] = jobspec.base_image(options.get("image"))
-    return JobSpec(command=command, **options)
-
-
-def spec_options(**options: Any) -> dict[str, Any]:
-    """``make_spec``'s keyword options as ``JobSpec`` fields (mappings as pairs, ``array``
-    as ``array_size``, ``after`` as dependencies), with no defaults added; no I/O."""
-    if "array" in options:
-        options["array_size"] = options.pop("array")
-    if "after" in options:
-        options["after"] = tuple(_dependency(d) for d in options["after"] or ())
-    for key in ("env", "tags"):
-        if isinstance(options.get(key), dict):
-            options[key] = tuple(options[key].items())
-    # NAME -> reference, NAME -> SOFT[:HARD], DST -> SIZE: parsed as the CLI parses its flags.
-    for key, parse, join in (
-        ("secrets", jobspec.parse_secret, "="),
-        ("ulimits", jobspec.parse_ulimit, "="),
-        ("tmpfs", jobspec.parse_tmpfs, ":"),
-    ):
-        value = options.get(key)
-        if isinstance(value, Mapping):
-            options[key] = tuple(parse(f"{k}{join}{v}") for k, v in value.items())
-    return options
-
-
-def _dependency(item: object) -> Dependency:
-    if isinstance(item, Dependency):
-        return item
-    if isinstance(item, Job):
-        return Dependency(item.job_id)
-    if isinstance(item, str):
-        return parse_after(item)
-    raise UsageError(f"after: {item!r}: expected a Job, a job id or job.each()")
-
-
 @dataclass
 class Job:
     """A job on one backend; every method is one round of calls to it."""
@@ -287,6 +240,15 @@ class Job:
 
     def cancel(self) -> JobInfo:
         return self.backend.cancel(self.job_id)
+
+    def enter(self, node: int = 0, command: Sequence[str] = ()) -> int:
+        """Run ``command`` (default: a shell) in node ``node`` of a running job, attached to
+        this terminal (or to plain pipes when stdin is not one); its exit status (on AWS, the
+        Session Manager plugin's). UsageError, and nothing opened, for a job or node that is
+        not running, or a job submitted without ECS Exec."""
+        from launcher.job.enterable import DEFAULT_COMMAND
+
+        return self.backend.enter(self.job_id, node, list(command) or list(DEFAULT_COMMAND))
 
     def lost_nodes(self, info: JobInfo) -> LostNodes | None:
         """Which nodes a job that ended with the node watch's exit code lost or never saw

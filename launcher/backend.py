@@ -85,6 +85,12 @@ class Backend(Protocol):
         no job."""
         ...
 
+    def enter(self, job_id: str, node: int, command: Sequence[str]) -> int:
+        """Run ``command`` in node ``node`` of a running job, attached to this terminal; its
+        exit status (``launcher exec``). UsageError, and nothing opened, when the job or the
+        node is not running."""
+        ...
+
     def resubmit(self, job_id: str, say: Say) -> tuple[str, str]:
         """The job again, resuming from its checkpoint directory; (new id, directory)."""
         ...

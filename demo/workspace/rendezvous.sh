@@ -4,7 +4,7 @@
 rank="$AWS_BATCH_JOB_NODE_INDEX"
 echo "rank $rank of $AWS_BATCH_JOB_NUM_NODES: main at $LAUNCHER_MAIN_ADDR:$LAUNCHER_MAIN_PORT"
 if [ -d "$LAUNCHER_EFS/shards" ]; then  # what the pipeline's first step prepared
-  echo "rank $rank reads $(ls "$LAUNCHER_EFS/shards" | wc -l) shards from $LAUNCHER_EFS/shards"
+  echo "rank $rank reads $(find "$LAUNCHER_EFS/shards" -type f | wc -l) shards from $LAUNCHER_EFS/shards"
 fi
 if [ "$rank" = "$AWS_BATCH_JOB_MAIN_NODE_INDEX" ]; then
   workers=$((AWS_BATCH_JOB_NUM_NODES - 1))

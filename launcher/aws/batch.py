@@ -16,6 +16,7 @@ from launcher.aws.client import BULK_JOBS, Aws
 from launcher.aws.follow import PROCESS, Call, Hub, JobFacts, Nodes, Streams
 from launcher.backend import Say, already_ended, newest_first, no_such_jobs
 from launcher.errors import LauncherError, RemoteError, UsageError
+from launcher.job.enterable import node_refusal, refusal
 from launcher.job.info import (
     CANCEL_REASON,
     BackendName,
@@ -34,7 +35,7 @@ from launcher.job.jobdef import (
     resumption,
     watch_token,
 )
-from launcher.job.replacements import replacement_lines
+from launcher.job.replacements import HOST_LOST_REASON, replacement_lines
 from launcher.job.shapes import Dependency, is_single, parse_after
 from launcher.job.waiting import Capacity, Facts, Place, Watch, pending
 from launcher.progress import Event, ProgressFn
@@ -46,12 +47,6 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 BATCH_JOB_ID = re.compile(rf"(?:^|:)({_UUID}(?:#\d+|:\d+)?)$")
 
 
-# What ECS puts in a task's stoppedReason, and Batch in the job's (or node's) statusReason, when
-# the host went under it: "Host EC2 (instance i-0e234208f6fc9291f) terminated." (as Batch shows
-# it, calypr/funnel#973); the same start the job definition's retry rule matches (onStatusReason
-# "Host EC2*", launcher.job.jobdef). The stack's node replacer reads this pattern too
-# (infra/node_replacer.py).
-HOST_LOST_REASON = re.compile(r"^Host EC2\b")
 # "A list of up to 100 job IDs" (botocore DescribeJobsRequest.jobs).
 DESCRIBE_JOBS = 100
 T = TypeVar("T")
@@ -286,6 +281,27 @@ class BatchBackend:
                     "(the cluster expires workspace images workspace_image_days after their "
                     "push); run the job again with launcher run, which builds it anew"
                 )
+
+    def enter(self, job_id: str, node: int, command: Sequence[str]) -> int:
+        from launcher.aws import node_shell
+
+        node_shell.check_plugin()
+        found = self.aws.describe_jobs([job_id_of(job_id)])
+        if not found:
+            raise UsageError(f"job {job_id_of(job_id)}: no such job in this account and region")
+        job = found[0]
+        info = job_info(job)
+        if (refused := refusal(info, node)) is not None:
+            raise refused
+        detail = job
+        if "nodeProperties" in job:  # a multi-node job: each node is a job of its own, JOB#N
+            (detail,) = self.aws.describe_jobs([f"{info.job_id}#{node}"]) or [{}]
+            if (refused := node_refusal(info.job_id, node, str(detail.get("status")))) is not None:
+                raise refused
+        container = detail.get("container") or {}
+        return node_shell.aws_session(
+            self.aws, job["jobQueue"], info.job_id, node, container, command
+        )
 
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         if self.queue_arn is None:

@@ -1,7 +1,7 @@
-"""``launcher exec``: a command, or a shell, in one node's container of a running job.
+"""``launcher exec`` on AWS: a command, or a shell, in one node's container of a running job.
 
-Either backend hands the session to the tool that owns its protocol and the terminal: the
-local engine's to the docker CLI (``launcher.local.shell``), AWS's to the Session Manager
+Either backend hands the session to the tool that owns its protocol and the terminal (the
+local engine's to the docker CLI, ``launcher.local.shell``); here, to the Session Manager
 plugin, after ECS ExecuteCommand, exactly as the AWS CLI's ``aws ecs execute-command`` does
 (aws/aws-cli, awscli/customizations/ecs/executecommand.py). The decisions (may this job be
 entered, which request, which argv) are pure functions; the rest is lookups and the hand-off.
@@ -21,19 +21,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from launcher.errors import LauncherError, UsageError
-from launcher.job.enterable import node_refusal, refusal
-from launcher.job.info import BackendName
 
 if TYPE_CHECKING:
-    from launcher.api import Job
     from launcher.aws.client import Aws
 
-# No command: bash where the image has it, else sh (busybox, distroless-with-shell images).
-DEFAULT_COMMAND = (
-    "/bin/sh",
-    "-c",
-    "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi",
-)
 PLUGIN = "session-manager-plugin"
 NO_PLUGIN = (
     f"launcher exec on AWS needs the Session Manager plugin ({PLUGIN}) on PATH, as aws ecs "
@@ -129,7 +120,7 @@ def plugin_argv(
     return argv, {SESSION_ENV: json.dumps(response["session"])}
 
 
-def _check_plugin() -> None:
+def check_plugin() -> None:
     """The plugin is on PATH and takes the session from the environment; else one line, before
     ExecuteCommand opens a session left unused."""
     if shutil.which(PLUGIN) is None:
@@ -183,29 +174,17 @@ def _find_task(aws: Aws, queue: str, task_arn: str) -> tuple[str, dict[str, Any]
     raise LauncherError(f"ECS: task {task_arn} is in no cluster of job queue {queue}")
 
 
-def aws_session(aws: Aws, job_id: str, node: int, command: Sequence[str]) -> int:
-    """ExecuteCommand into the node's task, then the plugin; its exit status."""
-    from launcher.aws.batch import job_id_of, job_info
-
-    _check_plugin()
-    found = aws.describe_jobs([job_id_of(job_id)])
-    if not found:
-        raise UsageError(f"job {job_id_of(job_id)}: no such job in this account and region")
-    job = found[0]
-    info = job_info(job)
-    if (refused := refusal(info, node)) is not None:
-        raise refused
-    detail = job
-    if "nodeProperties" in job:  # a multi-node job: each node is a job of its own, JOB#N
-        (detail,) = aws.describe_jobs([f"{info.job_id}#{node}"]) or [{}]
-        if (refused := node_refusal(info.job_id, node, str(detail.get("status")))) is not None:
-            raise refused
-    container = detail.get("container") or {}
+def aws_session(
+    aws: Aws, queue: str, job_id: str, node: int, container: dict[str, Any], command: Sequence[str]
+) -> int:
+    """ExecuteCommand into a node's task, then the plugin; its exit status. ``container`` is
+    DescribeJobs' container of the node (``JOB#N``) or of a single-node job, in ``queue``; the
+    Batch backend has checked that the job and the node run (``BatchBackend.enter``)."""
     if not container.get("enableExecuteCommand"):
-        raise UsageError(f"job {info.job_id} " + ECS_EXEC_OFF.format(job=info.job_id))
+        raise UsageError(f"job {job_id} " + ECS_EXEC_OFF.format(job=job_id))
     if not container.get("taskArn"):
-        raise UsageError(f"node {node} of job {info.job_id} has no task yet; try again shortly")
-    cluster, task = _find_task(aws, job["jobQueue"], container["taskArn"])
+        raise UsageError(f"node {node} of job {job_id} has no task yet; try again shortly")
+    cluster, task = _find_task(aws, queue, container["taskArn"])
     names = [c["name"] for c in task.get("containers") or []]
     request = execute_command_request(
         cluster, container["taskArn"], names[0] if len(names) == 1 else None, command
@@ -221,19 +200,3 @@ def aws_session(aws: Aws, job_id: str, node: int, command: Sequence[str]) -> int
     )
     with _user_signals_ignored():
         return subprocess.call(argv, env={**os.environ, **session})
-
-
-def enter(job: Job, node: int, command: Sequence[str]) -> int:
-    """Run ``command`` (default: a shell) in node ``node`` of a running job, attached to this
-    terminal (or to plain pipes when stdin is not one); its exit status (on AWS, the plugin's).
-    UsageError, and nothing opened, for a job or node that is not running, or a job submitted
-    without ECS Exec."""
-    command = list(command) or list(DEFAULT_COMMAND)
-    if job.backend.name is BackendName.LOCAL:
-        from launcher.local.shell import local_session
-
-        return local_session(job.job_id, node, command)
-    from launcher.aws.batch import BatchBackend
-
-    assert isinstance(job.backend, BatchBackend)
-    return aws_session(job.backend.aws, job.job_id, node, command)

@@ -525,7 +525,7 @@ class Run(Command):
             workspace = None
         if workspace is not None:
             _walk_ahead(workspace)
-        from launcher.api import make_spec
+        from launcher.job.options import make_spec
 
         if args.follow and options.get("array_size") is not None:
             raise UsageError(
@@ -977,8 +977,6 @@ class Exec(Command):
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from launcher.aws.node_shell import enter
-
         words: list[str] = args.command
         if words[:1] != ["--"] and words[:1] and words[0].startswith("-"):
             # Options after JOB (exec JOB --node 1 -- CMD), which REMAINDER keeps as words.
@@ -988,7 +986,7 @@ class Exec(Command):
             options.parse_args(words[:cut], namespace=args)
             words = words[cut:]
         command = words[1:] if words[:1] == ["--"] else words
-        return enter(_job(args, args.job), args.node, command)
+        return _job(args, args.job).enter(args.node, command)
 
 
 class Resubmit(Command):

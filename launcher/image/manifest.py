@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.errors import UsageError
-from launcher.image.tags import WORKSPACE_PREFIX
+from launcher.stack.image_tags import WORKSPACE_PREFIX
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"

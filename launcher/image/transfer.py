@@ -24,7 +24,7 @@ from launcher.errors import RemoteError, UsageError
 from launcher.image import manifest
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
-from launcher.image.tags import BASE_PREFIX
+from launcher.stack.image_tags import BASE_PREFIX
 
 OnBlob = Callable[[dict[str, Any], str], None]  # (descriptor, "present" | "mounted" | "copied")
 PARALLEL = 3  # blobs mounted or streamed at once

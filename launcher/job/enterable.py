@@ -9,6 +9,14 @@ from __future__ import annotations
 from launcher.errors import UsageError
 from launcher.job.info import JobInfo, JobState
 
+# No command: bash where the image has it, else sh (busybox, distroless-with-shell images).
+DEFAULT_COMMAND = (
+    "/bin/sh",
+    "-c",
+    "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi",
+)
+
+
 
 def refusal(info: JobInfo, node: int) -> UsageError | None:
     """Why ``node`` of this job cannot be entered now, in one line (None: it can)."""

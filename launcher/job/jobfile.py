@@ -26,6 +26,7 @@ from typing import Any
 from launcher.errors import UsageError
 from launcher.job import jobspec
 from launcher.job.jobspec import JobSpec, Mount, MountKind, NodeGroup
+from launcher.job.options import make_spec, spec_options
 from launcher.job.shapes import parse_after
 
 SHELL = ("sh", "-c")  # a command given as one string is a shell script
@@ -69,8 +70,6 @@ class JobFile:
     def spec(self, command: tuple[str, ...] | list[str] | None = None, **overrides: Any) -> JobSpec:
         """The job: the file's values with ``overrides`` (``make_spec``'s keywords) merged
         over them, ``command`` (a non-empty one) instead of the file's. UsageError; no I/O."""
-        from launcher.api import make_spec, spec_options
-
         chosen = tuple(command) if command else self.command
         return make_spec(chosen or (), **merge(self.options, spec_options(**overrides)))
 

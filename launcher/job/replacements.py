@@ -28,6 +28,12 @@ INSTANCE_TAG = "efa-batch:replaced"  # on the instance: why, which job, attempt 
 JOB_TAG_PREFIX = "efa-batch:replaced:"  # + ATTEMPT:NODE: the previous replacer's, one per node
 MORE = "more"  # the last entry of a record that could not hold every node
 WHY = {BAD_HOST_EXIT: "bad host", NODE_LOST_EXIT: "lost"}
+# What ECS puts in a task's stoppedReason, and Batch in the job's (or node's) statusReason, when
+# the host went under it: "Host EC2 (instance i-0e234208f6fc9291f) terminated." (as Batch shows
+# it, calypr/funnel#973); the same start the job definition's retry rule matches (onStatusReason
+# "Host EC2*", launcher.job.jobdef). The Batch backend reads each node's fate by it
+# (launcher.aws.batch.node_fate), and the stack's node replacer too (infra/node_replacer.py).
+HOST_LOST_REASON = re.compile(r"^Host EC2\b")
 _ENTRY = re.compile(r"(\d+)/(-?\d+):(\S+)")
 _ITEM = re.compile(r"(\d+)(?:=(\S+)|-(\d+))?")
 

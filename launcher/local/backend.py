@@ -427,6 +427,11 @@ class LocalBackend:
         again = {k: v for k, v in submit.items() if k != "dependsOn"}
         return self.schedule(Requests(register, {**again, "tags": tags}), say), checkpoint
 
+    def enter(self, job_id: str, node: int, command: Sequence[str]) -> int:
+        from launcher.local.shell import local_session
+
+        return local_session(job_id, node, command)
+
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         # Jobs, not array children (Batch lists those only by their parent's id).
         records = (

@@ -23,6 +23,7 @@ from infra.cluster import SSM_MESSAGES
 from infra.network import exec_endpoints
 from launcher import local
 from launcher.aws import node_shell
+from launcher.aws.batch import BatchBackend
 from launcher.aws.client import Aws
 from launcher.cli.main import parser
 from launcher.errors import LauncherError, UsageError
@@ -319,7 +320,7 @@ def test_a_node_is_found_and_entered_as_the_aws_cli_would(aws, plugin):
         "command": "printenv AWS_BATCH_JOB_NODE_INDEX",
     }
     ecs.add_response("execute_command", RESPONSE, request)
-    code = node_shell.aws_session(client, JOB, 1, ["printenv", "AWS_BATCH_JOB_NODE_INDEX"])
+    code = BatchBackend(client).enter(JOB, 1, ["printenv", "AWS_BATCH_JOB_NODE_INDEX"])
     assert code == 7
     seen = json.loads(plugin.read_text())
     endpoint = client.client("ecs").meta.endpoint_url
@@ -341,7 +342,7 @@ def test_the_session_token_is_not_in_the_process_list(aws, plugin):
     ecs.add_response("describe_tasks", {"tasks": [task]})
     token = "AAEAAdEkRBE3LVr5yv9TOKEN-NOT-FOR-PS"
     ecs.add_response("execute_command", {**RESPONSE, "session": {**SESSION, "tokenValue": token}})
-    assert node_shell.aws_session(client, JOB, 0, ["sh"]) == 7
+    assert BatchBackend(client).enter(JOB, 0, ["sh"]) == 7
     seen = json.loads(plugin.read_text())
     assert json.loads(seen["session"])["tokenValue"] == token
     assert token not in seen["cmdline"] and "tokenValue" not in seen["cmdline"]
@@ -358,7 +359,7 @@ def test_a_plugin_that_would_take_the_token_on_its_command_line_is_refused_first
     seen = _stand_in(tmp_path, "1.2.497.0")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     with pytest.raises(LauncherError) as old:
-        node_shell.aws_session(client, JOB, 0, ["sh"])
+        BatchBackend(client).enter(JOB, 0, ["sh"])
     assert old.value.exit_code == 1 and "\n" not in str(old.value)
     assert str(old.value).startswith(
         "session-manager-plugin 1.2.497.0 takes the session's token on its command line, where "
@@ -371,7 +372,7 @@ def test_a_job_submitted_without_ecs_exec_names_the_setting(aws, plugin):
     client, batch, _ = aws
     batch.add_response("describe_jobs", {"jobs": [_job(exec_on=False, multinode=False)]})
     with pytest.raises(UsageError) as refused:
-        node_shell.aws_session(client, JOB, 0, ["sh"])
+        BatchBackend(client).enter(JOB, 0, ["sh"])
     assert str(refused.value) == (
         f"job {JOB} was submitted without ECS Exec: deploy the stack with -c ecs_exec=true "
         f"(docs/configuration.md) and submit the job again; until then, launcher logs {JOB} "
@@ -385,21 +386,21 @@ def test_a_node_that_ended_in_a_running_job_is_refused(aws, plugin):
     batch.add_response("describe_jobs", {"jobs": [_job()]})
     batch.add_response("describe_jobs", {"jobs": [_node("SUCCEEDED")]})
     with pytest.raises(UsageError, match=f"^node 1 of job {JOB} is SUCCEEDED; its output"):
-        node_shell.aws_session(client, JOB, 1, ["sh"])
+        BatchBackend(client).enter(JOB, 1, ["sh"])
 
 
 def test_an_ended_job_costs_one_call_and_opens_nothing(aws, plugin):
     client, batch, _ = aws
     batch.add_response("describe_jobs", {"jobs": [_job("FAILED")]})
     with pytest.raises(UsageError, match="has ended"):
-        node_shell.aws_session(client, JOB, 0, ["sh"])
+        BatchBackend(client).enter(JOB, 0, ["sh"])
 
 
 def test_no_plugin_is_one_line_saying_where_to_get_it_before_any_call(aws, monkeypatch):
     client, _, _ = aws  # no response queued: a call would fail the test
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(LauncherError) as missing:
-        node_shell.aws_session(client, JOB, 0, ["sh"])
+        BatchBackend(client).enter(JOB, 0, ["sh"])
     assert missing.value.exit_code == 1 and "\n" not in str(missing.value)
     assert "session-manager-plugin" in str(missing.value)
     assert "session-manager-working-with-install-plugin.html" in str(missing.value)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from devenv.clusters import cluster_info
-from launcher.api import make_spec
 from launcher.errors import UsageError
 from launcher.job import jobdef, jobspec
 from launcher.job.jobspec import JobSpec, Mount
+from launcher.job.options import make_spec
 from tests.support.service_model import assert_valid
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from launcher.image.tags import BASE_PREFIX, WORKSPACE_PREFIX
+from launcher.stack.image_tags import BASE_PREFIX, WORKSPACE_PREFIX
 from tests.rules.deployment import Deployment, Resource
 from tests.rules.registry import Model, Page, rule
 from tests.rules.roles import CONFUSED_DEPUTY, EXECUTION_ROLE_TRUST, ecs_trust_problems
