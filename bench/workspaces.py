@@ -32,6 +32,7 @@ from bench.stats import table
 from launcher.image.delta import tree
 from launcher.image.index import Index, content_key
 from launcher.image.registry import Registry
+from launcher.image.upload import upload
 from launcher.image.workspace import scan
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
@@ -158,7 +159,8 @@ def _pipeline(ws: Path, compressor: list[str], host: str, repo: str) -> float:
             yield block
 
     client = Registry(host, lambda: None)
-    client.upload(repo, client.start_upload(repo), pieces, lambda: f"sha256:{digest.hexdigest()}")
+    session = client.start_upload(repo)
+    upload(client, repo, session, pieces, lambda: f"sha256:{digest.hexdigest()}", lambda n: None)
     if packed.wait() or tar.wait():
         raise RuntimeError(f"{compressor} pipeline failed")
     return time.perf_counter() - start

@@ -435,7 +435,7 @@ def patch(
             on_bytes=streamed.update,
         )
         streamed.close()
-    target.put_blob(repo.repository, config_bytes)
+    upload.put_blob(target, repo.repository, config_bytes)
     pushed = target.put_manifest(repo.repository, tag, new_manifest, manifest_kind)  # last
     found.index.save(found.workspace, digests, uploaded, state, uploaded.key)
     return Patched(str(repo.with_digest(pushed)), tag, False, layer_size, plan, compression)

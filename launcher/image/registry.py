@@ -302,25 +302,6 @@ class Registry:
     def start_upload(self, repo: str) -> str:
         return self.location_of(self.request("POST", f"/v2/{repo}/blobs/uploads/", ok=(202,)))
 
-    def upload(
-        self,
-        repo: str,
-        location: str | Callable[[], str],
-        pieces_from: Callable[[], Iterable[bytes]],
-        digest: Callable[[], str],
-        on_bytes: Callable[[int], None] = lambda n: None,
-    ) -> str:
-        """Send the blob ``pieces_from()`` yields into the upload session at ``location`` and
-        close it with ``digest()`` (known once the pieces are consumed); ``pieces_from`` is
-        called again should the registry lose the session (``launcher.image.upload``)."""
-        from launcher.image.upload import upload
-
-        return upload(self, repo, location, pieces_from, digest, on_bytes)
-
-    def put_blob(self, repo: str, data: bytes) -> str:
-        """Small blobs (configs) in one monolithic POST + PUT."""
-        return self.upload(repo, self.start_upload(repo), lambda: [data], lambda: digest_of(data))
-
     def location_of(self, response: requests.Response) -> str:
         """The upload's next URL, resolved against the registry; RemoteError now, before a
         byte goes there, when it would be plain HTTP off loopback (``auth.destination``)."""

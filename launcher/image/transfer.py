@@ -24,6 +24,7 @@ from launcher.errors import RemoteError, UsageError
 from launcher.image import manifest
 from launcher.image.reference import Reference
 from launcher.image.registry import Registry
+from launcher.image.upload import upload
 from launcher.stack.image_tags import BASE_PREFIX
 
 OnBlob = Callable[[dict[str, Any], str], None]  # (descriptor, "present" | "mounted" | "copied")
@@ -76,7 +77,7 @@ def transfer_blobs(
         else:
             location = target.start_upload(target_repo)
         stream = lambda: source.stream_blob(source_repo, digest)  # noqa: E731 - again if need be
-        target.upload(target_repo, location, stream, lambda: digest, counted)
+        upload(target, target_repo, location, stream, lambda: digest, counted)
         said(desc, "copied")
         return int(desc.get("size", 0))
 

@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlencode
 
+from launcher.image.manifest import digest_of
 from launcher.image.registry import RegistryError
 
 if TYPE_CHECKING:
@@ -134,6 +135,12 @@ def upload(
             on_bytes(-sent[0])  # progress starts again with the blob
             location = registry.start_upload(repo)
     raise AssertionError("unreachable")
+
+
+def put_blob(registry: Registry, repo: str, data: bytes) -> str:
+    """A small blob (a config) in one monolithic POST + PUT; its digest."""
+    start = registry.start_upload(repo)
+    return upload(registry, repo, start, lambda: [data], lambda: digest_of(data), lambda n: None)
 
 
 def _send(

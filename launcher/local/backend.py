@@ -21,6 +21,7 @@ from typing import Any
 from launcher import private
 from launcher.backend import Say, already_ended, newest_first, no_such_jobs
 from launcher.errors import LauncherError, RemoteError, UsageError
+from launcher.job.enterable import node_refusal, refusal
 from launcher.job.info import (
     CANCEL_REASON,
     BackendName,
@@ -430,7 +431,24 @@ class LocalBackend:
     def enter(self, job_id: str, node: int, command: Sequence[str]) -> int:
         from launcher.local.shell import local_session
 
-        return local_session(job_id, node, command)
+        return local_session(self._running_container(job_id, node), command)
+
+    def _running_container(self, job_id: str, node: int) -> str:
+        """The running container of ``node`` in the job's current attempt; UsageError in one
+        line when the job, or that node, is not running."""
+        from launcher.docker_client import docker_client
+
+        record = self.store.load(job_id)
+        if (refused := refusal(job_info(record), node)) is not None:
+            raise refused
+        if node >= len(record.containers):  # a worker that could not start: the main node ended
+            raise UsageError(f"node {node} of job {record.job_id} has no container in this attempt")
+        container = record.containers[node]
+        code = engine.exit_code(docker_client(), container)
+        state = "RUNNING" if code is None else "SUCCEEDED" if code == 0 else "FAILED"
+        if (refused := node_refusal(record.job_id, node, state)) is not None:
+            raise refused
+        return container
 
     def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
         # Jobs, not array children (Batch lists those only by their parent's id).

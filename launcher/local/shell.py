@@ -13,9 +13,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from launcher.errors import LauncherError, UsageError
-from launcher.local import engine
-from launcher.local.state import Store
+from launcher.errors import LauncherError
 
 NO_DOCKER_CLI = (
     "launcher exec on a local job needs the docker CLI on PATH (it runs docker exec): install "
@@ -39,30 +37,9 @@ def docker_environment(environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def container_of(job_id: str, node: int, store: Store | None = None) -> str:
-    """The running container of ``node`` in the job's current attempt; UsageError in one line
-    when the job, or that node, is not running."""
-    from launcher.docker_client import docker_client
-    from launcher.job.enterable import node_refusal, refusal
-    from launcher.local.backend import job_info
-
-    store = store or Store()
-    record = store.load(job_id)
-    if (refused := refusal(job_info(record), node)) is not None:
-        raise refused
-    if node >= len(record.containers):  # a worker that could not start: the main node ended
-        raise UsageError(f"node {node} of job {record.job_id} has no container in this attempt")
-    container = record.containers[node]
-    code = engine.exit_code(docker_client(), container)
-    state = "RUNNING" if code is None else "SUCCEEDED" if code == 0 else "FAILED"
-    if (refused := node_refusal(record.job_id, node, state)) is not None:
-        raise refused
-    return container
-
-
-def local_session(job_id: str, node: int, command: Sequence[str]) -> int:
-    """Become ``docker exec`` into the node's container (never returns, but on a refusal)."""
-    container = container_of(job_id, node)
+def local_session(container: str, command: Sequence[str]) -> int:
+    """Become ``docker exec`` into a node's running container (``LocalBackend.enter`` found it);
+    never returns, but when the docker CLI is missing."""
     docker = shutil.which("docker")
     if docker is None:
         raise LauncherError(NO_DOCKER_CLI)

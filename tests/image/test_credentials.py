@@ -28,6 +28,7 @@ import pytest
 from launcher.errors import RemoteError
 from launcher.image import auth, manifest, reference
 from launcher.image.registry import Registry
+from launcher.image.upload import put_blob, upload
 from tests.support.proxy import Answer, Host
 
 LOGIN = ("ci", "s3cret")  # tests/conftest.py's auth_registry
@@ -243,12 +244,14 @@ def push_and_pull(client: Registry, repo: str) -> None:
     all of them back."""
     config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {}}).encode()
     layer = os.urandom(9 << 20)
-    config_digest = client.put_blob(repo, config)
-    layer_digest = client.upload(
+    config_digest = put_blob(client, repo, config)
+    layer_digest = upload(
+        client,
         repo,
         client.start_upload(repo),
         lambda: [layer],
         lambda: manifest.digest_of(layer),
+        lambda n: None,
     )
     raw = json.dumps(
         {
@@ -355,7 +358,7 @@ def test_a_plain_http_upload_location_off_loopback_is_refused(
     )
     client = Registry(front.netloc, lambda: LOGIN, backoff=0.01)
     with pytest.raises(RemoteError) as refused:
-        client.put_blob("refused", b"{}")
+        put_blob(client, "refused", b"{}")
     (line,) = str(refused.value).splitlines()
     assert f"refused its upload location on {storage.netloc}:" in line
     assert storage.seen == []
