@@ -1,6 +1,7 @@
 """Where moto (5.2.x) differs from AWS, and the smallest change that lets the real templates
 deploy and the launcher see what AWS would show: every workaround for moto lives here, one
-function (or one block) and one ``# Gap:`` comment per gap.
+function (or one block) and one ``# Gap:`` comment per gap. It stays one file, however long:
+every gap in one place, so a moto upgrade is checked against one file.
 
 - ``adapt`` rewrites a copy of a synthesized template (the real templates are never changed
   for moto), ``prepare_account`` and ``default_security_groups`` fill the account around it;
