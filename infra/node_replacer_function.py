@@ -34,6 +34,13 @@ EventBridge delivers an event at least once, so every step is safe to repeat: dr
 DRAINING instance and tagging it again change nothing, an instance already shutting down is
 not terminated again, an attempt already on the job's record is passed over, and an instance
 gone from ECS or EC2 is passed over with a log line.
+
+It stays one file, however long, because of how it ships: ``lambda.Code.from_inline`` puts it
+in the template's ``Code.ZipFile``, and from that CloudFormation "places it in a file named
+index and zips it" (CloudFormation user guide, aws-properties-lambda-function-code.html): one
+module, so a second one could not be imported. Not the size: ZipFile's old 4096-character cap
+is gone (aws-cdk PR 20624), the zip may reach 4 MB. A package of modules would have to ship as
+an asset uploaded to the bootstrap bucket, which this stack avoids (infra/node_replacer.py).
 """
 
 from __future__ import annotations
