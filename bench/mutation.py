@@ -64,6 +64,9 @@ class Module:
 
 MODULES = (
     Module("infra/config.py", what="configuration validation"),
+    Module("infra/config_values.py", what="configuration values"),
+    Module("infra/pool_config.py", what="pool configuration"),
+    Module("infra/data_config.py", what="data configuration"),
     # The rest of infra/lustre.py builds constructs, which the fast tier never synthesizes.
     Module("infra/lustre.py", only=("FsxLustre", "link_path_of"), what="FsxLustre"),
     Module("launcher/job/jobdef.py"),

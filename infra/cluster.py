@@ -27,12 +27,13 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.batch_names import compute_environment_name
-from infra.config import CLUSTER_TAG, ClusterConfig, Pool, is_group_arn
+from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.copy_jobs import CopyJobs
 from infra.data_access import attach_managed_policies, grant_buckets, grant_secrets, stack_place
 from infra.log_groups import job_log_group_name, log_group
 from infra.lustre import LustreFileSystem, mount_script
 from infra.node_replacer import NodeReplacer
+from infra.pool_config import Pool, is_group_arn
 from infra.roles import (
     execution_role_principal,
     grant_ecr_login,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from aws_cdk import Acknowledgment, Annotations, Aws, Stack, Validations
 from aws_cdk import aws_iam as iam
 
-from infra.config import MAX_MANAGED_POLICIES_PER_ROLE
+from infra.data_config import MAX_MANAGED_POLICIES_PER_ROLE
 from launcher.stack.buckets import DataBucket
 from launcher.stack.secrets import Place, SecretGrant, Store
 

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
-from infra.config import ClusterConfig, Pool
+from infra.config import ClusterConfig
+from infra.pool_config import Pool
 from tests.rules.flows import Network
 
 FARGATE = ("FARGATE", "FARGATE_SPOT")
