@@ -66,7 +66,7 @@ def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
 # Resource types whose Tags are create-only (CloudFormation resource provider schemas,
 # createOnlyProperties): a tag change replaces them, and a replaced compute environment takes
 # its running jobs with it. They get the cluster tag (fixed for the stack's life) and
-# creation_tags only; the nodes get `tags` through ComputeResources.Tags (infra/cluster.py),
+# creation_tags only; the nodes get `tags` through ComputeResources.Tags (infra/compute_pool.py),
 # which an infrastructure update changes in place.
 TAGS_FIXED_AT_CREATION = ("AWS::Batch::ComputeEnvironment", "AWS::EC2::PlacementGroup")
 

@@ -294,7 +294,7 @@ class NodeReplacer(Construct):
                 ],
             ),
             # This cluster's nodes only (the tag Batch puts on every instance it launches for
-            # the compute environments: ComputeResources.Tags, infra/cluster.py node_tags), and
+            # the compute environments: ComputeResources.Tags, infra/compute_pool.py node_tags), and
             # of those only one the function has tagged first with why it goes.
             iam.PolicyStatement(
                 actions=["ec2:TerminateInstances"],

@@ -213,7 +213,7 @@ def environment(
 def placement(env: Mapping[str, str], now: float) -> str | None:
     """The compute environment Batch places an attempt of a job in the block in when it starts
     at ``now``, from the job's ``environment``: the block's from its start until EC2 starts
-    ending its instances, the fallback's (the queue's next, infra.cluster ``add_queue``) before
+    ending its instances, the fallback's (the queue's next, infra.compute_pool ``add_queue``) before
     and after; None for a job outside a block, or when the stack names no compute environment.
     What the local backend gives an attempt as AWS_BATCH_CE_NAME."""
     block = env.get(BLOCK_CE_ENV)

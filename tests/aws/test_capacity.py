@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import ParamValidationError
 
 from devenv.synth import synthesize
-from infra.cluster import job_queue_name
+from infra.compute_pool import job_queue_name
 from infra.config import ConfigError, load
 from launcher.stack.outputs import OutputKey
 from tests.conftest import cdk_context

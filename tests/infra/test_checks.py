@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.cluster import job_queue_name
+from infra.compute_pool import job_queue_name
 from launcher.stack.outputs import OutputKey
 from tests.conftest import ROOT, cdk_context
 from tests.support import tiers

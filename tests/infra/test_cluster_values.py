@@ -1,6 +1,7 @@
 """What the cluster stack builds from the configuration, without a synth: the nodes' network
-interfaces, capacity target, agent settings, user data, tags and queue names (infra/cluster.py's
-functions of the configuration; the templates themselves are the `cdk` tier's)."""
+interfaces, capacity target, agent settings, user data, tags and queue names (the functions of
+the configuration in infra/cluster.py and infra/compute_pool.py; the templates themselves are
+the `cdk` tier's)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import email
 
 import pytest
 
-from infra import cluster
+from infra import cluster, compute_pool
 from infra.config import load
 from launcher.stack import catalog
 from tests.conftest import POOLS, cdk_context
@@ -27,7 +28,7 @@ def test_every_efa_device_of_the_type_and_one_ip_address_per_node(instance_type)
     efa-acc-inst-types.html). Every interface is in the cluster's group (EFA traffic needs its
     group to admit itself) and goes with the instance."""
     it = catalog.CATALOG[instance_type]
-    interfaces = cluster.efa_network_interfaces(it.efa_cards, SG)
+    interfaces = compute_pool.efa_network_interfaces(it.efa_cards, SG)
     efa = [i for i in interfaces if i.interface_type in ("efa", "efa-only")]
     with_ip = [i for i in interfaces if i.interface_type != "efa-only"]
     assert len(efa) == it.efa_interfaces
@@ -41,7 +42,7 @@ def test_card_0_is_efa_with_ena_except_where_it_takes_no_efa_device():
     """P6-B300's "primary network card supports only an ENA network interface": a plain ENA
     primary there, "EFA with ENA" on card 0 of the others (efa-acc-inst-types.html)."""
     kinds = {
-        name: [i.interface_type for i in cluster.efa_network_interfaces(t.efa_cards, SG)][:2]
+        name: [i.interface_type for i in compute_pool.efa_network_interfaces(t.efa_cards, SG)][:2]
         for name, t in catalog.CATALOG.items()
         if t.efa_capable and t.efa_interfaces > 1
     }
@@ -70,7 +71,7 @@ def test_nodes_launch_into_the_one_capacity_target_configured(overrides, target,
     """Nodes wait for the reservation (or block) they were given; only a reservation group
     with capacity_reservation_fallback launches On-Demand when it is full (EC2 API,
     CapacityReservationSpecification; EC2 user guide, cr-groups-launch.html)."""
-    spec = cluster._capacity_reservation(load(cdk_context(**overrides)))
+    spec = compute_pool._capacity_reservation(load(cdk_context(**overrides)))
     if target is None:
         assert spec is None
         return
@@ -111,14 +112,14 @@ def test_queue_names_follow_the_pool_and_the_fair_share_mode():
     shared = load(cdk_context(env="prod", **POOLS, stack_name="Team"))
     pools = {k: v for k, v in POOLS.items() if not k.startswith(("share_", "compute_res"))}
     plain = load(cdk_context(env="prod", **pools, fair_share="false"))
-    assert [cluster.job_queue_name(plain, p) for p in plain.pool_list] == [
+    assert [compute_pool.job_queue_name(plain, p) for p in plain.pool_list] == [
         "EfaBatch-jobs",
         "EfaBatch-cpu",
         "EfaBatch-debug",
         "EfaBatch-ondemand",
     ]
-    assert cluster.job_queue_name(plain) == "EfaBatch-jobs"
-    assert [cluster.job_queue_name(shared, p) for p in shared.pool_list] == [
+    assert compute_pool.job_queue_name(plain) == "EfaBatch-jobs"
+    assert [compute_pool.job_queue_name(shared, p) for p in shared.pool_list] == [
         "Team-jobs-fairshare",
         "Team-cpu-fairshare",
         "Team-debug-fairshare",
@@ -129,13 +130,13 @@ def test_queue_names_follow_the_pool_and_the_fair_share_mode():
 def test_nodes_carry_the_cluster_tag_a_console_name_and_the_users_tags():
     config = load(cdk_context(env="prod", **POOLS, stack_name="Team", tags='{"team": "ml"}'))
     default, cpu = config.pool("train"), config.pool("cpu")
-    assert cluster.node_tags(config, default) == {
+    assert compute_pool.node_tags(config, default) == {
         "efa-batch:cluster": "Team",
         "Name": "Team node",
         "team": "ml",
     }
-    assert cluster.node_tags(config, cpu)["Name"] == "Team cpu node"
-    assert [cluster.pool_construct_id(p) for p in config.pool_list] == [
+    assert compute_pool.node_tags(config, cpu)["Name"] == "Team cpu node"
+    assert [compute_pool.pool_construct_id(p) for p in config.pool_list] == [
         "PoolTrain",
         "PoolCpu",
         "PoolDebug",
@@ -167,6 +168,6 @@ def test_nodes_carry_the_cluster_tag_a_console_name_and_the_users_tags():
 def test_a_job_stuck_at_the_head_of_the_queue_is_cancelled_after_its_wait(overrides, expected):
     """Each wait cancels the RUNNABLE reasons it times (Batch user guide,
     job_stuck_in_runnable_time_limit_actions.html); 0 turns them off."""
-    actions = cluster._time_limit_actions(load(cdk_context(**overrides)))
+    actions = compute_pool._time_limit_actions(load(cdk_context(**overrides)))
     assert {(a.state, a.action) for a in actions} <= {("RUNNABLE", "CANCEL")}
     assert [(a.reason, a.max_time_seconds) for a in actions] == expected

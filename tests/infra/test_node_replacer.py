@@ -13,7 +13,7 @@ import pytest
 from devenv import moto_gaps
 from devenv.emulator import ACCOUNT, REGION
 from infra import node_replacer_function as function
-from infra.cluster import node_tags
+from infra.compute_pool import node_tags
 from infra.config import CLUSTER_TAG, load
 from infra.node_replacer import (
     EXIT_CODES,

@@ -290,7 +290,8 @@ def test_turning_fair_share_off_gives_every_pool_a_new_queue_and_keeps_the_old_o
     synth_pools, tmp_path_factory
 ):
     """Batch cannot remove a queue's fair-share policy: each pool's queue is replaced under its
-    mode's name, and the old one is retained with its jobs (infra/cluster.py job_queue_name)."""
+    mode's name, and the old one is retained with its jobs (infra/compute_pool.py
+    job_queue_name)."""
     from tests.conftest import POOLS
 
     fifo = {k: v for k, v in POOLS.items() if not k.startswith(("share_", "compute_"))}

@@ -126,8 +126,8 @@ def test_an_attempt_is_placed_in_the_block_while_it_can_take_it_and_on_the_fallb
     """Where the local backend places each attempt (its AWS_BATCH_CE_NAME), as Batch would: the
     pool's queue tries the block's compute environment first and the fallback's when the first
     cannot run the job ("Compute environments are tried in ascending order", Batch API,
-    ComputeEnvironmentOrder; infra.cluster ``add_queue``), and the block runs nothing before its
-    start or once EC2 ends its instances, 30 minutes before its end."""
+    ComputeEnvironmentOrder; infra.compute_pool ``add_queue``), and the block runs nothing
+    before its start or once EC2 ends its instances, 30 minutes before its end."""
     env = capacity.environment(spec(), window(), "train-ce", "ondemand-ce")
     stop = NOW + 5 * HOUR - capacity.EC2_LEAD_SECONDS
     assert capacity.placement(env, NOW) == "train-ce"

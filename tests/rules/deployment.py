@@ -169,7 +169,7 @@ class Deployment:
 
     @cached_property
     def job_queue(self) -> Resource:
-        from infra.cluster import job_queue_name
+        from infra.compute_pool import job_queue_name
 
         return self._queue(job_queue_name(self.cluster_config, self.pool))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra.app import TAGS_FIXED_AT_CREATION
-from infra.cluster import job_queue_name, node_tags
+from infra.compute_pool import job_queue_name, node_tags
 from infra.config import CLUSTER_TAG
 from tests.rules.deployment import FARGATE, Deployment
 from tests.rules.registry import CloudFormation, Model, Page, Schema, rule

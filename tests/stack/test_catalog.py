@@ -100,7 +100,7 @@ def test_the_other_types_take_efa_from_card_0():
     """Every other multi-card type's card 0 takes an EFA device: the guide's layouts put an
     EFA-only interface at "network card index 0, device index 1" for P5 and P6-B200
     (efa-acc-inst-types.html), which the launch template folds into an "EFA with ENA" primary
-    (infra/cluster.py, efa_network_interfaces)."""
+    (infra/compute_pool.py, efa_network_interfaces)."""
     assert {
         n for n, t in catalog.CATALOG.items() if t.efa_capable and not t.primary_card_efa
     } == set(ENA_ONLY_CARDS)
