@@ -23,8 +23,6 @@ from launcher.stack.secrets import SecretRef
 from tests.support.service_model import assert_valid
 
 FSX = "fs-0aaaabbbbccccdddd"
-
-
 NCCL = {
     "FI_PROVIDER": "efa",
     "NCCL_SOCKET_IFNAME": "^lo,docker,veth,ecs",
