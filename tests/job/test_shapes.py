@@ -1,4 +1,7 @@
-"""Job shapes: one node as a container job, arrays, dependencies; requests, limits, readers."""
+"""Job shapes: one node as a container job, arrays, dependencies; requests, limits, readers.
+The refusals of launcher/job/shapes.py word for word, the ends of Batch's ranges and how
+``describe`` shows a dependency are pinned where mutation testing (``make mutation``) found
+changes to them that no test noticed."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from devenv.clusters import cluster_info
 from launcher.api import make_spec
 from launcher.aws.batch import BatchBackend, job_id_of, job_info
 from launcher.errors import UsageError
-from launcher.job import check, jobdef
+from launcher.job import check, jobdef, shapes
 from launcher.job.info import JobInfo, JobState
 from launcher.job.jobspec import JobSpec, Mount
 from launcher.job.shapes import MAX_DEPENDENCIES, Dependency, parse_after
@@ -18,6 +21,7 @@ from tests.support.service_model import assert_valid
 
 UUID = "0b5e4c1e-5f7a-4a57-9d2b-1c2d3e4f5a6b"
 OTHER = "9f8e7d6c-5b4a-4321-8fed-cba987654321"
+CHILD = "6f1c2d3e-0000-4000-8000-000000000001:3"  # an array child's job id: JOB:INDEX
 
 
 def spec(**kwargs) -> JobSpec:
@@ -137,10 +141,53 @@ def test_shapes_batch_cannot_run_are_refused(kwargs, fragment):
         spec(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("size", "nodes", "line"),
+    [
+        (
+            1,
+            1,
+            "--array 1: AWS Batch runs arrays of 2-10,000 children (Batch user guide, array "
+            "jobs); for one job leave --array out",
+        ),
+        (
+            10_001,
+            1,
+            "--array 10001: AWS Batch runs arrays of 2-10,000 children (Batch user guide, array "
+            "jobs); for one job leave --array out",
+        ),
+        (
+            4,
+            2,
+            "--array with --nodes 2: array jobs are single-node here (AWS documents no "
+            "multi-node array jobs); submit one multi-node job per shard instead",
+        ),
+    ],
+)
+def test_array_refusals_are_one_whole_line(size, nodes, line):
+    """The line the user reads, all of it: a guard against a refusal that loses its advice."""
+    with pytest.raises(UsageError) as info:
+        shapes.check_array(size, nodes)
+    assert str(info.value) == line
+
+
+@pytest.mark.parametrize("size", [shapes.ARRAY_MIN, shapes.ARRAY_MAX])
+def test_the_ends_of_the_array_range_are_accepted(size):
+    """2 and 10,000 children are what Batch takes: neither end may be refused."""
+    shapes.check_array(size, 1)
+
+
 def test_twenty_dependencies_and_ten_thousand_children_are_fine():
     after = tuple(Dependency(f"job{i}") for i in range(MAX_DEPENDENCIES))
     assert len(jobdef.build(spec(after=after), cluster_info()).submit["dependsOn"]) == 20
     assert spec(array_size=10_000).array_size == 10_000
+
+
+def test_a_job_named_twice_in_after_is_one_whole_line():
+    twice = (Dependency("a"), Dependency("a"))
+    with pytest.raises(UsageError) as info:
+        shapes.check_dependencies(twice, None)
+    assert str(info.value) == "--after: a job is named twice; name each once"
 
 
 def test_after_parses_ids_queues_and_each():
@@ -150,6 +197,13 @@ def test_after_parses_ids_queues_and_each():
     assert str(Dependency(UUID, each=True)) == f"{UUID}:each"
     with pytest.raises(UsageError, match="expected a job id"):
         parse_after(":each")
+
+
+def test_each_is_read_from_the_end_of_a_job_id_that_has_colons():
+    """An array child's id has a colon of its own (JOB:INDEX): ``:each`` is the last part,
+    and the child's id stays whole."""
+    assert shapes.parse_after(f"{CHILD}:each") == Dependency(CHILD, True)
+    assert shapes.parse_after(CHILD) == Dependency(CHILD, False)
 
 
 def test_the_api_takes_jobs_ids_and_each():
@@ -194,6 +248,27 @@ def test_batch_array_parents_children_and_dependencies_read_back():
     )
     assert (child.is_array, child.array_index) == (False, 5)
     assert parent.as_dict()["children"]["RUNNING"] == 2
+
+
+@pytest.mark.parametrize(
+    ("entry", "shown"),
+    [
+        ({"jobId": "j1"}, "j1"),
+        ({"jobId": "j2", "type": "N_TO_N"}, "j2:each"),
+        ({"type": "SEQUENTIAL"}, ""),  # an entry cut short names no job, not "None"
+    ],
+)
+def test_dependencies_read_back_as_describe_shows_them(entry, shown):
+    """``launcher describe`` shows a DescribeJobs dependsOn entry as --after takes it: a whole
+    job without ``:each``."""
+    assert str(Dependency.from_batch(entry)) == shown
+
+
+def test_a_described_job_without_a_container_reads_as_an_empty_one():
+    """Callers ask the container for its environment and image: an entry that has none is an
+    empty container, never None."""
+    assert shapes.single_container({"jobId": "j", "jobName": "x"}) == {}
+    assert shapes.single_container({"container": {"image": "i"}}) == {"image": "i"}
 
 
 def test_child_ids_are_job_ids_on_both_backends():
