@@ -70,6 +70,12 @@ MODULES = (
     # The rest of infra/lustre.py builds constructs, which the fast tier never synthesizes.
     Module("infra/lustre.py", only=("FsxLustre", "link_path_of"), what="FsxLustre"),
     Module("launcher/job/jobdef.py"),
+    Module("launcher/job/validation.py"),
+    Module("launcher/job/container.py"),
+    Module("launcher/job/environment.py"),
+    Module("launcher/job/volumes.py"),
+    Module("launcher/job/node_ranges.py"),
+    Module("launcher/job/resumption.py"),
     Module("launcher/job/shapes.py"),
     Module("launcher/stack/secrets.py"),
     Module("launcher/stack/buckets.py"),
