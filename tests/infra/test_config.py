@@ -1,4 +1,12 @@
-"""Bad configuration fails before any construct exists, with one line naming the key."""
+"""The cluster-wide configuration (infra/config.py, and how infra/config_values.py reads a
+value from ``-c`` strings and cdk.json types alike): bad configuration fails before any construct
+exists, with one line naming the key, the value and what is allowed; both ends of every range
+load. The environments and their overrides, the zone, the network, capacity, the copy jobs'
+registries, tags, image retention and root volumes, and the keys a context may hold.
+The pools' settings and fair share are in test_pool_config.py, what jobs may reach (buckets,
+policies, secrets, FSx for Lustre) in test_data_config.py. The whole-line refusals and the ends
+of the ranges were added where mutation testing (``make mutation``) found changes to the checks
+that no test noticed."""
 
 from __future__ import annotations
 
@@ -7,11 +15,14 @@ import json
 import pytest
 
 from infra.config import ConfigError, load, refuse_unknown_settings
-from infra.lustre import FsxLustre, LustreError
 from tests.conftest import IMPORTED_VPC, cdk_context, secret_arn
+from tests.support.config_refusal import refusal
 
 BLOCK = "cr-0123456789abcdef0"
 GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/ml-reservations"
+
+
+# --- loading: environments, overrides, values from -c and cdk.json --------------------------------
 
 
 def test_default_environment_loads():
@@ -24,6 +35,87 @@ def test_default_environment_loads():
 def test_command_line_overrides_win_over_the_environment():
     config = load(cdk_context(env="prod", max_nodes="3", fair_share="false"))
     assert (config.instance_type, config.max_nodes, config.fair_share) == ("p5.48xlarge", 3, False)
+
+
+def test_values_are_coerced_from_the_field_annotations():
+    """``-c key=value`` gives strings; each is read as its field's type, lists split on commas."""
+    arns = ",".join(f"arn:aws:ecr:us-east-1:111122223333:repository/{n}" for n in "ab")
+    config = load(cdk_context(extra_pull_repository_arns=arns, tags='{"team": "ml"}', efa="no"))
+    assert config.extra_pull_repository_arns == tuple(arns.split(","))
+    assert config.tags == {"team": "ml"}
+    assert config.efa is False
+    listed = load(cdk_context(extra_pull_repository_arns=arns.split(",")))
+    assert listed.extra_pull_repository_arns == config.extra_pull_repository_arns
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("true", True), ("1", True), ("yes", True), ("YES", True), ("0", False)]
+)
+def test_booleans_on_the_command_line(text, value):
+    assert load(cdk_context(nat_gateway=text)).nat_gateway is value
+    assert load(cdk_context(fair_share="no", nat_gateway=text)).fair_share is False
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        ({"efa": "maybe"}, "efa: 'maybe' is not a boolean; allowed: true, false"),
+        ({"max_nodes": "1.5"}, "max_nodes: '1.5' is not an integer"),
+        ({"max_nodes": 1.5}, "max_nodes: 1.5 is not an integer"),  # cdk.json's number
+        (
+            {"data_buckets": ["bucket-a", 1]},
+            "data_buckets: expected a list of strings (or one comma-separated string)",
+        ),
+        (
+            {"data_buckets": {"bucket-a": "ro"}},
+            "data_buckets: expected a list of strings (or one comma-separated string)",
+        ),
+        ({"tags": "{bad"}, "tags: '{bad' is not a JSON object"),
+        ({"tags": json.dumps(["a"])}, "tags: expected an object of strings, got ['a']"),
+        ({"fsx_lustre": "{bad"}, "fsx_lustre: '{bad' is not a JSON object"),
+        ({"fsx_lustre": "[1]"}, "fsx_lustre: expected a JSON object, got [1]"),
+        (
+            {"pools": json.dumps({"b": {"instance_type": "p4d.24xlarge", "max_nodes": "x"}})},
+            "pools.b.max_nodes: 'x' is not an integer",
+        ),
+        ({"instance_type": {"a": 1}}, "instance_type: expected a string, got {'a': 1}"),
+        (
+            {"share_weights": json.dumps({"team": "x"}), "fair_share": "true"},
+            "share_weights.team: 'x' is not a number",
+        ),
+        (
+            {"share_weights": json.dumps({"team": True}), "fair_share": "true"},
+            "share_weights.team: True is not a number",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_one_whole_line(overrides, line):
+    """``-c`` gives strings and cdk.json gives JSON types: either, when wrong, names the key
+    and what it is not."""
+    assert refusal(**overrides) == line
+
+
+def without_zone(**overrides) -> dict:
+    context = cdk_context(**overrides)
+    demo = dict(context["environments"]["demo"])
+    del demo["availability_zone"]
+    return {**context, "environments": {**context["environments"], "demo": demo}}
+
+
+@pytest.mark.parametrize("zones", ["us-east-1b", ["us-east-1b"]])
+def test_the_zone_may_come_from_availability_zones(zones):
+    """``-c availability_zones=us-east-1b`` (a string) or cdk.json's one-zone list."""
+    assert load(without_zone(availability_zones=zones)).availability_zone == "us-east-1b"
+
+
+def test_a_zone_is_checked_against_the_zones_cdk_knows_only_where_it_knows_them():
+    context = cdk_context(availability_zone="us-east-1z")
+    del context["availability-zones:account=123456789012:region=us-east-1"]
+    assert load(context).availability_zone == "us-east-1z"  # CDK looks them up at deploy
+    assert load(cdk_context(env="prod", availability_zone="us-west-2d")).availability_zone
+
+
+# --- refusals: one line naming the key, the value and what is allowed -----------------------------
 
 
 @pytest.mark.parametrize(
@@ -142,11 +234,119 @@ def test_bad_configuration_names_the_key(overrides, expected):
     assert "\n" not in message
 
 
-def test_unknown_key_in_an_environment_is_rejected():
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        ({"account": "12345"}, "account: '12345' is malformed; expected 12 digits"),
+        (
+            {"region": "useast1"},
+            "region: 'useast1' is malformed; expected a region name such as us-east-1",
+        ),
+        (
+            {"availability_zone": "us-east-1"},
+            "availability_zone: 'us-east-1' is malformed; expected a zone such as us-east-1a",
+        ),
+        (
+            {"stack_name": "9lives"},
+            "stack_name: '9lives' is malformed; expected letters, digits and hyphens",
+        ),
+        (
+            {**IMPORTED_VPC, "vpc_id": "vpc-x"},
+            "vpc_id: 'vpc-x' is malformed; expected vpc- followed by 8 or 17 hex digits",
+        ),
+        (
+            {**IMPORTED_VPC, "subnet_id": "subnet-x"},
+            "subnet_id: 'subnet-x' is malformed; expected subnet- followed by 8 or 17 hex digits",
+        ),
+        (
+            {**IMPORTED_VPC, "default_security_group_id": "sg-x"},
+            "default_security_group_id: 'sg-x' is malformed; expected sg- followed by 8 or 17 "
+            "hex digits (the VPC's group named 'default')",
+        ),
+        (
+            {"extra_pull_repository_arns": "arn:aws:ecr:us-east-1:123456789012:repo/x"},
+            "extra_pull_repository_arns: 'arn:aws:ecr:us-east-1:123456789012:repo/x' is "
+            "malformed; expected ECR repository ARNs (arn:aws:ecr:REGION:ACCOUNT:repository/"
+            "NAME), comma-separated",
+        ),
+        (
+            {"update_timeout_minutes": "0"},
+            "update_timeout_minutes: 0; allowed: 1-7200 (AWS Batch "
+            "UpdatePolicy.jobExecutionTimeoutMinutes)",
+        ),
+        (
+            {"update_timeout_minutes": "7201"},
+            "update_timeout_minutes: 7201; allowed: 1-7200 (AWS Batch "
+            "UpdatePolicy.jobExecutionTimeoutMinutes)",
+        ),
+        (
+            {"tags": json.dumps({f"k{i}": "v" for i in range(41)})},
+            "tags: 41 tags; allowed: at most 40",
+        ),
+        (
+            {"placement_group": "has space"},
+            "placement_group: 'has space' is malformed; expected auto, none, or an existing "
+            "cluster placement group's name (1-255 characters)",
+        ),
+        (
+            {"capacity_reservation_id": BLOCK, "capacity_block_id": BLOCK},
+            "capacity_reservation_id/capacity_block_id: give at most one; a launch targets one "
+            "Capacity Reservation, one Capacity Block or one Capacity Reservation group",
+        ),
+        (
+            {"capacity_block_id": BLOCK, "capacity_reservation_group_arn": GROUP},
+            "capacity_block_id/capacity_reservation_group_arn: give at most one; a launch "
+            "targets one Capacity Reservation, one Capacity Block or one Capacity Reservation "
+            "group; a group of Capacity Blocks is capacity_block_id=GROUP-ARN",
+        ),
+        (
+            {"capacity_reservation_id": "cr-x"},
+            "capacity_reservation_id: 'cr-x' is malformed; expected cr- followed by 8 or 17 hex "
+            "digits (the Capacity Reservation's id)",
+        ),
+        (
+            {"capacity_reservation_fallback": "true"},
+            "capacity_reservation_fallback: only a Capacity Reservation group falls back to "
+            "On-Demand; a targeted reservation's launch fails when it is full (EC2 user guide); "
+            "set capacity_reservation_group_arn, or leave it false",
+        ),
+        ({"max_nodes": "0"}, "max_nodes: 0 is below one instance; allowed: >= 1"),
+    ],
+)
+def test_a_refusal_is_one_whole_line(overrides, line):
+    """``cdk synth`` stops with this line: the key, the value and what is allowed, all of it
+    (a guard against a refusal that names the wrong key or loses its advice)."""
+    assert refusal(**overrides) == line
+
+
+def test_loading_refusals_are_one_whole_line():
+    assert refusal(availability_zones=["us-east-1a", "us-east-1b"]) == (
+        "availability_zones: ['us-east-1a', 'us-east-1b']; an EFA cluster lives in exactly one "
+        "zone (EFA traffic cannot cross zones)"
+    )
     context = cdk_context()
-    context["environments"]["demo"]["instance_typo"] = "p5.48xlarge"
-    with pytest.raises(ConfigError, match="instance_typo: unknown key in environment 'demo'"):
+    context["environments"]["demo"] = {
+        k: v for k, v in context["environments"]["demo"].items() if k != "account"
+    }
+    with pytest.raises(ConfigError) as info:
         load(context)
+    assert str(info.value) == "account: missing in environment 'demo'"
+    context = cdk_context()
+    context["environments"]["demo"] = {**context["environments"]["demo"], "bogus": 1}
+    with pytest.raises(ConfigError) as info:
+        load(context)
+    assert str(info.value).startswith(
+        "bogus: unknown key in environment 'demo'; allowed: account, allow_privileged, "
+        "availability_zone, base_image_days, "
+    )
+
+
+def test_a_tag_value_of_257_characters_is_refused():
+    """AWS takes tag values of up to 256 characters: one more fails the deploy."""
+    assert refusal(tags=json.dumps({"k": "v" * 257})) == (
+        f"tags: 'k'='{'v' * 257}'; allowed: keys of 1-128 letters, digits, spaces and "
+        "_.:/=+-@ (not aws:*, not efa-batch:cluster), values of at most 256 characters"
+    )
 
 
 def test_efa_off_accepts_a_type_without_efa():
@@ -154,15 +354,90 @@ def test_efa_off_accepts_a_type_without_efa():
     assert config.efa_interfaces == 0
 
 
-def test_values_are_coerced_from_the_field_annotations():
-    """``-c key=value`` gives strings; each is read as its field's type, lists split on commas."""
-    arns = ",".join(f"arn:aws:ecr:us-east-1:111122223333:repository/{n}" for n in "ab")
-    config = load(cdk_context(extra_pull_repository_arns=arns, tags='{"team": "ml"}', efa="no"))
-    assert config.extra_pull_repository_arns == tuple(arns.split(","))
-    assert config.tags == {"team": "ml"}
-    assert config.efa is False
-    listed = load(cdk_context(extra_pull_repository_arns=arns.split(",")))
-    assert listed.extra_pull_repository_arns == config.extra_pull_repository_arns
+def test_the_efa_refusal_names_the_types_that_have_it():
+    line = refusal(instance_type="c7i.large")
+    assert line.startswith(
+        "instance_type: c7i.large has no EFA; set efa=false or use one of: c5n.18xlarge, "
+        "c7i.48xlarge, "
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"update_timeout_minutes": "1"},
+        {"update_timeout_minutes": "7200"},
+        {"copy_max_vcpus": "1"},
+        {"max_nodes": "1"},
+        {"tags": json.dumps({f"k{i}": "v" for i in range(40)})},
+        {"tags": json.dumps({"k": "v" * 256})},
+    ],
+)
+def test_both_ends_of_every_range_load(overrides):
+    """What AWS takes, the stack takes: an end of a range refused is a cluster that cannot be
+    configured as the user needs."""
+    load(cdk_context(**overrides))
+
+
+# --- keys: an environment's and the command line's ------------------------------------------------
+
+
+def test_unknown_key_in_an_environment_is_rejected():
+    context = cdk_context()
+    context["environments"]["demo"]["instance_typo"] = "p5.48xlarge"
+    with pytest.raises(ConfigError, match="instance_typo: unknown key in environment 'demo'"):
+        load(context)
+
+
+def test_a_context_key_shaped_like_a_setting_must_be_one():
+    """``-c max_node=8`` would be dropped without a word and the cluster deployed with the
+    default: it is refused with the setting meant; CDK's own keys pass."""
+    refuse_unknown_settings(
+        [
+            "@aws-cdk/core:newStyleStackSynthesis",
+            "env",
+            "availability_zones",
+            "max_nodes",
+            "aws:cdk:enable-path-metadata",
+        ]
+    )
+    with pytest.raises(ConfigError) as info:
+        refuse_unknown_settings(["max_nodes", "max_node"])
+    assert str(info.value) == "max_node: not a setting; did you mean max_nodes?"
+    with pytest.raises(ConfigError) as info:
+        refuse_unknown_settings(["zzzzqqq"])
+    assert str(info.value).startswith(
+        "zzzzqqq: not a setting; allowed: account, allow_privileged, availability_zone, "
+        "availability_zones, "
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "line"),
+    [
+        ("instance-type", "instance-type: not a setting; did you mean instance_type?"),
+        ("max-nodes", "max-nodes: not a setting; did you mean max_nodes?"),
+        ("availability-zone", "availability-zone: not a setting; did you mean availability_zone?"),
+    ],
+)
+def test_a_hyphenated_setting_is_refused_naming_the_setting_it_means(key, line):
+    with pytest.raises(ConfigError) as info:
+        refuse_unknown_settings([key, "max_nodes"])
+    assert str(info.value) == line
+
+
+def test_cdks_own_hyphenated_keys_pass():
+    refuse_unknown_settings(
+        [
+            "acknowledged-issue-numbers",
+            "availability-zones:account=123456789012:region=us-east-1",
+            "@aws-cdk/core:newStyleStackSynthesis",
+            "aws:cdk:enable-path-metadata",
+        ]
+    )
+
+
+# --- capacity: reservations, Capacity Blocks, minimum nodes, waits --------------------------------
 
 
 @pytest.mark.parametrize(
@@ -199,9 +474,11 @@ def test_capacity_defaults():
     assert load(cdk_context(min_nodes="2")).min_vcpus == 2 * 96
 
 
-# --- copy jobs: the workspace repository's encryption, pull-through cache, registry secrets ---
+# --- copy jobs: the workspace repository's encryption, pull-through cache, registry secrets -------
+
 
 PTC_SECRET = secret_arn("ecr-pullthroughcache/docker-hub")
+NAT = {"nat_gateway": "true"}
 
 
 def test_copy_defaults():
@@ -328,116 +605,43 @@ def test_bad_copy_settings_name_the_key(overrides, expected):
     assert "\n" not in str(info.value)
 
 
-def refusal(**overrides) -> str:
-    """The one-line error loading the demo environment with ``overrides`` raises."""
-    with pytest.raises(ConfigError) as info:
-        load(cdk_context(**overrides))
-    assert "\n" not in str(info.value)
-    return str(info.value)
-
-
-# --- what jobs may reach: data buckets, job role policies, job secrets ----------------------
-
-# "Managed policies attached to an IAM role: 10" by default, adjustable to 20 (IAM quotas).
-TWENTY_POLICIES = ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"] + [
-    f"arn:aws:iam::123456789012:policy/team/ml-{n}" for n in range(19)
-]
-OTHER_REGION_SECRETS = (
-    secret_arn("team/wandb", "eu-west-1"),
-    "arn:aws:ssm:eu-west-1:123456789012:parameter/team/hf",
-)
-
-
-def test_data_access_settings_load():
-    """Buckets with and without prefix and mode, the most managed policies IAM attaches to a
-    role, the account's own policies (with a path) and AWS's, and secrets by prefix and ARN."""
-    config = load(
-        cdk_context(
-            data_buckets="example-datasets/imagenet,s3://example-results/runs/:rw",
-            job_role_policies=",".join(TWENTY_POLICIES),
-            job_secrets=f"team/,ssm:/team/,{secret_arn('shared/token')}",
-        )
-    )
-    assert [str(b) for b in config.data_locations] == [
-        "example-datasets/imagenet:ro",
-        "example-results/runs:rw",
-    ]
-    assert config.job_role_policies == tuple(TWENTY_POLICIES)
-    assert [str(g) for g in config.secret_grants] == [
-        "team/",
-        "ssm:/team/",
-        secret_arn("shared/token"),
-    ]
-
-
 @pytest.mark.parametrize(
-    ("overrides", "expected"),
+    ("overrides", "line"),
     [
         (
-            {"data_buckets": "Example_Datasets"},
-            "data_buckets: 'Example_Datasets': bucket 'Example_Datasets' breaks S3's naming "
-            "rules (3-63 lower-case letters, digits, dots, hyphens; BUCKET[/PREFIX][:ro|:rw])",
+            {"copy_max_vcpus": "0"},
+            "copy_max_vcpus: 0; allowed: >= 1 (a copy job takes 1 vCPU; the account's Fargate "
+            "vCPU quota caps what runs at once)",
         ),
         (
-            {"data_buckets": "example-datasets/run*"},
-            "data_buckets: 'example-datasets/run*': prefix 'run*'; allowed: printable "
-            "characters without * or ? (BUCKET[/PREFIX][:ro|:rw])",
+            {"registry_secrets": json.dumps({"docker.io": secret_arn("x")}), **NAT},
+            "registry_secrets: 'docker.io': name Docker Hub registry-1.docker.io, the host "
+            "images are pulled from",
         ),
         (
-            {"data_buckets": "example-datasets/x,example-datasets/x/:rw"},
-            "data_buckets: example-datasets/x: given twice; give each location once",
+            {"registry_secrets": json.dumps({"Bad_Host": secret_arn("x")}), **NAT},
+            "registry_secrets: 'Bad_Host' is malformed; expected registry hosts (HOST[:PORT]) "
+            "as keys",
         ),
         (
-            {"job_role_policies": ",".join([*TWENTY_POLICIES, "arn:aws:iam::aws:policy/X"])},
-            "job_role_policies: 21 policies; IAM attaches at most 20 managed policies to a role "
-            "(IAM quotas)",
+            {"registry_secrets": json.dumps({"nvcr.io": "arn:x"}), **NAT},
+            "registry_secrets: 'arn:x' is malformed; expected complete Secrets Manager secret "
+            "ARNs (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX) as values",
         ),
         (
-            {"job_role_policies": "AmazonS3ReadOnlyAccess"},
-            "job_role_policies: 'AmazonS3ReadOnlyAccess' is malformed; expected managed policy "
-            "ARNs (arn:aws:iam::ACCOUNT:policy/NAME or arn:aws:iam::aws:policy/NAME)",
-        ),
-        (
-            {"job_role_policies": "arn:aws:iam::123456789012:role/ml-jobs"},
-            "job_role_policies: 'arn:aws:iam::123456789012:role/ml-jobs' is malformed; expected "
-            "managed policy ARNs (arn:aws:iam::ACCOUNT:policy/NAME or "
-            "arn:aws:iam::aws:policy/NAME)",
-        ),
-        (
-            {"job_role_policies": "arn:aws:iam::12345:policy/ml-jobs"},
-            "job_role_policies: 'arn:aws:iam::12345:policy/ml-jobs' is malformed; expected "
-            "managed policy ARNs (arn:aws:iam::ACCOUNT:policy/NAME or "
-            "arn:aws:iam::aws:policy/NAME)",
-        ),
-        (
-            {"job_secrets": "team token"},
-            "job_secrets: 'team token': allowed: a Secrets Manager name prefix, "
-            "ssm:PARAMETER_PREFIX, or a secret's or parameter's ARN",
+            {"registry_secrets": json.dumps({"nvcr.io": secret_arn("x")})},
+            "registry_secrets: copy jobs reach registries outside AWS only through a NAT "
+            "gateway; set nat_gateway=true (or import a VPC with a route out), or leave "
+            "registry_secrets empty",
         ),
     ],
 )
-def test_bad_data_access_settings_name_the_key(overrides, expected):
-    assert refusal(**overrides) == expected
+def test_a_copy_setting_refusal_is_one_whole_line(overrides, line):
+    """The copy jobs' settings refused as ``cdk synth`` says it, all of the line."""
+    assert refusal(**overrides) == line
 
 
-@pytest.mark.parametrize("grant", OTHER_REGION_SECRETS)
-def test_a_secret_in_another_region_needs_a_way_out_of_the_vpc(grant):
-    """Without NAT the nodes reach Secrets Manager and Parameter Store only through the VPC's
-    interface endpoints, which serve the stack's own Region: the ECS agent could not fetch a
-    secret kept elsewhere, and every job naming it would fail to start. Refused with what to
-    do; accepted with NAT or an imported VPC (its own way out), and in the stack's Region."""
-    assert refusal(job_secrets=grant) == (
-        f"job_secrets: {grant} is in another Region; the VPC's endpoints reach us-east-1 only: "
-        "set nat_gateway=true, or copy the secret to us-east-1"
-    )
-    for way_out in ({"nat_gateway": "true"}, IMPORTED_VPC):
-        config = load(cdk_context(job_secrets=grant, **way_out))
-        assert [str(g) for g in config.secret_grants] == [grant]
-    here = grant.replace("eu-west-1", "us-east-1")
-    assert [str(g) for g in load(cdk_context(job_secrets=here)).secret_grants] == [here]
-
-
-# --- image retention, root volumes -----------------------------------------------------------
+# --- image retention, root volumes ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -473,156 +677,3 @@ def test_out_of_range_sizes_and_ages_name_the_key_and_the_range(overrides, expec
 def test_the_ends_of_each_range_load(overrides):
     config = load(cdk_context(**overrides))
     assert {k: str(getattr(config, k)) for k in overrides} == overrides
-
-
-# --- FSx for Lustre ----------------------------------------------------------------------------
-
-
-def lustre(**settings) -> dict:
-    """cdk_context overrides for fsx_lustre, as its JSON object on `-c`."""
-    return {"fsx_lustre": json.dumps(settings)}
-
-
-ALLOWED_LINK_PATH = (
-    "allowed: / or an absolute path such as /datasets (no spaces, //, . or .. parts)"
-)
-
-
-@pytest.mark.parametrize(
-    ("settings", "expected"),
-    [
-        ({"deployment": "SCRATCH_1"}, "deployment: 'SCRATCH_1'; allowed: PERSISTENT_2, SCRATCH_2"),
-        *(
-            (
-                {"storage_gib": size},
-                f"storage_gib: {size}; allowed: 1200, 2400 or a multiple of 2400 (FSx "
-                "CreateFileSystem StorageCapacity for PERSISTENT_2)",
-            )
-            for size in (1000, 3600, 0, -2400)
-        ),
-        (
-            {"deployment": "SCRATCH_2", "storage_gib": 1800},
-            "storage_gib: 1800; allowed: 1200, 2400 or a multiple of 2400 (FSx CreateFileSystem "
-            "StorageCapacity for SCRATCH_2)",
-        ),
-        (
-            {"deployment": "SCRATCH_2", "throughput_mibps_per_tib": 125},
-            "throughput_mibps_per_tib: 125; a SCRATCH_2 file system takes none (its throughput "
-            "follows its size)",
-        ),
-        (
-            {"throughput_mibps_per_tib": 200},
-            "throughput_mibps_per_tib: 200; allowed for PERSISTENT_2: 125, 250, 500, 1000",
-        ),
-        (
-            {"s3": "example-data/sets:ro"},
-            "s3: 'example-data/sets:ro'; the link imports and exports: no :ro",
-        ),
-        ({"link_path": "/datasets"}, "link_path: '/datasets' without s3; set s3 too"),
-        *(
-            ({"s3": "example-data", "link_path": path}, f"link_path: {path!r}; {ALLOWED_LINK_PATH}")
-            for path in (
-                "datasets",
-                "/data sets",
-                "//datasets",
-                "/datasets/",
-                "/a/../b",
-                "/a/.",
-                "",
-            )
-        ),
-    ],
-)
-def test_bad_fsx_lustre_settings_name_the_key_and_what_fsx_takes(settings, expected):
-    """What FSx would refuse at deploy (CreateFileSystem, CreateDataRepositoryAssociation), or
-    a link the nodes could not use, refused before any construct exists."""
-    with pytest.raises(LustreError) as direct:
-        FsxLustre(**settings).validate()
-    assert str(direct.value) == expected
-    assert refusal(**lustre(**settings)) == f"fsx_lustre.{expected}"
-
-
-def test_a_malformed_linked_bucket_is_refused():
-    with pytest.raises(LustreError) as direct:
-        FsxLustre(s3="Example_Data/sets").validate()
-    assert str(direct.value) == (
-        "s3: 'Example_Data/sets': bucket 'Example_Data' breaks S3's naming rules (3-63 "
-        "lower-case letters, digits, dots, hyphens; BUCKET[/PREFIX][:ro|:rw])"
-    )
-    # Named by the key the user set, in the words the user wrote (it once said data_buckets).
-    assert refusal(**lustre(s3="Example_Data/sets")) == f"fsx_lustre.{direct.value}"
-
-
-def test_an_unknown_fsx_lustre_key_is_refused_naming_the_keys():
-    assert refusal(**lustre(size_gib=1200)) == (
-        "fsx_lustre.size_gib: unknown key; allowed: storage_gib, deployment, "
-        "throughput_mibps_per_tib, s3, link_path"
-    )
-
-
-@pytest.mark.parametrize(
-    ("settings", "throughput", "path"),
-    [
-        ({}, 125, None),  # PERSISTENT_2's lowest tier
-        ({"throughput_mibps_per_tib": 1000, "storage_gib": 4800}, 1000, None),
-        ({"deployment": "SCRATCH_2", "storage_gib": 2400}, None, None),  # follows its size
-        ({"s3": "example-data/sets/v1"}, 125, "/example-data/sets/v1"),  # /BUCKET/PREFIX
-        ({"s3": "s3://example-data:rw"}, 125, "/example-data"),
-        ({"s3": "example-data/sets", "link_path": "/"}, 125, "/"),
-        ({"s3": "example-data/sets", "link_path": "/datasets/v1"}, 125, "/datasets/v1"),
-    ],
-)
-def test_good_fsx_lustre_settings_load(settings, throughput, path):
-    """A link's directory defaults to its location's own name, so a new s3 links beside the
-    old one and CloudFormation's create-before-delete never overlaps two associations (infra/
-    lustre.py link_path_of; FSx API, CreateDataRepositoryAssociation FileSystemPath)."""
-    fsx = load(cdk_context(**lustre(**settings))).fsx_lustre
-    assert fsx is not None
-    assert (fsx.throughput, fsx.file_system_path) == (throughput, path)
-
-
-def test_the_linked_location_is_a_read_write_data_location_unless_a_bucket_covers_it():
-    """Jobs read and write the linked location directly too: the job role gets it with
-    read-write access, unless data_buckets already grants it (then it is not granted twice)."""
-    linked = load(cdk_context(data_buckets="example-datasets", **lustre(s3="example-data/sets")))
-    assert [str(b) for b in linked.data_locations] == [
-        "example-datasets:ro",
-        "example-data/sets:rw",
-    ]
-    for covering in ("example-data:rw", "example-data/sets:rw"):
-        covered = load(cdk_context(data_buckets=covering, **lustre(s3="example-data/sets")))
-        assert [str(b) for b in covered.data_locations] == [covering]
-    read_only = load(cdk_context(data_buckets="example-data", **lustre(s3="example-data/sets")))
-    assert [str(b) for b in read_only.data_locations] == ["example-data:ro", "example-data/sets:rw"]
-
-
-def test_a_zone_is_checked_against_the_zones_cdk_knows_only_where_it_knows_them():
-    context = cdk_context(availability_zone="us-east-1z")
-    del context["availability-zones:account=123456789012:region=us-east-1"]
-    assert load(context).availability_zone == "us-east-1z"  # CDK looks them up at deploy
-    assert load(cdk_context(env="prod", availability_zone="us-west-2d")).availability_zone
-
-
-@pytest.mark.parametrize(
-    ("key", "line"),
-    [
-        ("instance-type", "instance-type: not a setting; did you mean instance_type?"),
-        ("max-nodes", "max-nodes: not a setting; did you mean max_nodes?"),
-        ("availability-zone", "availability-zone: not a setting; did you mean availability_zone?"),
-    ],
-)
-def test_a_hyphenated_setting_is_refused_naming_the_setting_it_means(key, line):
-    with pytest.raises(ConfigError) as info:
-        refuse_unknown_settings([key, "max_nodes"])
-    assert str(info.value) == line
-
-
-def test_cdks_own_hyphenated_keys_pass():
-    refuse_unknown_settings(
-        [
-            "acknowledged-issue-numbers",
-            "availability-zones:account=123456789012:region=us-east-1",
-            "@aws-cdk/core:newStyleStackSynthesis",
-            "aws:cdk:enable-path-metadata",
-        ]
-    )
