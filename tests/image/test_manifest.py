@@ -1,7 +1,8 @@
 """The workspace image's manifest, config and tag as a registry and a node read them: media
 types converted blob for blob, the config's layers and history, the platform chosen from an
-index, and a tag that stays the same from one launcher version to the next (the mutants
-``make mutation`` found alive in launcher/image/manifest.py)."""
+index, and a tag that stays the same from one launcher version to the next
+(launcher/image/manifest.py). Many assertions were added where mutation testing (``make
+mutation``) found changes to it that no test noticed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The local backend's retry decision, rule by rule, as Batch reads evaluateOnExit (the mutants
-``make mutation`` found alive in launcher/job/retry.py)."""
+"""The retry decision the local backend makes as Batch would, rule by rule: evaluateOnExit read
+in order, the first match decides, attempts run out (launcher/job/retry.py). Its rules were
+pinned one by one where mutation testing (``make mutation``) found changes no test noticed."""
 
 from __future__ import annotations
 
