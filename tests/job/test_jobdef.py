@@ -1,10 +1,11 @@
-"""The request builder, a pure function from (job spec, cluster) to boto3 keyword arguments, and
-the job definition readers beside it: every variable a node gets, each node group's own image,
-command and GPUs, the container settings a job asks for (ulimits, tmpfs, privileged, FSx), the
-refusals word for word, and how the local backend, ``resume`` and ``describe`` read a definition
-back (overrides, node ranges, groups, checkpoints). Many of the field-by-field assertions were
-added where mutation testing (``make mutation``) found a change in launcher/job/jobdef.py that no
-test noticed."""
+"""The request builder, a pure function from (job spec, cluster) to boto3 keyword arguments
+(launcher/job/jobdef.py ``build``, with the checks of launcher/job/validation.py and the
+container of launcher/job/container.py, environment.py and volumes.py that it composes): every
+variable a node gets, each node group's own image, command and GPUs, the container settings a
+job asks for (ulimits, tmpfs, privileged, FSx), the retry rules and the refusals word for word.
+How a definition is read back is in test_node_ranges.py and test_resumption.py. Many of the
+field-by-field assertions were added where mutation testing (``make mutation``) found a change
+to the request builder that no test noticed."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from launcher.errors import UsageError
 from launcher.job import jobdef, jobspec
 from launcher.job.jobspec import JobSpec, Mount, NodeGroup, Secret, Tmpfs, Ulimit
 from launcher.job.options import make_spec
-from launcher.job.shapes import is_single
 from launcher.stack.outputs import PoolInfo
 from launcher.stack.secrets import SecretRef
 from tests.support.service_model import assert_valid
@@ -638,175 +638,3 @@ def test_a_gang_on_spot_names_the_pools_that_take_it_or_says_none_does():
         f"--nodes 3: {where} runs Spot Instances, where AWS Batch runs no multi-node job; "
         "no pool of it takes a gang, or --nodes 1 (--array N for many single nodes)"
     )
-
-
-# --- reading definitions back: the local backend, resume, describe -------------------------------
-
-COPY = {
-    "jobDefinitionName": "copy",
-    "type": "container",
-    "parameters": {"src": "a", "dst": "b"},
-    "containerProperties": {
-        "image": "copier",
-        "command": ["copy", "Ref::src", "Ref::dst", "Ref::missing", "--Ref::src", "--in-dst"],
-        "environment": [{"name": "A", "value": "1"}],
-    },
-    "retryStrategy": {"attempts": 2},
-}
-
-
-def test_a_container_job_runs_as_one_node_with_its_parameters_in_the_command():
-    """Batch replaces Ref::NAME with the submitted parameter, else the definition's default,
-    and leaves an unknown one as it is (the local backend runs copy jobs this way)."""
-    assert jobdef.as_one_node(COPY, {"dst": "c"}) == {
-        "jobDefinitionName": "copy",
-        "type": "container",
-        "parameters": {"src": "a", "dst": "b"},
-        "retryStrategy": {"attempts": 2},
-        "nodeProperties": {
-            "numNodes": 1,
-            "mainNode": 0,
-            "nodeRangeProperties": [
-                {
-                    "targetNodes": "0:",
-                    "container": {
-                        "image": "copier",
-                        "command": ["copy", "a", "c", "Ref::missing", "--Ref::src", "--in-dst"],
-                        "environment": [{"name": "A", "value": "1"}],
-                    },
-                }
-            ],
-        },
-    }
-    no_parameters = {k: v for k, v in COPY.items() if k != "parameters"}
-    bare = {"type": "container", "containerProperties": {"image": "i"}}
-    assert jobdef.as_one_node(no_parameters, {})["nodeProperties"]["nodeRangeProperties"][0][
-        "container"
-    ]["command"] == ["copy", "Ref::src", "Ref::dst", "Ref::missing", "--Ref::src", "--in-dst"]
-    assert jobdef.as_one_node(bare, {})["nodeProperties"]["nodeRangeProperties"][0][
-        "container"
-    ] == {"image": "i", "command": []}
-    multinode = jobdef.build(spec(nodes=2), cluster_info()).register
-    assert jobdef.as_one_node(multinode, {}) is multinode
-
-
-def gang() -> dict:
-    return {
-        "nodeProperties": {
-            "numNodes": 4,
-            "mainNode": 0,
-            "nodeRangeProperties": [
-                {"targetNodes": "0:0", "container": {"image": "ps", "environment": []}},
-                {
-                    "targetNodes": "1:",
-                    "container": {"image": "w", "environment": [{"name": "B", "value": "0"}]},
-                },
-            ],
-        }
-    }
-
-
-def test_overrides_reach_the_node_ranges_they_name_as_batch_applies_them():
-    submit = {
-        "nodeOverrides": {
-            "nodePropertyOverrides": [
-                {
-                    "targetNodes": "1:",
-                    "containerOverrides": {
-                        "environment": [{"name": "B", "value": "1"}, {"name": "A", "value": "2"}]
-                    },
-                },
-                {"targetNodes": "0:0"},
-            ]
-        }
-    }
-    result = jobdef.with_overrides(gang(), submit)
-    ps, workers = result["nodeProperties"]["nodeRangeProperties"]
-    assert ps["container"]["environment"] == []
-    assert workers["container"]["environment"] == [
-        {"name": "A", "value": "2"},
-        {"name": "B", "value": "1"},
-    ]
-    assert jobdef.with_overrides(gang(), {}) == gang()
-
-
-def test_a_container_jobs_overrides_reach_its_one_node():
-    one = jobdef.as_one_node(COPY, {})
-    submit = {"containerOverrides": {"environment": [{"name": "C", "value": "3"}]}}
-    (node,) = jobdef.with_overrides(one, submit)["nodeProperties"]["nodeRangeProperties"]
-    assert node["container"]["environment"] == [
-        {"name": "A", "value": "1"},
-        {"name": "C", "value": "3"},
-    ]
-    assert jobdef.with_overrides(one, {"containerOverrides": {}}) == one
-
-
-def test_an_override_for_a_range_the_definition_lacks_is_one_whole_line():
-    submit = {"nodeOverrides": {"nodePropertyOverrides": [{"targetNodes": "2:3"}]}}
-    with pytest.raises(UsageError) as info:
-        jobdef.with_overrides(gang(), submit)
-    assert str(info.value) == (
-        "nodeOverrides: targetNodes 2:3 is none of the job definition's node ranges (0:0, 1:)"
-    )
-
-
-def test_environment_goes_to_the_named_range_only_and_keeps_what_it_had():
-    result = jobdef.with_environment(gang(), {"C": "9"}, "0:0")
-    ps, workers = result["nodeProperties"]["nodeRangeProperties"]
-    assert ps["container"]["environment"] == [{"name": "C", "value": "9"}]
-    assert workers["container"]["environment"] == [{"name": "B", "value": "0"}]
-    no_env = {"nodeProperties": {"nodeRangeProperties": [{"targetNodes": "0:", "container": {}}]}}
-    (only,) = jobdef.with_environment(no_env, {"C": "9"})["nodeProperties"]["nodeRangeProperties"]
-    assert only["container"]["environment"] == [{"name": "C", "value": "9"}]
-
-
-def test_node_ranges_are_read_with_their_bounds():
-    definition = gang()
-    definition["nodeProperties"]["nodeRangeProperties"].insert(
-        1, {"targetNodes": "2:2", "container": {}}
-    )
-    assert [bounds for bounds, _ in jobdef.node_ranges(definition)] == [(0, 0), (2, 2), (1, 3)]
-    assert jobdef.node_ranges({"container": {"image": "i"}}) == [((0, 0), {"image": "i"})]
-    # "If the starting range value is omitted (:n), then 0 is used" (Batch API, NodeRangeProperty)
-    leading = {
-        "nodeProperties": {
-            "numNodes": 3,
-            "nodeRangeProperties": [
-                {"targetNodes": ":1", "container": {}},
-                {"targetNodes": "2:", "container": {}},
-            ],
-        }
-    }
-    assert [bounds for bounds, _ in jobdef.node_ranges(leading)] == [(0, 1), (2, 2)]
-    assert is_single({"container": {}})
-
-
-def test_groups_read_back_by_name_or_by_their_nodes():
-    """describe names a group by LAUNCHER_GROUP, else by its nodes; one range is "main"."""
-    assert [g.name for g in jobdef.groups_of(gang())] == ["0-0", "1-3"]
-    assert [g.name for g in jobdef.groups_of({"container": {"image": "i"}})] == ["main"]
-
-
-@pytest.mark.parametrize(
-    ("environment", "directory"),
-    [
-        (
-            [{"name": "LAUNCHER_CHECKPOINT_DIR", "value": "/mnt/efs/checkpoints/first"}],
-            "/mnt/efs/checkpoints/first",
-        ),
-        ([{"name": "LAUNCHER_EFS", "value": "/data"}], "/data/checkpoints/job-1"),
-        ([], "/mnt/efs/checkpoints/job-1"),
-    ],
-)
-def test_a_resubmission_continues_in_its_first_jobs_checkpoints(environment, directory):
-    """``resume``: the directory the job's attempts used, and the tag that carries it on to the
-    next resubmission."""
-    job = {"container": {"environment": environment}, "tags": {"team": "ml"}}
-    assert jobdef.checkpoint_dir(job, "job-1") == directory
-    assert jobdef.resumption(job, "job-1") == (
-        directory,
-        {"team": "ml", "efa-batch:checkpoint": directory},
-    )
-    assert jobdef.checkpoint_dir({"container": {}}, "job-1") == "/mnt/efs/checkpoints/job-1"
-    tagged = job | {"tags": {"efa-batch:checkpoint": "/x/checkpoints/0"}}
-    assert jobdef.resumption(tagged, "job-2")[0] == "/x/checkpoints/0"
