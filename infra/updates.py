@@ -184,7 +184,7 @@ UPDATES: dict[str, Update] = {
     # Adding it rolls the nodes. The cluster stack imports the file system's id, DNS name and
     # mount name, and CloudFormation refuses to change or drop an export in use
     # (walkthrough-crossstackref.html): a new deployment (which replaces the file system) or
-    # removing it fails the storage stack's update. tests/infra/test_data.py plans all three.
+    # removing it fails the storage stack's update. tests/infra/test_data_access.py plans all three.
     "fsx_lustre": Update(
         Effect.NODES_ROLL,
         "adding it: nodes mount it at every boot; removing it is refused while the cluster "
