@@ -1,37 +1,31 @@
-"""The Python API: a cluster found by its stack, and the jobs run on it.
-
-    from launcher import Cluster
-    cluster = Cluster.from_stack("EfaBatch")
-    job = cluster.run(["python", "train.py"], nodes=2, image=BASE, workspace=".")
-    job.wait(timeout=3600)
-    for line in job.logs(follow=True): ...
+"""The cluster of one efa-batch stack (``Cluster``): found by its stack's outputs, bound once to
+where its jobs run (``launcher.target``), and the one way a job is checked, built and sent.
 
 Every run goes validate (spec and cluster) -> workspace image -> register and submit, so bad
-input raises ``UsageError`` before anything is uploaded or submitted. Nothing here prints:
-steps and transfers go to the optional ``progress`` callback (``launcher.progress``). The CLI
-and the TorchX scheduler are front doors to this module.
+input raises ``UsageError`` before anything is uploaded or submitted. What a run in a Capacity
+Block's pool is told is ``launcher.api.capacity_block``'s, the workspace images
+``launcher.api.images``'s, and the jobs it returns ``launcher.api.jobs``'.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from launcher.backend import Backend, newest_first
+from launcher.api import capacity_block, images
+from launcher.api.backends import aws_session, default_stack
+from launcher.api.images import BuildOptions
+from launcher.api.jobs import Job
+from launcher.backend import newest_first
 from launcher.errors import UsageError
 from launcher.job import capacity, jobdef
-from launcher.job.info import CancelOutcome, JobInfo, LogLine
+from launcher.job.info import JobInfo
 from launcher.job.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
 from launcher.job.options import make_spec
-from launcher.job.shapes import Dependency
 from launcher.progress import ProgressFn, say
 from launcher.stack.cluster import ClusterInfo
-from launcher.stack.outputs import DEFAULT_STACK_NAME, STACK_ENV
 from launcher.target import AwsTarget, LocalTarget, Target
 
 if TYPE_CHECKING:
@@ -42,249 +36,8 @@ if TYPE_CHECKING:
     from launcher.copyjob.run import CopyJobRunner
     from launcher.image.patch import Patched
     from launcher.job.check import Report
-    from launcher.job.lost_nodes import LostNodes
 
 COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"  # another image for copy jobs than the stack's
-
-
-class ImageOptions(TypedDict, total=False):
-    """How a workspace image is built: ``Cluster.build``'s options but the platform."""
-
-    builder: str
-    dryrun: bool
-    progress: ProgressFn | None
-    stream_base: bool
-    compression: str | None
-
-
-class BuildOptions(ImageOptions, total=False):
-    """``Cluster.build``'s options, as ``run``, ``dryrun`` and ``with_workspace`` pass them."""
-
-    platform: str | None
-
-
-def default_stack() -> str:
-    return os.environ.get(STACK_ENV, DEFAULT_STACK_NAME)
-
-
-def aws_session(profile: str | None = None, region: str | None = None) -> Aws:
-    from launcher.aws.client import Aws
-
-    return Aws(profile=profile, region=region)
-
-
-def backends(
-    profile: str | None = None, region: str | None = None, aws: Aws | None = None
-) -> Iterator[Backend]:
-    """Every backend a job id may belong to, made as they are asked for, the ones that need
-    nothing first (a local job needs no AWS region or credentials)."""
-    from launcher.aws.batch import BatchBackend
-    from launcher.local import LocalBackend
-
-    yield LocalBackend()
-    yield BatchBackend(aws or aws_session(profile, region))
-
-
-def attach(
-    job_ids: Sequence[str],
-    *,
-    profile: str | None = None,
-    region: str | None = None,
-    aws: Aws | None = None,
-) -> list[Job]:
-    """Jobs by their ids, without reading any stack: each id's backend is the first that owns
-    it, and jobs of one kind share one backend (one AWS session). UsageError for an id no
-    backend owns; no I/O but making the backends."""
-    made: list[Backend] = []
-    more = backends(profile, region, aws)
-    jobs = []
-    for job_id in job_ids:
-        owner = next((b for b in made if b.owns(job_id)), None)
-        while owner is None and (backend := next(more, None)) is not None:
-            made.append(backend)
-            owner = backend if backend.owns(job_id) else None
-        if owner is None:
-            raise UsageError(f"job {job_id!r}: not a job id of AWS Batch or of the local engine")
-        jobs.append(Job(job_id, owner))
-    return jobs
-
-
-def cancel_jobs(jobs: Sequence[Job]) -> list[CancelOutcome]:
-    """Cancel several jobs of one backend together (``Backend.cancel_many``: on AWS, 50 to a
-    TerminateJobs call); one outcome per job. UsageError, and nothing cancelled, for jobs of
-    two backends or an id that names no job."""
-    kinds = {job.backend.name for job in jobs}
-    if len(kinds) > 1:
-        raise UsageError(
-            "local and AWS Batch jobs in one cancel; cancel each kind with a command of its own"
-        )
-    if not jobs:
-        return []
-    return jobs[0].backend.cancel_many([job.job_id for job in jobs])
-
-
-def local_jobs(*, all: bool = False) -> list[JobInfo]:  # noqa: A002
-    """Jobs run on the local Docker engine (no stack needed), newest first."""
-    from launcher.local import LocalBackend
-
-    return LocalBackend().list(include_finished=all)
-
-
-def build_image(
-    base: str,
-    workspace: str | os.PathLike[str],
-    repository: str,
-    *,
-    platform: str = "linux/amd64",
-    profile: str | None = None,
-    region: str | None = None,
-    **options: Unpack[ImageOptions],
-) -> Patched:
-    """``base`` plus ``workspace`` pushed to any repository (no stack: ``launcher build
-    --repo``); ECR credentials from the AWS profile when the repository is in ECR.
-    ``options``: ``Cluster.build``'s ``builder``, ``dryrun``, ``progress``, ``stream_base``."""
-    from launcher.image.auth import is_ecr
-    from launcher.image.build import target_repository, workspace_image
-
-    ecr = is_ecr(target_repository(repository).registry)
-    aws = aws_session(profile, region) if ecr else None
-    return workspace_image(base, workspace, repository, aws=aws, platform=platform, **options)
-
-
-@dataclass
-class Job:
-    """A job on one backend; every method is one round of calls to it."""
-
-    job_id: str
-    backend: Backend
-
-    def each(self) -> Dependency:
-        """This array as a dependency child by child (``N_TO_N``): ``after=[job.each()]``."""
-        return Dependency(self.job_id, each=True)
-
-    def child(self, index: int) -> Job:
-        """Child ``index`` of this array (``ID:INDEX``, as Batch names it)."""
-        (child,) = self.children([index], str(index))
-        return child
-
-    def children(self, indexes: Sequence[int], flag: str | None = None) -> list[Job]:
-        """Children ``indexes`` of this array, one status call; UsageError naming ``--index
-        FLAG`` (default: the indexes) unless this is an array that has them all."""
-        info = self.status()
-        flag = flag if flag is not None else ",".join(map(str, indexes))
-        if info.array_size is None or info.array_index is not None:
-            raise UsageError(f"--index {flag}: job {self.job_id} is not an array job")
-        if any(not 0 <= index < info.array_size for index in indexes):
-            raise UsageError(
-                f"--index {flag}: job {self.job_id} has children 0-{info.array_size - 1}"
-            )
-        return [Job(f"{info.job_id}:{index}", self.backend) for index in indexes]
-
-    @classmethod
-    def attach(
-        cls,
-        job_id: str,
-        *,
-        profile: str | None = None,
-        region: str | None = None,
-        aws: Aws | None = None,
-    ) -> Job:
-        """A job by its id, without reading any stack (``status`` costs one call): the backend
-        that owns the id is found by asking each. ``aws``: a session to share."""
-        (job,) = attach([job_id], profile=profile, region=region, aws=aws)
-        return job
-
-    def status(self) -> JobInfo:
-        return self.backend.describe(self.job_id)
-
-    def describe(self) -> JobInfo:
-        """The job and each node's state (one more call on AWS)."""
-        return self.backend.describe(self.job_id, nodes=True)
-
-    def logs(
-        self,
-        *,
-        node: int | None = None,
-        since: float | None = None,
-        follow: bool = False,
-        attempt: int | None = None,
-        waiting: ProgressFn | None = None,
-    ) -> Iterator[LogLine]:
-        """Each node's lines; ``since`` in seconds since the epoch; ``follow`` until the end;
-        ``attempt`` (1-based) one attempt's, default the latest. ``waiting`` (with ``follow``):
-        why the job waits, while it does (``launcher.job.waiting``; the CLI passes its console)."""
-        return self.backend.log_iter(
-            self.job_id, node=node, since=since, follow=follow, attempt=attempt, waiting=waiting
-        )
-
-    def waiting_for(self, info: JobInfo) -> str | None:
-        """What a waiting job waits for: each dependency not yet succeeded, with its state
-        (one describe each); None for a job that waits for nothing."""
-        from launcher.job.waiting import pending
-
-        if info.state.value not in ("SUBMITTED", "PENDING") or not info.depends_on:
-            return None
-
-        def state_of(job_id: str) -> str:
-            try:
-                return self.backend.describe(job_id).state.value
-            except UsageError:
-                return "unknown"
-
-        return pending(info.depends_on, state_of)
-
-    def resubmit(self, progress: ProgressFn | None = None) -> Job:
-        """The same job again, continuing from this one's checkpoint directory."""
-        new_id, _ = self.backend.resubmit(self.job_id, say(progress))
-        return Job(new_id, self.backend)
-
-    def cancel(self) -> JobInfo:
-        return self.backend.cancel(self.job_id)
-
-    def enter(self, node: int = 0, command: Sequence[str] = ()) -> int:
-        """Run ``command`` (default: a shell) in node ``node`` of a running job, attached to
-        this terminal (or to plain pipes when stdin is not one); its exit status (on AWS, the
-        Session Manager plugin's). UsageError, and nothing opened, for a job or node that is
-        not running, or a job submitted without ECS Exec."""
-        from launcher.job.enterable import DEFAULT_COMMAND
-
-        return self.backend.enter(self.job_id, node, list(command) or list(DEFAULT_COMMAND))
-
-    def lost_nodes(self, info: JobInfo) -> LostNodes | None:
-        """Which nodes a job that ended with the node watch's exit code lost or never saw
-        start: by the nodes' own records, and apart, labelled, what the main node's last lines
-        claim beyond them (``launcher.job.lost_nodes``: the job writes that log). A few more calls
-        (the nodes' records unless ``info`` has them, the main node's log)."""
-        from launcher.job.lost_nodes import lost_nodes
-        from launcher.node.prelude import NODE_LOST_EXIT
-
-        if not info.state.terminal or info.last_exit_code != NODE_LOST_EXIT:
-            return None
-        if not info.node_status:
-            info = self.describe()
-        since = info.stopped_at - 600 if info.stopped_at else None
-        lines = (line.message for line in self.logs(node=0, since=since))
-        return lost_nodes(info.node_status, info.nodes, lines)
-
-    def wait(
-        self,
-        timeout: float | None = None,
-        poll: float = 5.0,
-        waiting: ProgressFn | None = None,
-    ) -> JobInfo:
-        """Until the job ends, or ``timeout`` seconds pass (then its state at that moment).
-        ``waiting``: why the job waits, while it does (``launcher.job.waiting``)."""
-        end = time.monotonic() + timeout if timeout is not None else None
-        watch = self.backend.watch(waiting) if waiting is not None else None
-        while not (info := self.status()).state.terminal:
-            if watch is not None:
-                watch.observe(info)
-            if end is not None and time.monotonic() >= end:
-                return info
-            time.sleep(poll if end is None else max(0.0, min(poll, end - time.monotonic())))
-        if watch is not None:
-            watch.observe(info)  # the line, if drawn, is finished
-        return info
 
 
 class Cluster:
@@ -431,29 +184,7 @@ class Cluster:
         """What every node of a job in this view's block gets (``capacity.environment``), with
         the names of the queue's compute environments, which the prelude's timer compares with
         the attempt's own; a line where the signal will not come as the user may expect."""
-        pool = self.info.current_pool
-        fallback = self.info.pool(pool.fallback).current_pool if pool.fallback else None
-        at = capacity.checkpoint_at(spec, window)
-        if time.time() >= at:
-            say(progress)(
-                f"warning: Capacity Block {window.block_id}: the checkpoint time "
-                f"({capacity.clock(at)}, --checkpoint-lead before EC2 starts ending the block's "
-                f"instances at {capacity.clock(window.stop)}) has passed, so this job gets no "
-                "checkpoint signal: in the block it runs until EC2 ends its instances"
-            )
-        elif pool.compute_environment_name is None:
-            say(progress)(
-                f"warning: stack {self.info.stack_name} does not name pool "
-                f"{self.info.pool_name}'s compute environment (it was deployed by an older "
-                "version), so the checkpoint signal also reaches an attempt that runs on the "
-                "fallback pool before the checkpoint time; deploy the stack again to fix that"
-            )
-        return capacity.environment(
-            spec,
-            window,
-            pool.compute_environment_name,
-            fallback.compute_environment_name if fallback else None,
-        )
+        return capacity_block.checkpoint_environment(self.info, spec, window, progress)
 
     def block(self) -> capacity.Lookup | None:
         """The Capacity Block this view's pool runs in, read once (one call); None: none."""
@@ -470,18 +201,7 @@ class Cluster:
         """The window of this view's Capacity Block while it has not ended (None: no block,
         or its window could not be read: a warning says so); UsageError when the spec's
         timeout reaches past it."""
-        found = self.block()
-        if found is None:
-            return None
-        if found.window is None:
-            say(progress)(
-                f"warning: Capacity Block {found.block_id}: {found.note}; the job's timeout is "
-                "not checked against its end and no checkpoint signal is set"
-            )
-            return None
-        now = time.time()
-        capacity.check_timeout(spec, found.window, now, self.info.pool_name)
-        return None if found.window.ended(now) else found.window
+        return capacity_block.open_window(self.block(), spec, self.info.pool_name, progress)
 
     # --- workspace images and bases ---------------------------------------------------------
 
@@ -581,23 +301,12 @@ class Cluster:
         **options: Unpack[BuildOptions],
     ) -> tuple[JobSpec, list[Patched]]:
         """``with_workspace``, and what each build did."""
-        if workspace is None:
-            return spec, []
-        if not Path(workspace).is_dir():
-            raise UsageError(f"--workspace {os.fspath(workspace)!r}: no such directory")
-        images = {spec.image} | {g.image for g in spec.groups if g.image}
-        built: dict[str, str] = {}
-        results = []
-        for image in sorted(images):
-            result = self.build(image, workspace, **options)
-            reused = " (unchanged, reused)" if result.reused else ""
-            say(options.get("progress"))(f"workspace image {result.reference}{reused}")
-            built[image] = result.reference
-            results.append(result)
-        groups = tuple(
-            dataclasses.replace(g, image=built[g.image]) if g.image else g for g in spec.groups
+        return images.with_workspace(
+            spec,
+            workspace,
+            lambda image, path: self.build(image, path, **options),
+            options.get("progress"),
         )
-        return dataclasses.replace(spec, image=built[spec.image], groups=groups), results
 
     # --- running ------------------------------------------------------------------------
 

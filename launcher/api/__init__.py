@@ -1,0 +1,47 @@
+"""The Python API: a cluster found by its stack, and the jobs run on it.
+
+    from launcher import Cluster
+    cluster = Cluster.from_stack("EfaBatch")
+    job = cluster.run(["python", "train.py"], nodes=2, image=BASE, workspace=".")
+    job.wait(timeout=3600)
+    for line in job.logs(follow=True): ...
+
+Every run goes validate (spec and cluster) -> workspace image -> register and submit, so bad
+input raises ``UsageError`` before anything is uploaded or submitted. Nothing here prints:
+steps and transfers go to the optional ``progress`` callback (``launcher.progress``). The CLI
+and the TorchX scheduler are front doors to this package, and import every name from here.
+
+This module is the door; each piece is a module named for what it is:
+
+- ``cluster``: ``Cluster``, found by its stack and bound to where its jobs run;
+- ``jobs``: ``Job``, and what acts on jobs by id alone (``attach``, ``cancel_jobs``,
+  ``local_jobs``);
+- ``images``: workspace images (``build_image``, ``ImageOptions``, ``BuildOptions``);
+- ``capacity_block``: what a run in a Capacity Block's pool is told;
+- ``backends``: the stack named by default, an AWS session, and every backend a job id may
+  belong to (``backends``: a new backend goes there).
+"""
+
+from __future__ import annotations
+
+from launcher.api.backends import aws_session, backends, default_stack
+from launcher.api.cluster import COPY_IMAGE_ENV, Cluster
+from launcher.api.images import BuildOptions, ImageOptions, build_image
+from launcher.api.jobs import Job, attach, cancel_jobs, local_jobs
+from launcher.job.options import make_spec  # the keywords of Cluster.spec and Cluster.run
+
+__all__ = [
+    "COPY_IMAGE_ENV",
+    "BuildOptions",
+    "Cluster",
+    "ImageOptions",
+    "Job",
+    "attach",
+    "aws_session",
+    "backends",
+    "build_image",
+    "cancel_jobs",
+    "default_stack",
+    "local_jobs",
+    "make_spec",
+]
