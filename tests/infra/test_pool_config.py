@@ -77,7 +77,7 @@ def test_efa_follows_the_type_and_spot_when_unset():
 
 
 def test_each_pools_view_has_its_own_fallback_and_no_pools():
-    """What each pool's compute environment and queue are built from (infra/cluster.py)."""
+    """What each pool's compute environment and queue are built from (infra/compute_pool.py)."""
     config = load(
         cdk_context(
             fallback="b",
