@@ -128,6 +128,12 @@ def test_help_imports_no_table_completion_or_aws_library():
     assert done.stdout == "[]\n"
 
 
+def test_each_command_is_found_from_its_name():
+    """``launcher logs`` is ``launcher/cli/cmd_logs.py``: one module a command, named for it."""
+    for command in COMMANDS:
+        assert type(command).__module__ == f"launcher.cli.cmd_{command.name}", command.name
+
+
 def test_every_option_has_help_and_every_command_ends_with_examples():
     for name, sub in _subparsers().items():
         for action in sub._actions:

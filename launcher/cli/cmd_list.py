@@ -1,0 +1,65 @@
+"""``launcher list``: a queue's jobs (or the local ones) as a table, newest first, with age and
+duration."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from launcher.cli.base import Command, cluster_from, output_argument, pool_argument, print_json
+from launcher.errors import UsageError
+
+
+class List(Command):
+    name = "list"
+    help = "list the cluster queue's jobs (active ones unless --all)"
+    notes = (
+        "Newest first: ID, NAME, POOL, STATE, NODES, AGE (since it was submitted) and DURATION "
+        "(how long it ran, or has run). Scripts should read -o json, not the table."
+    )
+    examples = (
+        "launcher list",
+        "launcher list --all --all-pools",
+        "launcher list --local --all",
+        "launcher list -o json | jq -r '.[] | select(.state == \"FAILED\") | .job_id'",
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--all", action="store_true", help="include finished jobs")
+        pool_argument(parser, "the pool whose queue to list")
+        parser.add_argument("--all-pools", action="store_true", help="every pool's queue")
+        output_argument(parser, "a list of the jobs' fields (the Python API's JobInfo) and pool")
+        parser.add_argument("--local", action="store_true", help="jobs run with run --local")
+
+    def run(self, args: argparse.Namespace) -> int:
+        if args.pool and args.all_pools:
+            raise UsageError("--pool and --all-pools: give one")
+        if args.local and not (args.pool or args.all_pools):  # local jobs need no stack
+            from launcher.api import local_jobs
+
+            listed, pools = local_jobs(all=args.all), None
+        else:
+            pools = cluster_from(args, args.local)
+            listed = pools.list(all=args.all, pool=args.pool, every_pool=args.all_pools)
+        pool_of = {j.job_id: pools.pool_of(j) if pools else None for j in listed}
+        if args.output == "json":
+            print_json([{**j.as_dict(), "pool": pool_of[j.job_id]} for j in listed])
+            return 0
+        from launcher.cli import tables
+
+        now = time.time()
+        rows = [
+            (
+                job.job_id,
+                job.name,
+                pool_of[job.job_id] or "-",
+                job.state.value,
+                str(job.nodes),
+                tables.age(job.created_at, now),
+                tables.duration(job.started_at, job.stopped_at, now),
+            )
+            for job in listed
+        ]
+        headers = ("ID", "NAME", "POOL", "STATE", "NODES", "AGE", "DURATION")
+        tables.render(headers, rows, styles={3: tables.STATE_STYLES})
+        return 0

@@ -1,0 +1,87 @@
+"""``launcher status``: a job's state line and what it waits for, its lost nodes, its Capacity
+Block and what to do; a query, so exit 0 whatever the state."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import TYPE_CHECKING
+
+from launcher.cli.base import Command, cluster_from, job_from, output_argument, print_json
+from launcher.errors import LauncherError
+
+if TYPE_CHECKING:
+    from launcher.job.info import JobInfo
+
+
+class Status(Command):
+    name = "status"
+    help = "print a job's state (one DescribeJobs call)"
+    notes = (
+        "A query: the exit status is 0 whatever the job's state (launcher wait JOB exits with "
+        "its result). For an unfinished job of the stack's pools that run in a Capacity Block, "
+        "the block's window too (two more calls: the stack, the block)."
+    )
+    examples = (
+        'launcher status "$JOB"',
+        'launcher status "$JOB" -o json | jq -r .state',
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("job", help="job id (or QUEUE:JOB_ID)")
+        output_argument(
+            parser, "the job's fields, with waiting_for, lost_nodes and what_to_do (or null)"
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        from launcher.aws.explain import explain
+
+        job = job_from(args, args.job)
+        info = job.status()
+        waiting = job.waiting_for(info)
+        lost = job.lost_nodes(info)
+        nodes = lost.text() if lost else None
+        advice = explain(info)
+        block = _capacity_block_of(args, info)
+        if args.output == "json":
+            print_json(
+                {
+                    **info.as_dict(),
+                    "waiting_for": waiting,
+                    "lost_nodes": nodes,
+                    "what_to_do": advice,
+                    "capacity_window": block,
+                }
+            )
+            return 0
+        print(info.status_line())
+        if info.is_array:
+            print(f"  children: {info.children_line() or 'none yet'} (of {info.array_size})")
+        if waiting:
+            print(f"  waiting for: {waiting}")
+        if nodes:
+            print(f"  nodes: {nodes}")
+        for line in info.replacements:  # the stack's node replacer (launcher.job.replacements)
+            print(f"  replaced: {line}")
+        if block:
+            print(f"  capacity: {block}")
+        if advice:
+            print(f"  what to do: {advice}")
+        return 0
+
+
+def _capacity_block_of(args: argparse.Namespace, info: JobInfo) -> str | None:
+    """An unfinished AWS job's Capacity Block and its window in words, where the job is in a
+    pool of the stack (``--stack``) that runs in one; None otherwise, or when the stack cannot
+    be read (a job of another stack, or no access to it: status goes on without it)."""
+    from launcher.job.info import BackendName
+
+    if info.state.terminal or info.backend is not BackendName.AWS or not info.queue:
+        return None
+    try:
+        cluster = cluster_from(args)
+    except LauncherError:
+        return None
+    pool = cluster.pool_of(info)
+    block = cluster.in_pool(pool).block() if pool else None
+    return block.text(time.time()) if block else None
