@@ -1,56 +1,81 @@
-"""The POSIX shell that runs in front of the user's command on every node.
+"""The POSIX shell that runs in front of the user's command on every node, and its words.
 
-``/bin/sh -c PRELUDE launcher CMD...``: it does what Batch leaves to the job, then runs CMD.
+``/bin/sh -c PRELUDE launcher CMD...``: the prelude does what Batch leaves to the job
+(rendezvous, the EFA userspace check, node health, the fabric guard, the Capacity Block's
+checkpoint signal, restarts that resume through the node watch, NCCL's transport in the log),
+then runs CMD. What it does and why is written beside the shell, in launcher/node/prelude.sh,
+and the node watch's in launcher/node/watch/.
 
-- Rendezvous: Batch tells the workers the main node's address but not the main node itself.
-  Every node gets ``LAUNCHER_MAIN_ADDR`` (and PyTorch's ``MASTER_*``, torchrun's ``PET_*``).
-- EFA userspace (when the job has EFA on): without libfabric's EFA provider and the
-  aws-ofi-nccl plugin, NCCL quietly falls back to TCP sockets on one interface. The check
-  looks for both, puts the plugin's directory on the loader path and names the plugin to NCCL
-  when the image left that out, and prints one line: ``launcher: EFA ready ...`` or
-  ``launcher: EFA WARNING ...``. With ``--efa require`` (the default for multi-node jobs on an
-  EFA pool) a missing piece fails the node with exit code 78 before the command starts, and a
-  missing device with BAD_HOST_EXIT (79).
-- Node health: the node's GPUs, as nvidia-smi sees them (count, uncorrected ECC errors,
-  pending retirements and remaps); a bad host ends the node with 79 before the command.
-- The fabric guard: after NCCL starts, TCP sockets, another provider than efa or fewer NICs
-  than the type has end the command within seconds (NCCL_WATCH).
-- Capacity Blocks: the command gets a signal to checkpoint before EC2 ends the block's
-  instances, in an attempt that runs in the block's own compute environment and starts before
-  that moment (CHECKPOINT_TIMER).
-- Restarts that resume (``LAUNCHER_RESTARTS=on``, the default with ``--torchrun``): every node
-  gets ``LAUNCHER_CHECKPOINT_DIR`` on EFS, the same for every attempt of the job (and for
-  ``launcher resubmit``); a watch between the nodes (python3, beside the command) ends the main
-  node with exit code 75 when a worker is lost (its container killed, its host gone: no word
-  within 30 s), which the job's retry rules turn into another attempt, and with the worker's
-  own code when a worker fails by itself, which they do not. Batch itself retries only what
-  happens to the main node. The watch hears only the job's own nodes: each holds the job's
-  token (``LAUNCHER_WATCH_TOKEN``, new with every submit) and says it first; anyone else who
-  reaches the port is ignored and counted in one line, and cannot keep a worker out: the main
-  node welcomes a worker's hello, a worker tries again until welcomed, and silent connections
-  past a limit are cut off oldest first.
-- NCCL's transport: NCCL's INFO output goes to files under ``/tmp/launcher-nccl`` (set by the
-  job definition unless the user sets NCCL_DEBUG_FILE); a watcher forwards every NCCL WARN line,
-  once, and one ``launcher: NCCL network ...`` line per node, so the transport NCCL chose is in
-  the job log without thousands of INFO lines around the user's own output.
-- Its own files (the node watch's, the watcher's counts, the signal's mark) in a directory
-  made for the run and removed at its end (PRIVATE), never at a fixed name in /tmp.
+This module holds what the launcher and the script share: the exit codes, the log line and the
+environment names the rest of the launcher reads or sets (launcher.job.jobdef's retry rules,
+launcher.job.lost_nodes, launcher.local, infra's node replacer), and the values the script's
+``@NAME@`` placeholders stand for. It assembles SCRIPT once, at import, from prelude.sh and the
+watch's two programs (launcher.node.assemble says how the files become the same bytes every job
+definition carried when they were f-strings; tests/node/test_assembled.py holds that), and
+``command`` puts it in front of a job's command.
 
-- Behind any entrypoint: a job's command is the image's Cmd, and Batch cannot override the
-  image's ENTRYPOINT, which runs first. Most pass their arguments on with ``exec "$@"`` (NGC's
-  ``nvidia_entrypoint.sh``, tini); AWS's own PyTorch training images for EC2 end
-  ``dockerd_entrypoint.sh`` with ``eval "$@"``, which joins the arguments and parses them
-  again as shell: the first line of this script would run in a shell of its own and the rest
-  in the entrypoint's, with the main node's address lost on every worker. ``REPARSE_GUARD``
-  makes the command correct either way (see there).
-
-Written for dash, bash and busybox ash (no arrays, no ``local``), tested in Docker behind each
-kind of entrypoint.
+The environment names the shell reads (LAUNCHER_WATCH_TOKEN, LAUNCHER_REHEARSAL,
+LAUNCHER_NCCL_DIR) are written out in prelude.sh, where ``${NAME:-}`` must be shell; the
+assembly checks that the script names each of them.
 """
 
 from __future__ import annotations
 
 import re
+
+from launcher.node import assemble
+from launcher.node.watch import (
+    HEARTBEAT_SECONDS,
+    HELLO_SECONDS,
+    LOST_AFTER_SECONDS,
+    PENDING_PEERS,
+    RETRY_SECONDS,
+    START_SECONDS,
+    VALUES,
+    WATCH_TOKEN_ENV,
+    WELCOME,
+)
+
+__all__ = [
+    "ARGV0",
+    "BAD_HOST_EXIT",
+    "CHECKPOINT_TIMER",
+    "CONTRACT",
+    "EFA_CHECK",
+    "EFA_REQUIRED_EXIT",
+    "GPU_CHECK",
+    "HEARTBEAT_SECONDS",
+    "HELLO_SECONDS",
+    "LIBFABRIC_DIRS",
+    "LOST_AFTER_SECONDS",
+    "LOST_NODES_LINE",
+    "MONITOR",
+    "MONITOR_MAIN",
+    "MONITOR_WORKER",
+    "NCCL_DIR_ENV",
+    "NCCL_LOG_DIR",
+    "NCCL_WATCH",
+    "NODE_LOST_EXIT",
+    "PENDING_PEERS",
+    "PLUGIN_DIRS",
+    "PLUGIN_NAMES",
+    "PRIVATE",
+    "REHEARSAL_ENV",
+    "RENDEZVOUS",
+    "REPARSE_GUARD",
+    "RETRY_SECONDS",
+    "RUN",
+    "SCRIPT",
+    "SECRETS",
+    "SECTIONS",
+    "START_GATE",
+    "START_SECONDS",
+    "SYSTEM_LIB_DIRS",
+    "WATCH_TOKEN_ENV",
+    "WELCOME",
+    "command",
+    "user_command",
+]
 
 EFA_REQUIRED_EXIT = 78  # EX_CONFIG: the image cannot do what the job asked
 CONTRACT = "docs/jobs.md, 'The base image contract'"  # where a failed check sends the user
@@ -61,23 +86,6 @@ NODE_LOST_EXIT = 75  # EX_TEMPFAIL: a node was lost; the job's retry rules try a
 # terminates the instance so the retry lands elsewhere. Outside sysexits' 64-78 and below 126,
 # so no shell, signal or library gives it another meaning.
 BAD_HOST_EXIT = 79
-HEARTBEAT_SECONDS = 5
-LOST_AFTER_SECONDS = 30  # a worker silent this long is lost (a dead host sends no FIN)
-# The node watch's per-job secret (see MONITOR_MAIN), set with every submit (launcher.job.jobdef).
-WATCH_TOKEN_ENV = "LAUNCHER_WATCH_TOKEN"
-HELLO_SECONDS = 10  # a connection to the watch says hello within this long (workers do at once)
-# Connections yet to say hello, at most: a newcomer past it cuts off the oldest of them, which
-# is counted, so peers that hold connections open cannot keep a worker out (see MONITOR_MAIN).
-PENDING_PEERS = 64
-# The main node's answer to a worker's valid hello. A worker tries again until it gets it
-# (RETRY_SECONDS apart at most), within its start deadline ($LAUNCHER_START_SECONDS).
-WELCOME = "welcome"
-RETRY_SECONDS = 1
-# Every worker must say hello within this long of the main node's start ($LAUNCHER_START_SECONDS
-# overrides it): Batch starts the workers once the main node runs, and a worker whose image
-# cannot be pulled, whose volume cannot be mounted or whose host is lost before its command
-# never says a word, which would otherwise leave the main node waiting until the job's timeout.
-START_SECONDS = 900
 # How the main node says which nodes it lost or never saw start (launcher.api reads it back).
 LOST_NODES_LINE = re.compile(r"^launcher: node\(s\) [\d ]+(lost|never started)")
 NCCL_LOG_DIR = "/tmp/launcher-nccl"
@@ -108,577 +116,51 @@ SYSTEM_LIB_DIRS = (
     "/usr/lib/aarch64-linux-gnu",
 )
 
-# The first lines, for an entrypoint that runs its arguments through `eval "$@"` (or `eval
-# "$*"`): the joined command is parsed again, so only "/bin/sh -c false" runs in a shell of its
-# own (a failure: no entrypoint can make the job succeed without running it), and the rest of
-# the first line and the block run in the entrypoint's shell, whose $0 is not ours and whose
-# own arguments are still the job's command, unparsed: that is run again, as given. Run as
-# given (exec "$@", tini, no entrypoint), $0 is ours and the block is skipped. The script ends
-# in a comment, which is where such an entrypoint's parse puts the command's arguments.
-REPARSE_GUARD = f"""\
-false || [ "$0" = {ARGV0} ] || {{
-  if [ "${{1:-}}" = /bin/sh ] && [ "${{2:-}}" = -c ] && [ "${{4:-}}" = {ARGV0} ]; then
-    echo "launcher: the image's entrypoint ($0) parsed the command again (eval); running it as given" >&2
-    _script=$3; shift 4; exec /bin/sh -c "$_script" {ARGV0} "$@"
-  fi
-  echo "launcher: ERROR: the image's entrypoint ($0) changed the command's arguments; the job needs an image whose ENTRYPOINT passes them on unchanged, as exec does (see {CONTRACT})" >&2
-  exit {EFA_REQUIRED_EXIT}
-}}
-"""
+# The node watch's programs, as python3 -c gets them (launcher/node/watch/).
+MONITOR_MAIN = assemble.program(assemble.read("launcher.node.watch", "main_node.py"), VALUES)
+MONITOR_WORKER = assemble.program(assemble.read("launcher.node.watch", "worker.py"), VALUES)
 
-# Local runs only: the job's secrets arrive as a file of quoted shell assignments, mounted
-# read-only ($LAUNCHER_SECRETS_FILE, launcher.local.secret_values), not as the container's own
-# environment, which `docker inspect` shows to anyone who may use the engine. The command gets
-# them as environment, as on AWS, where the ECS agent sets them and there is no file.
-SECRETS = f"""\
-if [ -n "${{LAUNCHER_SECRETS_FILE:-}}" ]; then
-  if [ -r "$LAUNCHER_SECRETS_FILE" ]; then . "$LAUNCHER_SECRETS_FILE"; else
-    echo "launcher: ERROR: cannot read the job's secrets ($LAUNCHER_SECRETS_FILE)" >&2
-    exit {EFA_REQUIRED_EXIT}
-  fi
-  unset LAUNCHER_SECRETS_FILE
-fi
-"""
 
-# Local runs only: every node waits for the file $LAUNCHER_START_GATE names, which the local
-# backend makes once all of the job's nodes are up (they share the main node's network, which
-# a worker can join only while the main node runs), or 60 s, so that no node's command starts
-# before the others exist. On AWS the variable is not set.
-START_GATE = """\
-if [ -n "${LAUNCHER_START_GATE:-}" ]; then
-  _t=0
-  while [ ! -e "$LAUNCHER_START_GATE" ] && [ "$_t" -lt 600 ]; do
-    sleep 0.1 2>/dev/null || sleep 1; _t=$((_t + 1))
-  done
-  unset LAUNCHER_START_GATE
-fi
-"""
+def _script() -> dict[str, str]:
+    """prelude.sh's sections, assembled (``## === NAME ===`` names them, in order)."""
+    values = {
+        "ARGV0": ARGV0,
+        "CONTRACT": CONTRACT,
+        "EFA_REQUIRED_EXIT": str(EFA_REQUIRED_EXIT),
+        "BAD_HOST_EXIT": str(BAD_HOST_EXIT),
+        "NODE_LOST_EXIT": str(NODE_LOST_EXIT),
+        "START_SECONDS": str(START_SECONDS),
+        "NCCL_LOG_DIR": NCCL_LOG_DIR,
+        "SYSTEM_LIB_PATH": ":".join(SYSTEM_LIB_DIRS),  # for a case pattern over LD_LIBRARY_PATH
+        "SYSTEM_LIB_DIRS": " ".join(SYSTEM_LIB_DIRS),  # for a for loop
+        "LIBFABRIC_DIRS": " ".join(LIBFABRIC_DIRS),
+        "PLUGIN_DIRS": " ".join(PLUGIN_DIRS),
+        "PLUGIN_NAMES": " ".join(PLUGIN_NAMES),
+        "MONITOR_MAIN": MONITOR_MAIN,
+        "MONITOR_WORKER": MONITOR_WORKER,
+    }
+    parts = assemble.sections(assemble.read("launcher.node", "prelude.sh"))
+    done = {name: assemble.shell(text, values) for name, text in parts.items()}
+    for name in (WATCH_TOKEN_ENV, REHEARSAL_ENV, NCCL_DIR_ENV):
+        if "${" + name + ":-" not in "".join(done.values()):
+            raise ValueError(f"prelude.sh does not read ${name}, which the launcher sets")
+    return done
 
-# What the prelude keeps while the command runs (the node watch's files, the NCCL watcher's
-# counts and verdict, the checkpoint timer's mark) goes in a directory of its own, made for this
-# run when the first of them needs it (``_private``: mktemp -d, mode 0700, under $TMPDIR or
-# /tmp) and removed when the prelude ends. A fixed name in /tmp would be read by the next run on
-# the same machine (a mark of a signal sent to another run turned its failure into a retry) and
-# can be taken first by anyone who shares /tmp; a test that runs the prelude on such a machine
-# gives it a TMPDIR of its own. In a job's container /tmp is the container's, as before.
-PRIVATE = f"""\
-_tmp=""; _ndir="${{{NCCL_DIR_ENV}:-{NCCL_LOG_DIR}}}"
-_private() {{
-  [ -z "$_tmp" ] || return 0
-  _tmp="$(mktemp -d "${{TMPDIR:-/tmp}}/launcher.XXXXXX" 2>/dev/null)" && return 0
-  _tmp="${{TMPDIR:-/tmp}}/launcher.$$"; mkdir -m 700 "$_tmp" 2>/dev/null && return 0
-  _tmp=""; echo "launcher: WARNING: cannot make a directory under ${{TMPDIR:-/tmp}}, so $1 is off" >&2
-  return 1
-}}
-trap '[ -z "$_tmp" ] || rm -rf "$_tmp"' EXIT
-"""
 
-RENDEZVOUS = """\
-main="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-${LAUNCHER_MAIN_ADDR:-}}"
-if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d' ' -f1)"; fi
-export LAUNCHER_MAIN_ADDR="${main:-127.0.0.1}"
-export LAUNCHER_NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"
-export LAUNCHER_REPLICA_ID="$((LAUNCHER_NODE_RANK - ${LAUNCHER_GROUP_FIRST_NODE:-0}))"
-if [ -n "${LAUNCHER_CHECKPOINT_DIR:-}" ] && [ -n "${AWS_BATCH_JOB_ARRAY_INDEX:-}" ]; then
-  # A resubmitted array names its first run's directory; each child resumes its own, which
-  # its first run named after its job id, PARENT:INDEX.
-  LAUNCHER_CHECKPOINT_DIR="${LAUNCHER_CHECKPOINT_DIR%%#*}:$AWS_BATCH_JOB_ARRAY_INDEX"
-fi
-export LAUNCHER_CHECKPOINT_DIR="${LAUNCHER_CHECKPOINT_DIR:-${LAUNCHER_EFS:-/tmp}/checkpoints/${AWS_BATCH_JOB_ID:-local}}"
-export LAUNCHER_CHECKPOINT_DIR="${LAUNCHER_CHECKPOINT_DIR%%#*}"
-mkdir -p "$LAUNCHER_CHECKPOINT_DIR" 2>/dev/null
-export MASTER_ADDR="${MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" MASTER_PORT="${MASTER_PORT:-$LAUNCHER_MAIN_PORT}"
-export PET_NNODES="${PET_NNODES:-$LAUNCHER_NNODES}" PET_NODE_RANK="${PET_NODE_RANK:-$LAUNCHER_NODE_RANK}"
-export PET_MASTER_ADDR="${PET_MASTER_ADDR:-$LAUNCHER_MAIN_ADDR}" PET_MASTER_PORT="${PET_MASTER_PORT:-$LAUNCHER_MAIN_PORT}"
-"""
-
-# Node health, before the command: the GPUs this node's container was given, as nvidia-smi
-# (which the NVIDIA container runtime mounts into every GPU container) sees them. A GPU that
-# fell off the bus, an uncorrected ECC error since the driver loaded, a page retirement or row
-# remap waiting for a reset: the host is bad, and the node ends with BAD_HOST_EXIT before the
-# command starts, so the job is tried again elsewhere (launcher.job.jobdef's retry rules; the
-# stack's node replacer takes the instance out of the pool).
-GPU_CHECK = f"""\
-_host="$(hostname 2>/dev/null)"; _node="node $LAUNCHER_NODE_RANK"
-_where="${{LAUNCHER_INSTANCE_TYPE:-}}${{_host:+${{LAUNCHER_INSTANCE_TYPE:+, }}host $_host}}"
-if [ -n "$_where" ]; then _node="$_node ($_where)"; fi
-_bad=""
-# What a node found wrong, in one line: its host (tried again elsewhere), or its image or the
-# job's settings (not tried again). Said before the command (the checks) or after it (the
-# fabric guard's verdict, in RUN).
-_say_bad_host() {{
-  echo "launcher: BAD HOST: $_node: $1: ending with exit code {BAD_HOST_EXIT} so that the job is tried again on another instance" >&2
-}}
-_say_efa_error() {{
-  echo "launcher: EFA ERROR on $_node: $1: failing the job (--efa require); see {CONTRACT}" >&2
-}}
-_bad_host() {{ _say_bad_host "$1"; _report {BAD_HOST_EXIT}; exit {BAD_HOST_EXIT}; }}
-if [ "${{LAUNCHER_GPUS_PER_NODE:-0}}" -gt 0 ] && [ "${{LAUNCHER_HEALTH:-on}}" != off ]; then
-  if ! command -v nvidia-smi >/dev/null 2>&1; then
-    echo "launcher: GPU check skipped on $_node: no nvidia-smi in the container (the NVIDIA runtime mounts it when NVIDIA_DRIVER_CAPABILITIES includes utility)" >&2
-  elif ! _gpus="$(nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1)"; then
-    _bad="; nvidia-smi failed: $(echo "$_gpus" | head -n 1)"
-  else
-    _seen=$(echo "$_gpus" | grep -c .)
-    _model="$(echo "$_gpus" | head -n 1 | cut -d, -f2- | sed 's/^ *//')"
-    if [ "$_seen" -lt "$LAUNCHER_GPUS_PER_NODE" ]; then _bad="; $_seen of $LAUNCHER_GPUS_PER_NODE GPUs visible"; fi
-    _ecc="no uncorrected ECC errors"
-    if _h="$(nvidia-smi --query-gpu=index,ecc.errors.uncorrected.volatile.total,retired_pages.pending --format=csv,noheader 2>/dev/null)"; then
-      _bad="$_bad$(echo "$_h" | awk -F', *' '$2 ~ /^[0-9]+$/ && $2 > 0 {{ printf "; GPU %s: %s uncorrected ECC errors", $1, $2 }}
-        $3 == "Yes" {{ printf "; GPU %s: a page retirement is pending (needs a reboot)", $1 }}')"
-    else _ecc="ECC not reported by this driver"; fi
-    if _h="$(nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure --format=csv,noheader 2>/dev/null)"; then
-      _bad="$_bad$(echo "$_h" | awk -F', *' '$2 == "Yes" || $2 == "1" {{ printf "; GPU %s: a row remap is pending (needs a reset)", $1 }}
-        $3 == "Yes" || $3 == "1" {{ printf "; GPU %s: row remapping failed", $1 }}')"
-      _ecc="$_ecc, no pending or failed row remaps"
-    fi
-    if [ -z "$_bad" ]; then echo "launcher: GPUs healthy on $_node: $_seen/$LAUNCHER_GPUS_PER_NODE x $_model, $_ecc"; fi
-  fi
-  if [ -n "$_bad" ]; then _bad_host "${{_bad#; }}"; fi
-fi
-"""
-
-EFA_CHECK = f"""\
-_guard=""
-if [ -n "${{LAUNCHER_EFA:-}}" ]; then
-  _find() {{ for _d in $1; do for _n in $2; do
-    if [ -e "$_d/$_n" ]; then echo "$_d/$_n"; return 0; fi; done; done; return 1; }}
-  _onpath() {{ case ":${{LD_LIBRARY_PATH:-}}:{":".join(SYSTEM_LIB_DIRS)}:" in *":$1:"*) return 0;; esac; return 1; }}
-  _path="$(echo "${{LD_LIBRARY_PATH:-}}" | tr ':' ' ')"
-  _missing=""; _notes=""
-  _fabric="$(_find "$_path {" ".join(LIBFABRIC_DIRS)} {" ".join(SYSTEM_LIB_DIRS)}" "libfabric.so.1 libfabric.so")"
-  if [ -z "$_fabric" ]; then _missing="$_missing; no libfabric (libfabric.so.1)"
-  elif ! _onpath "${{_fabric%/*}}"; then
-    export LD_LIBRARY_PATH="${{_fabric%/*}}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
-    _notes="$_notes, ${{_fabric%/*}} put on LD_LIBRARY_PATH"; fi
-  _plugin="$(_find "$_path {" ".join(PLUGIN_DIRS)} {" ".join(SYSTEM_LIB_DIRS)}" "{" ".join(PLUGIN_NAMES)}")"
-  if [ -z "$_plugin" ]; then _missing="$_missing; no aws-ofi-nccl plugin (libnccl-net-ofi.so or libnccl-net.so)"
-  else
-    if ! _onpath "${{_plugin%/*}}"; then
-      export LD_LIBRARY_PATH="${{_plugin%/*}}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
-      _notes="$_notes, ${{_plugin%/*}} put on LD_LIBRARY_PATH"; fi
-    case "${{_plugin##*/}}" in
-      libnccl-net-ofi.so) [ -n "${{NCCL_NET_PLUGIN:-}}" ] || {{ export NCCL_NET_PLUGIN=ofi; _notes="$_notes, NCCL_NET_PLUGIN=ofi"; }};;
-      libnccl-net-aws-ofi.so) [ -n "${{NCCL_NET_PLUGIN:-}}" ] || {{ export NCCL_NET_PLUGIN=aws-ofi; _notes="$_notes, NCCL_NET_PLUGIN=aws-ofi"; }};;
-    esac; fi
-  _devices=$(ls /dev/infiniband/ 2>/dev/null | grep -c '^uverbs')
-  _want="${{LAUNCHER_EFA_DEVICES:-0}}"
-  _short=""
-  if [ "$_devices" -lt "$_want" ]; then _short="$_devices of $_want EFA devices visible"; fi
-  _provider="not checked (no EFA device here)"
-  if [ "$_devices" -gt 0 ] && [ -n "$_fabric" ]; then
-    _fi="$(command -v fi_info || echo /opt/amazon/efa/bin/fi_info)"
-    if [ ! -x "$_fi" ]; then _provider="present, not verified (no fi_info)"
-    elif "$_fi" -p efa -t FI_EP_RDM >/dev/null 2>&1; then _provider="usable (fi_info -p efa)"
-    else _missing="$_missing; libfabric has no usable efa provider (fi_info -p efa failed)"; fi; fi
-  if [ "${{{REHEARSAL_ENV}:-}}" = local ] && [ "$_want" = 0 ]; then
-    # A rehearsal has no EFA: TCP is expected, whatever --efa says; what the image lacks
-    # would matter on AWS.
-    if [ -z "$_missing" ]; then
-      echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; the image has libfabric and aws-ofi-nccl for AWS"
-    else
-      echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; on AWS this image would fall back to TCP too:${{_missing#;}} (see {CONTRACT})"
-    fi
-  elif [ "$LAUNCHER_EFA" = require ] && [ -n "$_missing" ]; then
-    # The image: it would fail the same way on every host, so the job is not tried again.
-    _say_efa_error "${{_missing#; }}${{_short:+; $_short}}"
-    _report {EFA_REQUIRED_EXIT}; exit {EFA_REQUIRED_EXIT}
-  elif [ "$LAUNCHER_EFA" = require ] && [ -n "$_short" ]; then
-    _bad_host "$_short (the instance type has $_want)"
-  elif [ -z "$_missing$_short" ]; then
-    echo "launcher: EFA ready: $_devices/$_want devices, libfabric $_fabric (efa provider $_provider), aws-ofi-nccl $_plugin$_notes"
-    # After NCCL starts, its transport and NIC count are checked too (NCCL_WATCH), from the
-    # INIT lines of NCCL's debug files; a job that changed those settings is told it is not.
-    if [ "$LAUNCHER_EFA" = require ] && [ "$_want" -gt 0 ]; then
-      _sub="$(echo ",${{NCCL_DEBUG_SUBSYS:-INIT}}," | tr 'a-z' 'A-Z')"
-      case "$(echo "${{NCCL_DEBUG:-}}" | tr 'a-z' 'A-Z'):${{NCCL_DEBUG_FILE:-}}" in
-        INFO:"$_ndir"/*|TRACE:"$_ndir"/*)
-          case "$_sub" in *,INIT,*|*,ALL,*) _guard="$_want";; esac;;
-      esac
-      if [ -z "$_guard" ]; then
-        echo "launcher: fabric guard: NCCL's network is not checked after it starts on $_node: the job set NCCL_DEBUG=${{NCCL_DEBUG:-}}, NCCL_DEBUG_SUBSYS=${{NCCL_DEBUG_SUBSYS:-}} or NCCL_DEBUG_FILE=${{NCCL_DEBUG_FILE:-}} (the guard reads NCCL's INFO lines of INIT from $_ndir)" >&2
-      fi
-    fi
-  else
-    echo "launcher: EFA WARNING:${{_missing#;}}${{_short:+; $_short}}: NCCL will fall back to TCP sockets, not EFA; see {CONTRACT}" >&2
-  fi
-fi
-"""
-
-# Forward NCCL's WARN lines and one transport line per node from the per-process debug files.
-# The fabric guard (``_guard``, set by EFA_CHECK for ``--efa require`` on a node with EFA
-# devices): once NCCL names its network, TCP sockets, another libfabric provider than efa, or
-# fewer NICs than the type has end the command within seconds (the scan runs every second)
-# instead of training at a fraction of the speed for days. Sockets or another provider are the
-# image's or the job's settings (EFA_REQUIRED_EXIT: not tried again); fewer NICs, with every
-# device present, is the host (BAD_HOST_EXIT). aws-ofi-nccl's line is "Selected Provider is %s
-# (found %d nics)" before 1.14 and "Selected provider is %s, fabric is %s (found %d nics)" since
-# (aws/aws-ofi-nccl, src/nccl_ofi_net.cpp); NCCL's own is "Using network %s" (src/init.cc).
-NCCL_WATCH = f"""\
-_watch=""; _nccl=""
-case "${{NCCL_DEBUG_FILE:-}}" in "$_ndir"/*)
-  if _private "the NCCL watcher"; then _nccl=1; _seen="$_tmp/nccl"; mkdir -p "$_ndir" "$_seen"; fi
-  _verdict() {{
-    [ -e "$_seen/verdict" ] && return 0
-    echo "$1 $2" > "$_seen/verdict"
-    kill -TERM "$_child" 2>/dev/null
-    ( sleep 5; kill -KILL "$_child" 2>/dev/null ) &
-  }}
-  _nccl_scan() {{
-    for _f in "$_ndir"/*.log; do
-      [ -f "$_f" ] || continue
-      _s="$_seen/${{_f##*/}}"; _old=$(cat "$_s" 2>/dev/null || echo 0)
-      _new=$(wc -l < "$_f"); [ "$_new" -gt "$_old" ] || continue
-      tail -n "+$((_old + 1))" "$_f" | head -n "$((_new - _old))" > "$_s.chunk"
-      echo "$_new" > "$_s"
-      grep ' NCCL WARN ' "$_s.chunk"
-      if [ ! -e "$_seen/network" ]; then
-        _net="$(grep -o 'Using network .*' "$_s.chunk" | head -n 1)"
-        if [ -n "$_net" ]; then
-          : > "$_seen/network"
-          case "$_net" in *Socket*) echo "launcher: NCCL ${{_net#Using }} (TCP sockets: EFA is NOT in use)";;
-            *) echo "launcher: NCCL ${{_net#Using }}";; esac
-        fi
-      fi
-      if [ -n "$_guard" ]; then
-        _sel="$(grep -o 'Selected [Pp]rovider is [^ ,]*.*(found [0-9]* nics)' "$_s.chunk" | head -n 1)"
-        if [ -n "$_sel" ]; then
-          _prov="$(echo "$_sel" | sed 's/^Selected [Pp]rovider is \\([^ ,]*\\).*/\\1/')"
-          _nics="$(echo "$_sel" | sed 's/.*(found \\([0-9]*\\) nics)$/\\1/')"
-          if [ "$_prov" != efa ]; then _verdict {EFA_REQUIRED_EXIT} "aws-ofi-nccl chose libfabric's $_prov provider, not efa"
-          elif [ "$_nics" -lt "$_guard" ]; then _verdict {BAD_HOST_EXIT} "aws-ofi-nccl found $_nics of the $_guard EFA NICs the instance type has"
-          elif [ ! -e "$_seen/nics" ]; then
-            : > "$_seen/nics"; echo "launcher: fabric verified on $_node: NCCL on EFA, $_nics of $_guard NICs"
-          fi
-        fi
-        if grep -q 'Using network Socket' "$_s.chunk"; then
-          _verdict {EFA_REQUIRED_EXIT} "NCCL chose TCP sockets (Using network Socket), not EFA"
-        fi
-      fi
-    done
-  }}
-  # One scanner, from the command's start to past its end. RUN tells it to finish with a file,
-  # not a signal, so it is never cut off mid-scan (a scan killed with its pipeline or grep still
-  # running on a chunk that the next scan rewrites forwarded lines twice), and waits while it
-  # scans once more, without the guard, and ends: each line is forwarded once.
-  _nccl_watch() {{
-    if sleep 0.2 2>/dev/null; then _nap=0.2 _naps=5; else _nap=1 _naps=1; fi
-    while :; do
-      _nccl_scan
-      _n=0
-      while [ ! -e "$_seen/stop" ] && [ "$_n" -lt "$_naps" ]; do sleep "$_nap"; _n=$((_n + 1)); done
-      [ ! -e "$_seen/stop" ] || break
-    done
-    _guard=""; _nccl_scan
-  }};;
-esac
-"""
-
-# The node watch: workers say hello, beat every few seconds and report their exit code; the
-# main node's side ends the command when a worker is lost (silence or a dropped connection
-# without an exit code) or failed, and leaves a file saying which.
-#
-# Only the job's own nodes are heard. A connection counts for nothing until its first line is
-# "hello TOKEN N": TOKEN the job's own (WATCH_TOKEN_ENV, new with every submit, the same for
-# every node and attempt of it: launcher.job.jobdef.watch_token), compared in constant time, and N
-# a worker's rank. Anyone else who reaches the port (on AWS every pool shares one security
-# group that admits all traffic from itself, so other teams' jobs do) is cut off at its first
-# other line, or after HELLO_SECONDS of silence, and neither ends nor retries the job; the
-# main node counts them and says so in one line when its command ends. The token is taken out
-# of the command's environment, which has no use for it and could print it to the job log.
-#
-# Nor can anyone keep the workers out. At most PENDING_PEERS connections wait for their hello;
-# a newcomer past that cuts off the oldest, not itself, so peers that open connections and say
-# nothing (anyone who reaches the port, in the first seconds of an attempt) must outpace the
-# watch reading a worker's first line, which the worker sends at once. The main node answers a
-# valid hello with WELCOME, and a worker whose connection is cut or refused before that tries
-# again, a little later each time (at most RETRY_SECONDS apart), until it is welcomed or its
-# start deadline passes; a worker welcomed once never says hello again (its connection lost is
-# the node lost). Both sides always come from the same prelude: every node range's command is
-# this script, from one job definition registered by one launcher (launcher.job.jobdef); a submit,
-# a retry or `launcher resubmit` changes only the environment. So no worker meets a main node
-# that does not answer.
-#
-# Where it listens: the address the workers are given for the main node, and no other. On AWS
-# that is the task's own (awsvpc) address, which Batch gives the workers as
-# AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS but not the main node itself: the main node reads
-# it from ECS's task metadata ($ECS_CONTAINER_METADATA_URI_V4, which the ECS agent sets in every
-# container since 1.39.0; "Networks" of the container metadata), so loopback and the link-local
-# ecs-eth0 beside it are left out. Off ECS (the local backend) it is LAUNCHER_MAIN_ADDR, which
-# the backend gives every node (127.0.0.1). Where the metadata cannot be read, or the address is
-# not this node's, the watch keeps to every interface (0.0.0.0), not `hostname -i`, the
-# prelude's own guess for MASTER_ADDR: that depends on the image's resolver and /etc/hosts, and
-# a wrong guess would leave every worker unheard and retry the job until its attempts ran out.
-# The token is the protection; the address only narrows who can try.
-MONITOR_MAIN = f"""\
-import hmac, json, os, signal, socket, sys, threading, time, urllib.request
-port, child, d = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-nodes, start_seconds, given = int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
-token = os.environ.pop("{WATCH_TOKEN_ENV}").encode()
-def task_address():
-    try:
-        get = urllib.request.build_opener(urllib.request.ProxyHandler({{}})).open
-        nets = json.load(get(os.environ["ECS_CONTAINER_METADATA_URI_V4"], timeout=5))["Networks"]
-        return [a for n in nets if n.get("NetworkMode") == "awsvpc" for a in n["IPv4Addresses"]][0]
-    except Exception: return ""
-def listen(address):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((address, port)); s.listen(); return s
-try: s = listen(task_address() if "ECS_CONTAINER_METADATA_URI_V4" in os.environ else given)
-except OSError: s = listen("")
-greeted, lock, pending = set(), threading.Lock(), {{}}  # pending: oldest first (dicts keep order)
-strangers, first = 0, ""
-def note(name, text):
-    with open(os.path.join(d, name), "a") as f: f.write(text + "\\n")
-    try: os.kill(child, signal.SIGTERM)
-    except OSError: pass
-def stranger(peer):
-    global strangers, first
-    with lock:
-        strangers, first = strangers + 1, first or peer[0]
-        with open(os.path.join(d, ".strangers"), "w") as f: f.write(f"{{strangers}} {{first}}\\n")
-        os.replace(os.path.join(d, ".strangers"), os.path.join(d, "strangers"))
-def rank(line):
-    words = line.split(b" ")
-    if len(words) != 3 or words[0] != b"hello" or not hmac.compare_digest(words[1], token):
-        return None
-    return str(int(words[2])) if words[2].isdigit() and 0 < int(words[2]) < nodes else None
-def watch(c, peer):
-    c.settimeout({HELLO_SECONDS}); node, code, buf = None, None, b""
-    try:
-        while code is None:
-            data = c.recv(256)
-            if not data: break
-            buf += data
-            *lines, buf = buf.split(b"\\n")
-            for line in lines:
-                if node is None:
-                    with lock:  # not after it was cut off for a newer connection
-                        node = rank(line) if pending.pop(c, False) else None
-                        if node is None: raise ValueError("not a hello of this job, or cut off")
-                        greeted.add(node)
-                    c.settimeout({LOST_AFTER_SECONDS}); c.sendall(b"{WELCOME}\\n")
-                elif line.startswith(b"exit ") and line[5:].isdigit(): code = int(line[5:])
-            if node is None and len(buf) > 256: break
-    except (OSError, ValueError): pass
-    c.close()
-    if node is None:
-        with lock: pending.pop(c, None)
-        stranger(peer)
-    elif code is None: note("lost", node)
-    elif code != 0: note("failed", f"{{node}} {{code}}")
-def roll_call():
-    time.sleep(start_seconds)
-    with lock: missing = [str(n) for n in range(1, nodes) if str(n) not in greeted]
-    if missing: note("missing", " ".join(missing))
-threading.Thread(target=roll_call, daemon=True).start()
-def admit(c):
-    with lock:
-        if len(pending) >= {PENDING_PEERS}:
-            oldest = next(iter(pending)); del pending[oldest]
-            try: oldest.shutdown(socket.SHUT_RDWR)  # its own thread sees the end and counts it
-            except OSError: pass
-        pending[c] = True
-while True:
-    c, peer = s.accept(); admit(c)
-    threading.Thread(target=watch, args=(c, peer), daemon=True).start()
-"""
-
-MONITOR_WORKER = f"""\
-import os, socket, sys, time
-host, port, node, d = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-deadline = time.monotonic() + float(sys.argv[5])
-token = os.environ.pop("{WATCH_TOKEN_ENV}")
-def welcomed():
-    try:
-        c = socket.create_connection((host, port), timeout=5)
-    except OSError: return None
-    try:
-        c.sendall(f"hello {{token}} {{node}}\\n".encode())
-        c.settimeout({LOST_AFTER_SECONDS})  # the main node answers at once; silence this long: try again
-        if c.makefile("rb").readline(64) == b"{WELCOME}\\n":
-            c.settimeout(5); return c
-    except OSError: pass
-    c.close(); return None
-pause = 0.1
-while True:
-    c = welcomed()
-    if c is not None: break
-    if time.monotonic() + pause > deadline: sys.exit(0)
-    time.sleep(pause); pause = min(2 * pause, {RETRY_SECONDS})
-done = os.path.join(d, "exit")
-try:
-    while not os.path.exists(done):
-        c.sendall(b"beat\\n"); time.sleep({HEARTBEAT_SECONDS})
-    c.sendall(f"exit {{open(done).read().strip()}}\\n".encode())
-except OSError: pass
-"""
-
-MONITOR = f"""\
-_monitor=""; _wtoken="${{{WATCH_TOKEN_ENV}:-}}"; unset {WATCH_TOKEN_ENV}
-if [ "${{LAUNCHER_RESTARTS:-}}" = on ] && [ "${{LAUNCHER_NNODES:-1}}" -gt 1 ]; then
-  if ! command -v python3 >/dev/null 2>&1; then
-    echo "launcher: restarts WARNING: no python3 in the image, so a lost node is not noticed and the job is not tried again" >&2
-  elif [ -z "$_wtoken" ]; then
-    echo "launcher: restarts WARNING: no {WATCH_TOKEN_ENV} (the launcher sets it with every submit), so the nodes cannot vouch for each other: a lost node is not noticed and the job is not tried again" >&2
-  elif _private "the node watch"; then
-    _monitor="$_tmp/monitor"; mkdir "$_monitor"
-    _mport="$((LAUNCHER_MAIN_PORT + 1))"; _mstart="${{LAUNCHER_START_SECONDS:-{START_SECONDS}}}"
-  fi
-fi
-# A worker that ends before its command (a bad host, a misbuilt image) tells the main node's
-# watch its code at once, as its watch would have at the command's end: the main node then
-# ends with it, instead of waiting for the roll call.
-_report() {{
-  if [ -n "$_monitor" ] && [ "$LAUNCHER_NODE_RANK" != 0 ]; then
-    echo "$1" > "$_monitor/exit"
-    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" "$_mstart"
-  fi
-}}
-"""
-
-# In a Capacity Block (launcher.job.capacity): at LAUNCHER_CHECKPOINT_AT (the block's end, less the
-# 30 minutes from which EC2 ends its instances, less --checkpoint-lead) the command is sent
-# LAUNCHER_CHECKPOINT_SIGNAL so that it can checkpoint; the job then resumes, on the next block
-# or the fallback pool, from LAUNCHER_CHECKPOINT_DIR. torchrun forwards no SIGUSR1 and dies of
-# it, so under torchrun (the command's first word) its children, the workers, get the signal
-# (found by their parent's pid in /proc/*/stat, whose fields after the ") " that ends the
-# process's name are its state and then its parent's pid). RUN starts `_checkpoint` beside
-# the command and ends it with the command.
-#
-# The timer arms only for an attempt that EC2 will end with the block, and only while the
-# moment is ahead. The values ride in the SubmitJob's overrides, which Batch gives every
-# attempt of the job, so a retry sees them too: on the fallback pool, or in the block after the
-# moment, a timer that fired at once would end each retry with 75 in turn until the job failed.
-# Batch names the compute environment it placed the attempt in ("AWS_BATCH_CE_NAME: This
-# variable is set to the name of the compute environment where your job is placed", Batch user
-# guide, job_env_vars.html); the launcher gives the block's (LAUNCHER_CAPACITY_BLOCK_CE, from
-# the stack's Pools output; a stack older than that names none, and then only the moment
-# counts) and the fallback's (LAUNCHER_FALLBACK_CE). An attempt that does not arm says why in
-# one line, and its command runs to its own end with its own exit code.
-#
-# A command that dies of the signal (it did not catch it), or ends otherwise than 0 after it,
-# ends the node with NODE_LOST_EXIT: EC2 was about to end it anyway, and a retry ("Host EC2"
-# would have been one) resumes the run on the next block or the fallback pool, where an exit
-# code of 128+N would fail the job for good. Only a signal this run's timer sent counts: its
-# mark is in this run's own directory (PRIVATE).
-CHECKPOINT_TIMER = """\
-_timer=""
-if [ -n "${LAUNCHER_CHECKPOINT_AT:-}" ]; then
-  _hhmm() { printf '%02d:%02d' $(($1 % 86400 / 3600)) $(($1 % 3600 / 60)); }
-  _end="${LAUNCHER_WINDOW_END:-0}"; _sig="${LAUNCHER_CHECKPOINT_SIGNAL:-USR1}"
-  _when="Capacity Block ${LAUNCHER_CAPACITY_BLOCK:-} ends at $(_hhmm "$_end") UTC; EC2 ends its instances from $(_hhmm $((_end - 1800))) UTC"
-  _ce="${AWS_BATCH_CE_NAME:-}"; _off=""
-  if [ -n "${LAUNCHER_CAPACITY_BLOCK_CE:-}" ] && [ "$_ce" != "$LAUNCHER_CAPACITY_BLOCK_CE" ]; then
-    if [ -n "$_ce" ] && [ "$_ce" = "${LAUNCHER_FALLBACK_CE:-}" ]; then _ce="$_ce (the pool's fallback)"; fi
-    _off="this attempt runs in compute environment ${_ce:-unknown}, not in the block's ($LAUNCHER_CAPACITY_BLOCK_CE), so EC2 does not end it with the block; the command runs to its own end"
-  elif [ "$(date +%s)" -ge "$LAUNCHER_CHECKPOINT_AT" ]; then
-    _off="this attempt started after the checkpoint time ($(_hhmm "$LAUNCHER_CHECKPOINT_AT") UTC); the command runs until it ends or EC2 ends its instance"
-  fi
-  if [ -n "$_off" ]; then
-    echo "launcher: $_when: no checkpoint signal: $_off" >&2
-  elif _private "the checkpoint signal"; then
-    _timer=on
-  fi
-  _checkpoint() {
-    _cmd=$1; _first=$2
-    _left=$((LAUNCHER_CHECKPOINT_AT - $(date +%s)))
-    if [ "$_left" -gt 0 ]; then sleep "$_left"; fi
-    kill -0 "$_cmd" 2>/dev/null || return 0
-    _pids="$_cmd"; _who="the command (pid $_cmd) so it can checkpoint"
-    if [ "${_first##*/}" = torchrun ]; then
-      _pids=""
-      for _st in /proc/[0-9]*/stat; do
-        _line="$(cat "$_st" 2>/dev/null)" || continue
-        set -- ${_line##*) }
-        if [ "${2:-}" = "$_cmd" ]; then _p="${_st#/proc/}"; _pids="$_pids ${_p%/stat}"; fi
-      done
-      _pids="${_pids# }"; _who="torchrun's workers (pids $_pids) so they can checkpoint"
-    fi
-    if [ -z "$_pids" ]; then
-      echo "launcher: $_when: torchrun has no workers to send SIG$_sig to" >&2; return 0
-    fi
-    # Said and marked first: the command may end at once, and RUN then ends this timer.
-    echo "launcher: $_when: sent SIG$_sig to $_who" >&2; : > "$_tmp/checkpoint-sent"
-    kill -s "$_sig" $_pids 2>/dev/null
-  }
-fi
-"""
-
-# Run the command as a child (not exec) while the watcher or the node watch runs, so the last
-# lines are flushed and the outcome is read after the command ends; signals from Batch (via
-# the init process) are passed on.
-RUN = f"""\
-if [ -z "$_nccl" ] && [ -z "$_monitor" ] && [ -z "$_timer" ]; then exec "$@"; fi
-"$@" & _child=$!
-if [ -n "$_timer" ]; then _checkpoint "$_child" "$1" & _timer=$!; fi
-trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
-if [ -n "$_nccl" ]; then _nccl_watch & _watch=$!; fi
-if [ -n "$_monitor" ]; then
-  if [ "$LAUNCHER_NODE_RANK" = 0 ]; then
-    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_MAIN}' "$_mport" "$_child" "$_monitor" "$LAUNCHER_NNODES" "$_mstart" "$LAUNCHER_MAIN_ADDR" & _mon=$!
-  else
-    {WATCH_TOKEN_ENV}="$_wtoken" python3 -c '{MONITOR_WORKER}' "$LAUNCHER_MAIN_ADDR" "$_mport" "$LAUNCHER_NODE_RANK" "$_monitor" "$_mstart" & _mon=$!
-  fi
-fi
-wait "$_child"; _code=$?
-while kill -0 "$_child" 2>/dev/null; do wait "$_child"; _code=$?; done
-if [ -n "$_timer" ]; then kill "$_timer" 2>/dev/null; fi
-if [ -n "$_watch" ]; then
-  : > "$_seen/stop"
-  while kill -0 "$_watch" 2>/dev/null; do wait "$_watch"; done
-fi
-if [ -n "$_nccl" ] && [ -s "$_seen/verdict" ]; then
-  read -r _code _why < "$_seen/verdict"
-  if [ "$_code" = {BAD_HOST_EXIT} ]; then _say_bad_host "$_why"; else _say_efa_error "$_why"; fi
-fi
-if [ -n "$_timer" ] && [ -e "$_tmp/checkpoint-sent" ] && [ "$_code" != 0 ]; then
-  echo "launcher: the command ended with exit code $_code after the checkpoint signal: ending with exit code {NODE_LOST_EXIT} so that the job is tried again, from its checkpoint, on the next Capacity Block or the pool's fallback" >&2
-  _code={NODE_LOST_EXIT}
-fi
-if [ -n "$_monitor" ]; then
-  if [ "$LAUNCHER_NODE_RANK" != 0 ]; then
-    echo "$_code" > "$_monitor/exit"; _t=0
-    while kill -0 "$_mon" 2>/dev/null && [ "$_t" -lt 20 ]; do sleep 0.5; _t=$((_t + 1)); done
-  else
-    kill "$_mon" 2>/dev/null
-    if [ -s "$_monitor/strangers" ]; then
-      read -r _n _from < "$_monitor/strangers"
-      echo "launcher: node watch: ignored $_n connection(s) without this job's token, the first from $_from" >&2
-    fi
-    if [ -s "$_monitor/missing" ]; then
-      echo "launcher: node(s) $(cat "$_monitor/missing") never started (no word within $_mstart s): ending with exit code {NODE_LOST_EXIT} so that the job is tried again" >&2
-      exit {NODE_LOST_EXIT}
-    fi
-    if [ -s "$_monitor/lost" ]; then
-      echo "launcher: node(s) $(tr '\\n' ' ' < "$_monitor/lost")lost: ending with exit code {NODE_LOST_EXIT} so that the job is tried again" >&2
-      exit {NODE_LOST_EXIT}
-    fi
-    if [ -s "$_monitor/failed" ]; then
-      read -r _wnode _wcode < "$_monitor/failed"
-      echo "launcher: node $_wnode failed (exit code $_wcode): the job stops" >&2
-      # A worker's bad host or misbuilt image decides the job's fate: the retry rules read
-      # the main node's code.
-      case "$_wcode" in {EFA_REQUIRED_EXIT}|{BAD_HOST_EXIT}) _code=$_wcode;; *) [ "$_code" = 0 ] && _code=1;; esac
-    fi
-  fi
-fi
-exit "$_code"
-#"""
-
-SCRIPT = (
-    REPARSE_GUARD
-    + SECRETS
-    + START_GATE
-    + PRIVATE
-    + RENDEZVOUS
-    + MONITOR
-    + GPU_CHECK
-    + EFA_CHECK
-    + NCCL_WATCH
-    + CHECKPOINT_TIMER
-    + RUN
-)
+# The script by its sections (prelude.sh says what each does), in the order they run.
+SECTIONS = _script()
+REPARSE_GUARD = SECTIONS["REPARSE_GUARD"]  # first: for an entrypoint that parses it again
+SECRETS = SECTIONS["SECRETS"]
+START_GATE = SECTIONS["START_GATE"]
+PRIVATE = SECTIONS["PRIVATE"]
+RENDEZVOUS = SECTIONS["RENDEZVOUS"]
+MONITOR = SECTIONS["MONITOR"]
+GPU_CHECK = SECTIONS["GPU_CHECK"]
+EFA_CHECK = SECTIONS["EFA_CHECK"]
+NCCL_WATCH = SECTIONS["NCCL_WATCH"]
+CHECKPOINT_TIMER = SECTIONS["CHECKPOINT_TIMER"]
+RUN = SECTIONS["RUN"]
+SCRIPT = "".join(SECTIONS.values())
 
 
 def command(user_command: list[str] | tuple[str, ...]) -> list[str]:
