@@ -1,7 +1,7 @@
 """The node watch hears only the job's own nodes (issue 33, finding 3).
 
-The main node's watch (launcher.node.prelude) ends the command when a worker reports a failure and
-retries the job when a worker is lost. Anyone who could reach its port used to do both: one
+The main node's watch (launcher.node.watch) ends the command when a worker reports a failure
+and retries the job when a worker is lost. Anyone who could reach its port used to do both: one
 line, ``hello 1`` then ``exit 9``, ended a running job, and a peer that said ``hello 1`` and
 hung up burned an attempt. On AWS every pool shares one security group that admits all
 traffic from itself, so one team's job could end or retry another team's.
@@ -9,7 +9,9 @@ traffic from itself, so one team's job could end or retry another team's.
 The fast tests run the prelude itself under dash, the main node and a worker as two processes
 on this machine, with the attacker a socket of the test (127.0.0.1 only); the Docker tests run a
 local job whose attacker is a node of the job itself, on the job's own network but without the
-token, as a stranger on the cluster's network would be.
+token, as a stranger on the cluster's network would be. Between them, the watch's parts
+(hello, strangers, the door, the task address, a worker's welcome) are imported and tested one
+by one. One file for all of the node watch, so it is longer than most.
 """
 
 from __future__ import annotations
@@ -416,6 +418,129 @@ def test_on_ecs_the_watch_listens_on_the_task_address_from_the_metadata(tmp_path
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- the watch's parts, imported --------------------------------------------------------------
+# launcher/node/watch/ is the program python3 runs on the node, with its statements under
+# ``__main__`` guards, so importing it starts nothing; each part reads the program's globals,
+# which the fixtures set as the guarded lines would.
+
+
+@pytest.fixture
+def main_side(tmp_path, monkeypatch):
+    """launcher.node.watch.main_node with the globals a main node of 3 nodes has: its token, its
+    directory, no one greeted or waiting yet."""
+    from launcher.node.watch import main_node
+
+    for name, value in {
+        "token": TOKEN.encode(),
+        "nodes": 3,
+        "d": str(tmp_path),
+        "lock": threading.Lock(),
+        "pending": {},
+        "greeted": set(),
+        "strangers": 0,
+        "first": "",
+    }.items():
+        monkeypatch.setattr(main_node, name, value, raising=False)
+    return main_node
+
+
+def test_a_hello_names_a_workers_rank_only_with_this_jobs_token(main_side):
+    rank = main_side.rank
+    assert [rank(f"hello {TOKEN} {n}".encode()) for n in (1, 2)] == ["1", "2"]
+    assert rank(f"hello {TOKEN} 0".encode()) is None  # the main node's own rank
+    assert rank(f"hello {TOKEN} 3".encode()) is None  # past the job's nodes
+    assert rank(f"hello {TOKEN} -1".encode()) is None
+    assert rank(f"hello {TOKEN} 01".encode()) == "1"  # as int() reads it
+    assert rank(f"hello {STRANGER} 1".encode()) is None
+    assert rank(f"hello {TOKEN} 1 2".encode()) is None
+    assert rank(f"hi {TOKEN} 1".encode()) is None
+    assert rank(b"hello  1") is None
+
+
+def test_a_stranger_is_counted_with_the_first_address(main_side, tmp_path):
+    main_side.stranger(("192.0.2.7", 4000))
+    main_side.stranger(("192.0.2.8", 4001))
+    assert (tmp_path / "strangers").read_text() == "2 192.0.2.7\n"
+    assert not (tmp_path / ".strangers").exists()  # written aside, then renamed
+
+
+def test_a_newcomer_past_the_limit_cuts_off_the_oldest_silent_connection(main_side):
+    pairs = [socket.socketpair() for _ in range(prelude.PENDING_PEERS + 1)]
+    try:
+        for ours, _ in pairs:
+            main_side.admit(ours)
+        assert list(main_side.pending) == [ours for ours, _ in pairs[1:]]
+        oldest_peer = pairs[0][1]
+        oldest_peer.settimeout(5)
+        assert oldest_peer.recv(1) == b""  # shut down: its own thread would count it
+    finally:
+        for pair in pairs:
+            for end in pair:
+                end.close()
+
+
+def test_the_task_address_is_the_awsvpc_one_from_the_metadata(main_side, monkeypatch):
+    _Metadata.asked = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Metadata)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        uri = f"http://127.0.0.1:{server.server_port}/v4/task-1"
+        monkeypatch.setenv("ECS_CONTAINER_METADATA_URI_V4", uri)
+        assert main_side.task_address() == "127.0.0.1"
+        assert _Metadata.asked == ["/v4/task-1"]
+        nobody = f"http://127.0.0.1:{rendezvous_port()}/v4/task-1"
+        monkeypatch.setenv("ECS_CONTAINER_METADATA_URI_V4", nobody)
+        assert main_side.task_address() == ""  # no answer: the watch keeps to every interface
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def worker_side(monkeypatch):
+    """launcher.node.watch.worker with the globals of node 2, and a main node's port to answer
+    it: ``answer`` is what the test's main node says to the first line it reads."""
+    from launcher.node.watch import worker
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    heard: list[bytes] = []
+
+    def answer(line: bytes | None) -> None:
+        def serve() -> None:
+            c, _ = listener.accept()
+            with c:
+                heard.append(c.makefile("rb").readline())
+                if line is not None:
+                    c.sendall(line)
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    where = {"host": "127.0.0.1", "port": listener.getsockname()[1], "node": "2", "token": TOKEN}
+    for name, value in where.items():
+        monkeypatch.setattr(worker, name, value, raising=False)
+    yield worker, answer, heard
+    listener.close()
+
+
+def test_a_worker_is_welcomed_after_its_hello(worker_side):
+    worker, answer, heard = worker_side
+    answer(b"welcome\n")
+    connection = worker.welcomed()
+    assert connection is not None
+    connection.close()
+    assert heard == [f"hello {TOKEN} 2\n".encode()]
+
+
+def test_a_worker_not_welcomed_or_refused_has_no_connection(worker_side, monkeypatch):
+    worker, answer, _ = worker_side
+    answer(None)  # reads the hello and hangs up
+    assert worker.welcomed() is None
+    answer(b"go away\n")
+    assert worker.welcomed() is None
+    monkeypatch.setattr(worker, "port", rendezvous_port(), raising=False)  # nobody listens
+    assert worker.welcomed() is None
 
 
 # --- the token in the requests ----------------------------------------------------------------
