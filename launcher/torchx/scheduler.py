@@ -13,71 +13,49 @@ It is a front door to ``launcher.api``, like the CLI: an ``AppDef`` becomes a ``
 prints, and the job runs on the same two backends. Workspaces are patched into the role's
 image in the registry (no Docker build); the digest is computed at dry run and the layer is
 pushed at schedule time.
+
+This module is the ``Scheduler`` itself; the AppDef's translation is ``launcher.torchx.appdef``,
+the run options ``launcher.torchx.options``, and the launcher's errors as TorchX reports them
+``launcher.torchx.errors``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict, List  # noqa: UP035 (TorchX compares with typing's)
+from typing import TYPE_CHECKING, Any
 
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import (
     AppDef,
     AppDryRunInfo,
     AppState,
-    BindMount,
     CfgVal,
-    DeviceMount,
     ReplicaStatus,
-    Resource,
     Role,
     RoleStatus,
-    VolumeMount,
-    macros,
     runopts,
 )
-from torchx.specs.finder import ComponentValidationException
 from torchx.workspace.api import WorkspaceMixin
 
-from launcher.api import BuildOptions, Cluster, Job, aws_session, default_stack
-from launcher.errors import LauncherError, RemoteError, UsageError
+from launcher.api import BuildOptions, Cluster, Job, aws_session
+from launcher.errors import UsageError
 from launcher.job import jobdef
 from launcher.job.info import GroupInfo, JobInfo, JobState
-from launcher.job.jobspec import (
-    DEFAULT_RENDEZVOUS_PORT,
-    MAX_NODE_GROUPS,
-    EfaMode,
-    JobSpec,
-    Mount,
-    MountKind,
-    NodeGroup,
-    default_name,
-    device_permissions,
-    parse_efa,
-    parse_secret,
-    parse_tmpfs,
-    parse_ulimit,
-)
-from launcher.job.shapes import Dependency, parse_after
-from launcher.stack.cluster import ClusterInfo
+from launcher.torchx.appdef import app_to_spec, choose_pool
+from launcher.torchx.errors import torchx_errors
+from launcher.torchx.options import NAME, Where, run_options, str_option, where_of
 
 if TYPE_CHECKING:
     from launcher.aws.client import Aws
 
-NAME = "efa_batch"
-EFA_DEVICE = "vpc.amazonaws.com/efa"  # how TorchX's named AWS resources carry EFA
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"  # ... and their instance type
 TORCHX_MERGE_SUFFIX = "torchx_workspace_"  # torchx.workspace.api's temporary merges
-# (stack, profile, region, local, host mounts allowed in a local run)
-Where = tuple[str, str | None, str | None, bool, bool, bool]
-HOST_MOUNTS_OPTION = "allow_host_mounts"
+
 STATES = {
     JobState.SUBMITTED: AppState.SUBMITTED,
     JobState.PENDING: AppState.PENDING,
@@ -102,272 +80,6 @@ class Request:
         return json.dumps(self.requests.as_dict(), indent=2)
 
 
-def _pairs(cfg: Mapping[str, CfgVal], key: str) -> list[tuple[str, str]]:
-    """A mapping option (TorchX's ``KEY:VALUE;KEY:VALUE``: ``=`` cannot appear in a value)."""
-    value = cfg.get(key)
-    return [(str(k), str(v)) for k, v in value.items()] if isinstance(value, dict) else []
-
-
-def _after(cfg: Mapping[str, CfgVal]) -> tuple[Dependency, ...]:
-    """``after``: the job ids (TorchX app ids' last part) this app waits for."""
-    value = cfg.get("after")
-    items = value if isinstance(value, list) else ([value] if value else [])
-    return tuple(parse_after(str(item).rsplit("/", 1)[-1]) for item in items)
-
-
-def _str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
-    value = cfg.get(key)
-    return None if value in (None, "") else str(value)
-
-
-def from_command_line(cfg: Mapping[str, CfgVal], option: str) -> bool:
-    """A local run's ``allow_host_mounts`` or ``privileged``, taken from the command line
-    only: ``torchx run`` fills the run options it was not given from ``.torchxconfig`` in the
-    working directory and the home directory (torchx.runner.config.apply, find_configs), and a
-    cloned repository's file must not let its own app be root on this machine (a BindMount of
-    ``/``, a privileged container). UsageError when a file names it."""
-    if not cfg.get(option):
-        return False
-    import configparser
-
-    from torchx.runner import config
-
-    for path in config.find_configs():
-        parser = configparser.ConfigParser()
-        parser.read(path)
-        if parser.has_option(NAME, option):
-            raise UsageError(
-                f"{path}: [{NAME}] {option}: a config file cannot make a local app root on this "
-                f"machine; give -cfg {option}=True on the command line instead"
-            )
-    return True
-
-
-def _where(cfg: Mapping[str, CfgVal]) -> Where:
-    """The cluster ``cfg`` names, and how it runs jobs."""
-    local = bool(cfg.get("local"))
-    return (
-        _str(cfg, "stack") or default_stack(),
-        _str(cfg, "profile"),
-        _str(cfg, "region"),
-        local,
-        local and from_command_line(cfg, HOST_MOUNTS_OPTION),
-        local and from_command_line(cfg, "privileged"),
-    )
-
-
-# --- AppDef -> JobSpec (pure) -----------------------------------------------------------------
-
-
-def choose_pool(roles: Sequence[Role], cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) -> str:
-    """The pool an app runs in: the ``pool`` run option, else the pool of the instance type
-    its roles' named resources ask for (``-h aws_g5.xlarge``), else the default pool.
-
-    Of two pools with that type where one is the other's fallback, the one in front (its
-    queue reaches both); the default pool before any other."""
-    named = _str(cfg, "pool")
-    if named is not None:
-        return cluster.pool(named).pool_name  # UsageError naming the pools there are
-    types = {t for r in roles if (t := (r.resource.capabilities or {}).get(INSTANCE_TYPE))}
-    if not types:
-        return cluster.pool_name
-    if len(types) > 1:
-        raise UsageError(
-            f"roles ask for {', '.join(sorted(types))}: one job runs in one pool's queue, on "
-            "one instance type; give the roles one -h, or submit them as separate jobs"
-        )
-    (itype,) = types
-    pools = [p for p in cluster.pools if p.instance_type == itype]
-    behind = {p.fallback for p in pools}
-    front = [p.name for p in pools if p.name not in behind]  # fallbacks are one step deep
-    if not front or cluster.pool_name in front:
-        return cluster.pool_name  # none of that type: role_gpus says which types there are
-    if len(front) > 1:
-        raise UsageError(
-            f"resource aws_{itype}: pools {' and '.join(front)} both run {itype}; choose one "
-            "with -cfg pool=NAME"
-        )
-    return front[0]
-
-
-def role_gpus(role: Role, cluster: ClusterInfo) -> int | None:
-    """GPUs per node for a role, or a UsageError if its resource does not fit one node.
-
-    A replica is one whole node (Batch runs one container per node of a multi-node job). A
-    named resource for the cluster's instance type (``aws_p4d.24xlarge``) means exactly that;
-    its memory is a little above what Batch can give a job, and is not held against it.
-    Anything else must fit the node; TorchX's default of 0 GPUs takes the node's GPUs, so a
-    GPU cluster's GPUs are never left idle by omission.
-    """
-    resource: Resource = role.resource
-    itype = (resource.capabilities or {}).get(INSTANCE_TYPE)
-    efa = int((resource.devices or {}).get(EFA_DEVICE, 0))
-    info = cluster
-    if itype is not None:
-        if itype != info.instance_type:
-            if len(info.pools) == 1:
-                where = f"{info.stack_name} runs {info.instance_type} nodes"
-            elif any(p.instance_type == itype for p in info.pools):  # -cfg pool named another
-                where = f"pool {info.pool_name} of {info.stack_name} runs {info.instance_type}"
-            else:
-                where = f"no pool of {info.stack_name} runs it (its pools: " + ", ".join(
-                    f"{p.name} {p.instance_type}" for p in info.pools
-                )
-                where += ")"
-            use = f"aws_{info.instance_type}" if len(info.pools) == 1 else "aws_TYPE of a pool"
-            raise UsageError(
-                f"role {role.name}: resource is for {itype}; {where} (use -h {use} or plain "
-                "numbers)"
-            )
-        return None
-    if efa > info.efa_interfaces:
-        raise UsageError(
-            f"role {role.name}: asks for {efa} EFA devices; a {info.instance_type} node has "
-            f"{info.efa_interfaces}"
-        )
-    too_big = []
-    if resource.cpu > info.vcpus_per_node:
-        too_big.append(f"{resource.cpu} vCPUs (node: {info.vcpus_per_node})")
-    if resource.gpu > info.gpus_per_node:
-        too_big.append(f"{resource.gpu} GPUs (node: {info.gpus_per_node})")
-    if resource.memMB > info.memory_mib_per_node:
-        too_big.append(f"{resource.memMB} MB (node: {info.memory_mib_per_node} MiB for jobs)")
-    if too_big:
-        raise UsageError(
-            f"role {role.name}: one replica is one {info.instance_type} node; it does not fit "
-            + ", ".join(too_big)
-        )
-    # TorchX's NULL_RESOURCE (a role that names none) is -1 everywhere: the node's GPUs.
-    return resource.gpu if resource.gpu > 0 else None
-
-
-def role_mounts(role: Role) -> tuple[Mount, ...]:
-    mounts = []
-    for m in role.mounts:
-        if isinstance(m, BindMount):
-            mounts.append(Mount(MountKind.BIND, m.dst_path, m.src_path, readonly=m.read_only))
-        elif isinstance(m, VolumeMount):
-            kinds = {"efs": MountKind.EFS, "shared": MountKind.EFS, "fsx": MountKind.FSX}
-            if m.src not in kinds:
-                raise UsageError(
-                    f"role {role.name}: volume {m.src!r}: the cluster's volumes are its EFS "
-                    "(type=volume,src=efs,dst=PATH) and FSx for Lustre (src=fsx)"
-                )
-            mounts.append(Mount(kinds[m.src], m.dst_path, readonly=m.read_only))
-        elif isinstance(m, DeviceMount):
-            permissions = device_permissions(m.permissions)
-            mounts.append(Mount(MountKind.DEVICE, m.dst_path, m.src_path, permissions=permissions))
-    return tuple(mounts)
-
-
-def app_to_spec(app: AppDef, cluster: ClusterInfo, cfg: Mapping[str, CfgVal]) -> JobSpec:
-    """An AppDef as a job spec: each role a node group of ``num_replicas`` nodes."""
-    if not app.roles:
-        raise UsageError(f"app {app.name}: no roles")
-    if len(app.roles) > MAX_NODE_GROUPS:
-        raise UsageError(
-            f"app {app.name}: {len(app.roles)} roles; AWS Batch allows {MAX_NODE_GROUPS} node "
-            "ranges per multi-node job"
-        )
-    name = default_name([re.sub(r"[^A-Za-z0-9_-]", "-", app.name)])
-    values = macros.Values(
-        img_root="",
-        app_id=name,
-        # Expanded by the shell that runs the role's command (dist.ddp's bash -c).
-        replica_id="$LAUNCHER_REPLICA_ID",
-        # Set on every node by the launcher's prelude, the main node included.
-        rank0_env="LAUNCHER_MAIN_ADDR",
-    )
-    pool = choose_pool(app.roles, cluster, cfg)
-    cluster = cluster.pool(pool)
-    groups: list[NodeGroup] = []
-    mounts: list[Mount] = []
-    first = 0
-    for role in app.roles:
-        role = values.apply(role)
-        if role.num_replicas < 1:
-            raise UsageError(f"role {role.name}: num_replicas must be at least 1")
-        gpus = role_gpus(role, cluster)
-        command = (role.entrypoint, *role.args)
-        groups.append(
-            NodeGroup(
-                first,
-                first + role.num_replicas - 1,
-                image=role.image,
-                command=command,
-                gpus_per_node=gpus,
-                # TORCHX_ROLE_NAME as TorchX's own schedulers set it; LAUNCHER_GROUP names the
-                # node range so describe and log can find the role again.
-                env=tuple({**role.env, "TORCHX_ROLE_NAME": role.name}.items()),
-                name=role.name,
-            )
-        )
-        mounts.extend(role_mounts(role))
-        first += role.num_replicas
-    main = groups[0]
-    attempts = min(10, max(1, 1 + max(r.max_retries for r in app.roles)))
-    return JobSpec(
-        name=name,
-        command=main.command or ("true",),
-        image=main.image or "",
-        nodes=first,
-        mounts=tuple(dict.fromkeys(mounts)),
-        efa=parse_efa(efa) if (efa := _str(cfg, "efa")) else None,
-        attempts=attempts,
-        share_id=_str(cfg, "share_id"),
-        priority=int(cfg["priority"]) if cfg.get("priority") is not None else None,
-        rendezvous_port=int(cfg.get("port") or DEFAULT_RENDEZVOUS_PORT),
-        groups=tuple(groups) if len(groups) > 1 else (),
-        gpus_per_node=main.gpus_per_node if len(groups) == 1 else None,
-        env=(*main.env, ("LAUNCHER_GROUP", app.roles[0].name)) if len(groups) == 1 else (),
-        tags=(("torchx:app", app.name[:256]),),
-        secrets=tuple(parse_secret(f"{k}={v}") for k, v in _pairs(cfg, "secrets")),
-        ulimits=tuple(parse_ulimit(f"{k}={v}") for k, v in _pairs(cfg, "ulimits")),
-        tmpfs=tuple(parse_tmpfs(f"{k}:{v}") for k, v in _pairs(cfg, "tmpfs")),
-        privileged=bool(cfg.get("privileged")),
-        # One role of one replica is one node: a container job (launcher.job.shapes).
-        after=_after(cfg),
-        pool=pool,
-    )
-
-
-# --- errors as TorchX reports them -----------------------------------------------------------
-
-
-_REPORTED: dict[str, type[LauncherError]] = {}
-
-
-def reported(kind: type[LauncherError]) -> type[LauncherError]:
-    """``kind``, and also the one error ``torchx run`` reports as a line instead of a traceback:
-    its CLI catches ``ComponentValidationException`` (and ``ComponentNotFoundException``),
-    logs "Failed to run component ...: MESSAGE" and exits 1; anything else a scheduler raises
-    reaches the user as a traceback. A caller of the Runner still catches ``kind``."""
-    key = f"{kind.__module__}.{kind.__qualname__}"
-    if key not in _REPORTED:
-        bases = (kind, ComponentValidationException)
-        _REPORTED[key] = type(kind.__name__, bases, {"__module__": __name__})
-    return _REPORTED[key]
-
-
-@contextlib.contextmanager
-def torchx_errors() -> Iterator[None]:
-    """The launcher's errors (bad input, AWS or a registry failing) and botocore's, as
-    ``reported`` errors; the original stays the ``__cause__``."""
-    try:
-        yield
-    except ComponentValidationException:
-        raise
-    except LauncherError as exc:
-        raise reported(type(exc))(str(exc)) from exc
-    except Exception as exc:
-        if not type(exc).__module__.startswith("botocore."):
-            raise
-        raise reported(RemoteError)(f"AWS request failed: {exc}") from exc
-
-
-# --- the scheduler ----------------------------------------------------------------------------
-
-
 class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__(NAME, session_name)
@@ -377,86 +89,10 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         self._session: Aws | None = None
 
     def _run_opts(self) -> runopts:
-        opts = runopts()
-        opts.add("stack", type_=str, default=default_stack(), help="efa-batch cluster stack")
-        opts.add("profile", type_=str, default=None, help="AWS profile")
-        opts.add("region", type_=str, default=None, help="AWS region")
-        opts.add(
-            "pool",
-            type_=str,
-            default=None,
-            help="the stack's pool to run in (default: the pool of -h aws_TYPE's instance type, "
-            "else the default pool)",
-        )
-        opts.add("share_id", type_=str, default=None, help="fair-share identifier")
-        opts.add("priority", type_=int, default=None, help="fair-share scheduling priority")
-        opts.add(
-            "image_repo",
-            type_=str,
-            default=None,
-            help="registry HOST[:PORT] to push workspace images to instead of the stack's ECR "
-            "(same repository path; $LAUNCHER_REGISTRY)",
-        )
-        opts.add(
-            "efa",
-            type_=str,
-            default=None,
-            help=" | ".join(m.value for m in EfaMode)
-            + " (default: require for multi-node jobs on a pool with EFA, auto for one node)",
-        )
-        opts.add("port", type_=int, default=DEFAULT_RENDEZVOUS_PORT, help="rendezvous port")
-        opts.add("local", type_=bool, default=False, help="run on the local Docker engine")
-        opts.add(
-            HOST_MOUNTS_OPTION,
-            type_=bool,
-            default=False,
-            help="with local=True: the app may mount this machine's paths and devices "
-            "(BindMount, DeviceMount), which give it root here; on the command line only, "
-            "never from .torchxconfig (on AWS the stack's allow_privileged decides)",
-        )
-        opts.add(
-            "secrets",
-            type_=Dict[str, str],  # noqa: UP006 (TorchX compares the type with typing's)
-            default=None,
-            help="NAME:SECRET;...: variables read at start from Secrets Manager (name or ARN, "
-            "NAME#KEY) or ssm:PARAMETER; only those the stack's job_secrets allow",
-        )
-        opts.add(
-            "ulimits",
-            type_=Dict[str, str],  # noqa: UP006
-            default=None,
-            help="NAME:SOFT[:HARD];... over the launcher's memlock, stack, nofile",
-        )
-        opts.add(
-            "tmpfs",
-            type_=Dict[str, str],  # noqa: UP006
-            default=None,
-            help="DST:SIZE;... memory-backed directories (e.g. /scratch:8g)",
-        )
-        opts.add(
-            "privileged",
-            type_=bool,
-            default=False,
-            help="root on the node (only where the stack sets allow_privileged); with "
-            "local=True, root on this machine: on the command line only, never from .torchxconfig",
-        )
-        opts.add(
-            "after",
-            type_=List[str],  # noqa: UP006
-            default=None,
-            help="job ids (or efa_batch:// app handles) this app waits for (AWS Batch dependsOn, "
-            "at most 20)",
-        )
-        opts.add(
-            "stream_base",
-            type_=bool,
-            default=False,
-            help="send base layers through this machine instead of a copy job",
-        )
-        return opts
+        return run_options()
 
     def _cluster(self, cfg: Mapping[str, CfgVal]) -> Cluster:
-        return self._cluster_at(_where(cfg))
+        return self._cluster_at(where_of(cfg))
 
     def _cluster_at(self, key: Where) -> Cluster:
         """The cluster of a stack, on AWS or (``local``) on the local Docker engine."""
@@ -482,7 +118,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         path = workspace.removeprefix("file://")
         if "://" in path or not os.path.isdir(path):
             raise UsageError(f"workspace {workspace!r}: efa_batch takes a local directory")
-        repo = _str(cfg, "image_repo")
+        repo = str_option(cfg, "image_repo")
         if repo:
             os.environ["LAUNCHER_REGISTRY"] = repo
         cluster = self._cluster(cfg)
@@ -510,7 +146,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             return self._dryrun(app, cfg)
 
     def _dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
-        where = _where(cfg)
+        where = where_of(cfg)
         cluster = self._cluster_at(where)
         spec = cluster.spec(spec=app_to_spec(app, cluster.info, cfg))
         request = Request(
@@ -635,7 +271,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         cfg = cfg or {}
-        jobs = self._cluster(cfg).list(all=True, pool=_str(cfg, "pool"))
+        jobs = self._cluster(cfg).list(all=True, pool=str_option(cfg, "pool"))
         return [ListAppResponse(app_id=j.job_id, state=STATES[j.state]) for j in jobs]
 
     def _cancel_existing(self, app_id: str) -> None:
