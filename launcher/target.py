@@ -141,7 +141,7 @@ class AwsTarget:
 
     def admit(self, spec: JobSpec) -> None:
         """The node's paths and devices only where the stack runs privileged jobs."""
-        from launcher.job.jobdef import check_host_mounts
+        from launcher.job.validation import check_host_mounts
 
         check_host_mounts(spec, self.info)
 
@@ -255,7 +255,7 @@ class LocalTarget:
         (every device, every capability: Docker's run reference, "Runtime privilege"), and act
         as root here, around the job's own network and dropped capabilities. The stack's
         allow_privileged speaks for its nodes, not for this machine."""
-        from launcher.job.jobdef import host_mounts_words
+        from launcher.job.validation import host_mounts_words
 
         if spec.privileged and not self.privileged:
             raise UsageError(

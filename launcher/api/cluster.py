@@ -20,7 +20,7 @@ from launcher.api.images import BuildOptions
 from launcher.api.jobs import Job
 from launcher.backend import newest_first
 from launcher.errors import UsageError
-from launcher.job import capacity, jobdef
+from launcher.job import capacity, jobdef, validation
 from launcher.job.info import JobInfo
 from launcher.job.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
 from launcher.job.options import make_spec
@@ -163,7 +163,7 @@ class Cluster:
                     "no command given; put it after --, e.g. launcher run -- python train.py"
                 )
             spec = make_spec(command, **options)
-        jobdef.validate(spec, self.info)
+        validation.validate(spec, self.info)
         self.target.admit(spec)
         return spec
 

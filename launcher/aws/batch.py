@@ -27,15 +27,10 @@ from launcher.job.info import (
     NodeFate,
     NodeStatus,
 )
-from launcher.job.jobdef import (
-    Requests,
-    groups_of,
-    node_overrides,
-    node_ranges,
-    resumption,
-    watch_token,
-)
+from launcher.job.jobdef import Requests, watch_token
+from launcher.job.node_ranges import groups_of, node_overrides, node_ranges
 from launcher.job.replacements import HOST_LOST_REASON, replacement_lines
+from launcher.job.resumption import resumption
 from launcher.job.shapes import Dependency, is_single, parse_after
 from launcher.job.waiting import Capacity, Facts, Place, Watch, pending
 from launcher.progress import Event, ProgressFn

@@ -7,7 +7,7 @@ compare dicts and validate them against the botocore service model.
 node range (``launcher.job.container``, with ``environment`` and ``volumes``), the retry rules,
 the definition's name (a hash of its content) and the submit. The readers of a definition's
 node ranges (``launcher.job.node_ranges``) and a resubmission's checkpoint directory
-(``launcher.job.resumption``) are named here too, as the backends and tests import them.
+(``launcher.job.resumption``) are beside it.
 """
 
 from __future__ import annotations
@@ -18,57 +18,17 @@ from dataclasses import dataclass
 from secrets import token_hex
 from typing import Any
 
-from launcher.job.container import ULIMITS, container_properties, ulimits
-from launcher.job.environment import AWS_NCCL_INTERFACES
+from launcher.job.container import container_properties
 from launcher.job.jobspec import JobSpec
 from launcher.job.node_ranges import (
-    as_one_node,
-    groups_of,
     node_overrides,
-    node_ranges,
-    with_environment,
-    with_overrides,
 )
-from launcher.job.resumption import CHECKPOINT_TAG, checkpoint_dir, resumption
 from launcher.job.validation import (
-    check_host_mounts,
-    host_mounts_words,
     in_pool,
-    share_matches,
     validate,
 )
-from launcher.job.volumes import FSX_VOLUME
 from launcher.node import prelude
 from launcher.stack.cluster import ClusterInfo
-
-# Besides this module's own: the names the backends, the copy jobs and the tests import from
-# here, now at home in the modules above.
-__all__ = [
-    "AWS_NCCL_INTERFACES",
-    "CHECKPOINT_TAG",
-    "FSX_VOLUME",
-    "JOB_DEFINITION_PREFIX",
-    "RETRY_ON_HOST_LOSS",
-    "ULIMITS",
-    "Requests",
-    "as_one_node",
-    "build",
-    "check_host_mounts",
-    "checkpoint_dir",
-    "definition_name",
-    "groups_of",
-    "host_mounts_words",
-    "in_pool",
-    "node_overrides",
-    "node_ranges",
-    "resumption",
-    "share_matches",
-    "ulimits",
-    "validate",
-    "watch_token",
-    "with_environment",
-    "with_overrides",
-]
 
 RETRY_ON_HOST_LOSS = (
     # Instance loss (reclaimed, failed status checks) of the main node is worth another

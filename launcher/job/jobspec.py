@@ -42,8 +42,8 @@ class MountKind(str, enum.Enum):
 
 class EfaMode(str, enum.Enum):
     """What a job asks of EFA. Unset (``JobSpec.efa`` None), the pool decides
-    (``launcher.job.jobdef.in_pool``): ``require`` for a multi-node job on a pool with EFA, ``auto``
-    for a one-node job there (NCCL stays on the node's NVLink), ``off`` elsewhere."""
+    (``launcher.job.validation.in_pool``): ``require`` for a multi-node job on a pool with EFA,
+    ``auto`` for a one-node job there (NCCL stays on the node's NVLink), ``off`` elsewhere."""
 
     AUTO = "auto"  # EFA devices, a warning when the image lacks libfabric or aws-ofi-nccl
     REQUIRE = "require"  # ... and the job fails instead: the fabric guard (launcher.node.prelude)
@@ -227,7 +227,7 @@ class JobSpec:
 
     @property
     def efa_on(self) -> bool:
-        """EFA devices asked for (decided: after ``launcher.job.jobdef.in_pool``)."""
+        """EFA devices asked for (decided: after ``launcher.job.validation.in_pool``)."""
         return self.efa is not None and self.efa.on
 
     @property

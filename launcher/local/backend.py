@@ -31,15 +31,15 @@ from launcher.job.info import (
     LogLine,
     NodeStatus,
 )
-from launcher.job.jobdef import (
-    Requests,
+from launcher.job.jobdef import Requests
+from launcher.job.node_ranges import (
     as_one_node,
     groups_of,
     node_ranges,
-    resumption,
     with_environment,
     with_overrides,
 )
+from launcher.job.resumption import resumption
 from launcher.job.shapes import Dependency, is_single
 from launcher.job.waiting import Facts, Watch, pending
 from launcher.local import engine, secret_values, supervisor

@@ -22,9 +22,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from launcher.job import capacity
-from launcher.job.jobdef import AWS_NCCL_INTERFACES, FSX_VOLUME
+from launcher.job.environment import AWS_NCCL_INTERFACES
 from launcher.job.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
 from launcher.job.shapes import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV
+from launcher.job.volumes import FSX_VOLUME
 from launcher.local import secret_values
 from launcher.node.prelude import REHEARSAL_ENV
 

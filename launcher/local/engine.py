@@ -14,7 +14,7 @@ from typing import Any
 from launcher import private
 from launcher.backend import Say
 from launcher.errors import RemoteError, UsageError
-from launcher.job.jobdef import node_ranges
+from launcher.job.node_ranges import node_ranges
 from launcher.local import secret_values
 from launcher.local.containers import (
     START_GATE_FILE,

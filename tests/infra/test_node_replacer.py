@@ -22,9 +22,9 @@ from infra.node_replacer import (
     function_environment,
     sweep_input,
 )
-from launcher.job.jobdef import CHECKPOINT_TAG, resumption
 from launcher.job.jobspec import MAX_TAGS, MAX_USER_TAGS
 from launcher.job.replacements import INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX, replacement_lines
+from launcher.job.resumption import CHECKPOINT_TAG, resumption
 from launcher.node.prelude import BAD_HOST_EXIT, NODE_LOST_EXIT
 from tests.conftest import cdk_context
 from tests.rules import replacer_rules

@@ -16,8 +16,11 @@ import pytest
 from devenv.clusters import cluster_info
 from launcher.errors import UsageError
 from launcher.job import jobdef, jobspec
+from launcher.job.container import ulimits
 from launcher.job.jobspec import JobSpec, Mount, NodeGroup, Secret, Tmpfs, Ulimit
+from launcher.job.node_ranges import node_ranges
 from launcher.job.options import make_spec
+from launcher.job.validation import share_matches, validate
 from launcher.stack.outputs import PoolInfo
 from launcher.stack.secrets import SecretRef
 from tests.support.service_model import assert_valid
@@ -68,7 +71,7 @@ def _container(spec: JobSpec, cluster=None) -> dict:
     """The container of any job of one node range, its definition checked by the service model."""
     requests = jobdef.build(spec, cluster or cluster_info())
     assert_valid("batch", "RegisterJobDefinition", requests.register)
-    ((_, container),) = jobdef.node_ranges(requests.register)
+    ((_, container),) = node_ranges(requests.register)
     return container
 
 
@@ -308,7 +311,7 @@ def test_shared_memory_of_a_type_the_catalog_does_not_know_is_a_quarter_of_its_m
 def test_a_jobs_ulimit_takes_the_place_of_the_launchers_own():
     """One nofile entry, where the launcher's stood: Batch refuses a name given twice."""
     job = spec(nodes=1, ulimits=(Ulimit("nofile", 65536, 65536),))
-    assert jobdef.ulimits(job) == [
+    assert ulimits(job) == [
         {"name": "memlock", "softLimit": -1, "hardLimit": -1},
         {"name": "stack", "softLimit": 67108864, "hardLimit": 67108864},
         {"name": "nofile", "softLimit": 65536, "hardLimit": 65536},
@@ -357,7 +360,7 @@ def test_memlock_stays_unlimited_soft_and_hard_with_efa(limit):
     is the value that the kernel enforces for the corresponding resource", setrlimit(2)), so
     memlock=1024:unlimited caps what EFA may pin whatever the hard limit, and libfabric fails
     ("EFA registers (pins) memory for RDMA: without an unlimited memlock, libfabric fails",
-    jobdef.ULIMITS).
+    launcher.job.container.ULIMITS).
     Refused before anything is registered; with EFA off the limits are the user's."""
     spec = make_spec(["x"], image="i", ulimits={"memlock": limit})
     with pytest.raises(UsageError) as info:
@@ -505,10 +508,10 @@ def test_submit_propagates_tags_and_fair_share():
 
 def test_a_share_prefix_matches_its_whole_prefix():
     """``team*`` weighs team-a and team itself; ``teax`` is another team."""
-    assert jobdef.share_matches("team-a", "team*")
-    assert jobdef.share_matches("team", "team*")
-    assert not jobdef.share_matches("teax", "team*")
-    assert not jobdef.share_matches("tx", "team*")
+    assert share_matches("team-a", "team*")
+    assert share_matches("team", "team*")
+    assert not share_matches("teax", "team*")
+    assert not share_matches("tx", "team*")
 
 
 def test_retry_on_node_loss_only_and_timeout():
@@ -582,7 +585,7 @@ def test_checking_a_spec_against_the_cluster_checks_each_groups_gpus():
     or uploaded: a group asking for more GPUs than a node has must not pass it."""
     job = spec(nodes=2, groups=(NodeGroup(0, 0, gpus_per_node=9), NodeGroup(1, 1)))
     with pytest.raises(UsageError) as info:
-        jobdef.validate(job, cluster_info())
+        validate(job, cluster_info())
     assert str(info.value) == "--gpus-per-node 9: p4d.24xlarge has 8 GPUs"
 
 

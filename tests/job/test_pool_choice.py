@@ -12,6 +12,7 @@ from launcher.api import Cluster
 from launcher.errors import UsageError
 from launcher.job import jobdef
 from launcher.job.jobspec import JobSpec
+from launcher.job.validation import validate
 from launcher.stack.cluster import ClusterInfo
 from launcher.stack.outputs import PoolInfo
 from tests.support.service_model import assert_valid
@@ -130,7 +131,7 @@ def test_a_spot_pool_takes_one_node_jobs_and_arrays():
 def test_a_one_pool_stack_keeps_its_messages():
     with pytest.raises(UsageError, match="--nodes 5: EfaBatch runs at most 4 p4d.24xlarge nodes"):
         info = cluster_info("p4d.24xlarge", max_nodes=4)
-        jobdef.validate(spec(nodes=5), dataclasses.replace(info, pools=(info.current_pool,)))
+        validate(spec(nodes=5), dataclasses.replace(info, pools=(info.current_pool,)))
 
 
 TEAMS = ("vision", "nlp", "eval*")

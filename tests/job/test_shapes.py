@@ -14,6 +14,8 @@ from launcher.errors import UsageError
 from launcher.job import check, jobdef, shapes
 from launcher.job.info import JobInfo, JobState
 from launcher.job.jobspec import JobSpec, Mount
+from launcher.job.node_ranges import groups_of, node_ranges
+from launcher.job.resumption import checkpoint_dir
 from launcher.job.shapes import MAX_DEPENDENCIES, Dependency, parse_after
 from launcher.local.containers import container_name, is_local, local_id, node_container
 from tests.support import cli
@@ -90,12 +92,12 @@ def test_user_env_still_wins_on_one_node():
 
 def test_readers_take_either_shape_apart():
     one = jobdef.build(spec(), cluster_info()).register
-    ((bounds, container),) = jobdef.node_ranges(one)
+    ((bounds, container),) = node_ranges(one)
     assert bounds == (0, 0) and container is one["containerProperties"]
-    assert [g.name for g in jobdef.groups_of(one)] == ["main"]
-    assert jobdef.checkpoint_dir(one, "J") == "/mnt/efs/checkpoints/J"
+    assert [g.name for g in groups_of(one)] == ["main"]
+    assert checkpoint_dir(one, "J") == "/mnt/efs/checkpoints/J"
     described = {"jobId": UUID, "container": container}  # DescribeJobs' shape of the same
-    assert jobdef.node_ranges(described) == [((0, 0), container)]
+    assert node_ranges(described) == [((0, 0), container)]
 
 
 # --- arrays and dependencies -----------------------------------------------------------------

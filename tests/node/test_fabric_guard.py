@@ -27,6 +27,7 @@ from devenv.host_python import host_python_mounts
 from launcher import local
 from launcher.job import jobdef
 from launcher.job.jobspec import JobSpec
+from launcher.job.validation import in_pool
 from launcher.local.containers import CHECK_DEVICES_ENV
 from launcher.node import prelude
 from tests.support import context_images
@@ -251,12 +252,12 @@ def test_a_rehearsal_without_devices_runs_under_the_default_require(state, gpu_i
 
 def test_the_guard_is_the_default_only_for_multi_node_jobs_on_an_efa_pool():
     cluster = cluster_info()
-    many = jobdef.in_pool(JobSpec(name="a", command=("x",), image="i", nodes=2), cluster)[0]
-    one = jobdef.in_pool(JobSpec(name="a", command=("x",), image="i"), cluster)[0]
-    cpu = jobdef.in_pool(
+    many = in_pool(JobSpec(name="a", command=("x",), image="i", nodes=2), cluster)[0]
+    one = in_pool(JobSpec(name="a", command=("x",), image="i"), cluster)[0]
+    cpu = in_pool(
         JobSpec(name="a", command=("x",), image="i", nodes=2), cluster_info(efa=False)
     )[0]
-    asked = jobdef.in_pool(
+    asked = in_pool(
         JobSpec(name="a", command=("x",), image="i", nodes=2, efa="auto"), cluster
     )[0]
     assert [s.efa.value for s in (many, one, cpu, asked)] == ["require", "auto", "off", "auto"]

@@ -38,6 +38,7 @@ from launcher.aws.batch import BatchBackend
 from launcher.errors import UsageError
 from launcher.job import jobdef
 from launcher.job.jobspec import JobSpec, NodeGroup
+from launcher.job.node_ranges import as_one_node, with_overrides
 from launcher.node import prelude
 from tests.support.processes import rendezvous_port
 from tests.support.service_model import assert_valid
@@ -591,14 +592,14 @@ def test_the_local_backend_gives_its_nodes_the_submits_overrides():
     put in each node range's environment, as Batch does when the node starts."""
     requests = jobdef.build(_spec(groups=(NodeGroup(0, 0), NodeGroup(1, 2))), cluster_info())
     (token,) = set(_tokens(requests.submit).values())
-    definition = jobdef.with_overrides(jobdef.as_one_node(requests.register, {}), requests.submit)
+    definition = with_overrides(as_one_node(requests.register, {}), requests.submit)
     for _, node_range in _ranges(definition):
         env = {e["name"]: e["value"] for e in node_range["container"]["environment"]}
         assert env[prelude.WATCH_TOKEN_ENV] == token
     assert not any(_has_token(r) for _, r in _ranges(requests.register))  # a copy was changed
     odd = {"nodeOverrides": {"nodePropertyOverrides": [{"targetNodes": "0:1"}]}}
     with pytest.raises(UsageError, match="targetNodes 0:1 is none of"):
-        jobdef.with_overrides(requests.register, odd)
+        with_overrides(requests.register, odd)
 
 
 class _Aws:
