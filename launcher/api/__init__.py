@@ -20,6 +20,10 @@ This module is the door; each piece is a module named for what it is:
 - ``capacity_block``: what a run in a Capacity Block's pool is told;
 - ``backends``: the stack named by default, an AWS session, and every backend a job id may
   belong to (``backends``: a new backend goes there).
+
+The API floor: it may import the target and every floor below it (copy jobs, the backends,
+images, the job, the stack, the node, the shared modules); only the front doors
+(``launcher.cli``, ``launcher.torchx``) import it.
 """
 
 from __future__ import annotations

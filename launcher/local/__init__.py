@@ -4,6 +4,10 @@
 layer that talks to Docker, ``state`` keeps each job's record with one writer at a time,
 ``backend`` is the ``Backend`` the API uses, and ``supervisor`` follows a job to its end in a
 process of its own.
+
+May import the backend protocol, images, the job, the stack, the node and the shared modules;
+never the AWS backend: the two backends are independent floors (pyproject.toml's
+import-linter contracts hold this).
 """
 
 from launcher.local.backend import LOST_REASON, LocalBackend, job_info
