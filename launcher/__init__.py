@@ -6,7 +6,8 @@
     job.wait()
 
 Names are imported lazily so that ``import launcher`` (and ``launcher --help``) stays light:
-boto3, docker and requests load when first used.
+boto3, docker and requests load when first used. The package's floors, and what each may import,
+are drawn in docs/design.md and held by the import-linter contracts in pyproject.toml.
 """
 
 from __future__ import annotations

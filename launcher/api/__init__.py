@@ -9,7 +9,8 @@
 Every run goes validate (spec and cluster) -> workspace image -> register and submit, so bad
 input raises ``UsageError`` before anything is uploaded or submitted. Nothing here prints:
 steps and transfers go to the optional ``progress`` callback (``launcher.progress``). The CLI
-and the TorchX scheduler are front doors to this package, and import every name from here.
+and the TorchX scheduler are front doors to this package: they act through it, and use the pure
+values below it (``launcher.job``, ``launcher.stack``) only to parse and to print.
 
 This module is the door; each piece is a module named for what it is:
 

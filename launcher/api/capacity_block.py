@@ -3,18 +3,40 @@ job may still run in it (``open_window``: a timeout past its end is refused), an
 node gets to checkpoint before EC2 ends the block's instances (``checkpoint_environment``),
 each with a warning line where the user would otherwise expect what will not happen.
 
-The rules are ``launcher.job.capacity``'s; here they meet the clock and the caller's
-``progress``.
+The rules are ``launcher.job.capacity``'s; here they meet the clock, the caller's ``progress``
+and the one call that reads a block (``read_block``).
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
+from launcher.errors import RemoteError
 from launcher.job import capacity
 from launcher.job.jobspec import JobSpec
 from launcher.progress import ProgressFn, say
 from launcher.stack.cluster import ClusterInfo
+
+if TYPE_CHECKING:
+    from launcher.aws.client import Aws
+
+
+def read_block(aws: Aws, block_id: str) -> capacity.Lookup:
+    """The block's window (one call); a note instead where it cannot be read."""
+    if capacity.is_group(block_id):
+        return capacity.Lookup(
+            block_id,
+            note="a group of Capacity Blocks; a job lands in whichever block has room when it "
+            "starts, so no one end applies to it before then",
+        )
+    try:
+        return capacity.Lookup(block_id, capacity.Window.of(aws.capacity_reservation(block_id)))
+    except RemoteError as exc:
+        if any(code in str(exc) for code in capacity.DENIED):
+            denied = f"this AWS identity may not call {capacity.PERMISSION}"
+            return capacity.Lookup(block_id, note=denied)
+        return capacity.Lookup(block_id, note=str(exc))
 
 
 def open_window(

@@ -192,7 +192,7 @@ class Cluster:
         if block_id is None:
             return None
         if self._block is None:
-            self._block = capacity.read(self.aws, block_id)
+            self._block = capacity_block.read_block(self.aws, block_id)
         return self._block
 
     def window_for(

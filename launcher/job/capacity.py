@@ -21,8 +21,9 @@ reservation will begin to terminate in 10 minutes" (EC2 user guide, capacity-blo
 - the local backend places each attempt as Batch would (``placement``): in the block's
   compute environment while the block can take it, else in the fallback's.
 
-Pure functions, and ``read``: one DescribeCapacityReservations call, whose refusal (no
-``ec2:DescribeCapacityReservations``, a throttle) is a note, never a failure of the command.
+Pure functions. The one call that reads a block (DescribeCapacityReservations) is
+``launcher.api.capacity_block.read_block``: its refusal (no ``ec2:DescribeCapacityReservations``,
+a throttle) is a note, never a failure of the command.
 """
 
 from __future__ import annotations
@@ -31,15 +32,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from launcher.errors import RemoteError, UsageError
+from launcher.errors import UsageError
 from launcher.job.jobdef import Requests
 from launcher.job.jobspec import MIN_TIMEOUT_SECONDS, JobSpec
 from launcher.job.waiting import duration_text
-
-if TYPE_CHECKING:
-    from launcher.aws.client import Aws
 
 # EC2 starts ending a block's instances this long before its EndDate (see above).
 EC2_LEAD_SECONDS = 30 * 60
@@ -70,7 +68,7 @@ CHECKPOINT_AT_ENV = "LAUNCHER_CHECKPOINT_AT"  # seconds since the epoch
 BLOCK_CE_ENV = "LAUNCHER_CAPACITY_BLOCK_CE"
 FALLBACK_CE_ENV = "LAUNCHER_FALLBACK_CE"
 PERMISSION = "ec2:DescribeCapacityReservations"
-_DENIED = ("UnauthorizedOperation", "AccessDenied")  # EC2's code, and the generic one
+DENIED = ("UnauthorizedOperation", "AccessDenied")  # EC2's code, and the generic one
 
 
 def is_group(block_id: str) -> bool:
@@ -142,22 +140,6 @@ class Lookup:
         """``Capacity Block cr-...: active, 5h12m left (ends ...)``, or why it is not shown."""
         window = self.window.text(now) if self.window else f"window not shown: {self.note}"
         return f"Capacity Block {self.block_id}: {window}"
-
-
-def read(aws: Aws, block_id: str) -> Lookup:
-    """The block's window (one call); a note instead where it cannot be read."""
-    if is_group(block_id):
-        return Lookup(
-            block_id,
-            note="a group of Capacity Blocks; a job lands in whichever block has room when it "
-            "starts, so no one end applies to it before then",
-        )
-    try:
-        return Lookup(block_id, Window.of(aws.capacity_reservation(block_id)))
-    except RemoteError as exc:
-        if any(code in str(exc) for code in _DENIED):
-            return Lookup(block_id, note=f"this AWS identity may not call {PERMISSION}")
-        return Lookup(block_id, note=str(exc))
 
 
 def check_timeout(spec: JobSpec, window: Window, now: float, pool: str) -> None:

@@ -20,6 +20,7 @@ from devenv import moto_gaps
 from devenv.clusters import cluster_info
 from devenv.emulator import ACCOUNT, REGION
 from launcher.api import Cluster
+from launcher.api.capacity_block import read_block
 from launcher.errors import RemoteError, UsageError
 from launcher.job import capacity, jobdef, jobfile
 from launcher.job.jobspec import JobSpec, parse_lead, parse_signal
@@ -252,7 +253,7 @@ class _Aws:
 def test_reading_the_window_never_fails_the_command():
     """An identity without ec2:DescribeCapacityReservations (EC2 answers
     UnauthorizedOperation) gets a note naming the permission; a group of blocks is not read."""
-    found = capacity.read(
+    found = read_block(
         _Aws(
             {
                 "CapacityReservationId": BLOCK,
@@ -267,13 +268,13 @@ def test_reading_the_window_never_fails_the_command():
     denied = RemoteError(
         "AWS DescribeCapacityReservations failed: UnauthorizedOperation: You are not authorized"
     )
-    note = capacity.read(_Aws(denied), BLOCK)
+    note = read_block(_Aws(denied), BLOCK)
     assert note.text(NOW) == (
         f"Capacity Block {BLOCK}: window not shown: this AWS identity may not call "
         "ec2:DescribeCapacityReservations"
     )
     group = f"arn:aws:resource-groups:{REGION}:{ACCOUNT}:group/blocks"
-    assert "a group of Capacity Blocks" in capacity.read(_Aws(denied), group).text(NOW)
+    assert "a group of Capacity Blocks" in read_block(_Aws(denied), group).text(NOW)
 
 
 # --- the emulated stack: outputs, status, the refusal --------------------------------------------

@@ -50,6 +50,10 @@ this node's, the watch keeps to every interface (0.0.0.0), not ``hostname -i``, 
 own guess for MASTER_ADDR: that depends on the image's resolver and /etc/hosts, and a wrong
 guess would leave every worker unheard and retry the job until its attempts ran out. The token
 is the protection; the address only narrows who can try.
+
+It imports the standard library only, and nothing of the launcher: its programs are read into
+every job's command and run on whatever python3 the image has (pyproject.toml's import-linter
+contracts hold launcher.node to that).
 """
 
 from __future__ import annotations
