@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from launcher.errors import RemoteError
 from launcher.image.reference import DOCKER_HUB, is_loopback
-
-if TYPE_CHECKING:
-    from launcher.aws.client import Aws
 
 ECR_HOST = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$"
@@ -41,11 +38,18 @@ ECR_HOST = re.compile(
 Credentials = tuple[str, str]
 
 
+class EcrLogin(Protocol):
+    """What an image needs of AWS: ECR's credentials, as ``docker login`` would store them
+    (``launcher.aws.client.Aws`` gives them; the image floor stays below the AWS backend)."""
+
+    def ecr_authorization(self, registry_id: str, region: str) -> Credentials: ...
+
+
 def is_ecr(host: str) -> bool:
     return ECR_HOST.match(host) is not None
 
 
-def ecr_credentials(host: str, aws: Aws | None) -> Credentials | None:
+def ecr_credentials(host: str, aws: EcrLogin | None) -> Credentials | None:
     match = ECR_HOST.match(host)
     if not match or aws is None:
         return None
@@ -68,7 +72,7 @@ def docker_config_credentials(host: str) -> Credentials | None:
     return (user, secret) if user and secret else None
 
 
-def credentials(host: str, aws: Aws | None = None) -> Credentials | None:
+def credentials(host: str, aws: EcrLogin | None = None) -> Credentials | None:
     return ecr_credentials(host, aws) or docker_config_credentials(host)
 
 

@@ -11,7 +11,6 @@ import enum
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from launcher.errors import UsageError
 from launcher.image import auth, manifest, reference, scan_ahead
@@ -23,9 +22,6 @@ from launcher.image.transfer import copied_tag
 from launcher.image.workspace import DIRECTORY, SYMLINK, Workspace
 from launcher.progress import ProgressFn, size_text
 from launcher.progress import say as progress_say
-
-if TYPE_CHECKING:
-    from launcher.aws.client import Aws
 
 DOCKERFILE_ENV = "LAUNCHER_DOCKERFILE"
 DEFAULT_DOCKERFILE = "Dockerfile.launcher"
@@ -72,7 +68,7 @@ def workspace_image(
     workspace: str | os.PathLike[str],
     repo: str,
     *,
-    aws: Aws | None = None,
+    aws: auth.EcrLogin | None = None,
     builder: Builder | str = Builder.AUTO,
     platform: str = "linux/amd64",
     dryrun: bool = False,
@@ -201,7 +197,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _registries(
-    base: reference.Reference, repo: reference.Reference, aws: Aws | None
+    base: reference.Reference, repo: reference.Reference, aws: auth.EcrLogin | None
 ) -> RegistryFor:
     """One client per registry, asking for pull on the base and push on the repository."""
     scopes = {base.registry: [f"repository:{base.repository}:pull"]}
@@ -224,7 +220,7 @@ def copy_base(
     base: str,
     repo: str,
     *,
-    aws: Aws | None = None,
+    aws: auth.EcrLogin | None = None,
     platform: str = "linux/amd64",
     copy_jobs: CopyJobs | None,
     dryrun: bool = False,
@@ -257,7 +253,7 @@ def copy_base(
     return str(repo_ref.with_digest(digest))
 
 
-def image_exists(image: str, aws: Aws | None = None) -> bool:
+def image_exists(image: str, aws: auth.EcrLogin | None = None) -> bool:
     """One HEAD for the image's manifest in its registry (credentials as for any pull)."""
     ref = reference.parse(image, "--image")
     client = Registry(
