@@ -109,7 +109,11 @@ def program(text: str, values: Mapping[str, int | str | bytes]) -> str:
                 arrow = line.rindex("->", 0, node.returns.col_offset)
                 edits.append(_cut(len(line[:arrow].rstrip()), node.returns))
         elif isinstance(node, ast.AnnAssign) and node.value is None:
-            if lines[node.lineno - 1].strip() != ast.get_source_segment(text, node):
+            line = lines[node.lineno - 1]  # ASCII: ast's columns index the line's characters
+            alone = node.end_lineno == node.lineno and line.strip() == line[
+                node.col_offset : node.end_col_offset
+            ]
+            if not alone:
                 raise ValueError(f"line {node.lineno}: a declaration shares its line")
             dropped.add(node.lineno)
         elif isinstance(node, ast.AnnAssign):
