@@ -1,6 +1,24 @@
-"""The launcher's errors: the CLI maps each kind to an exit code and one line on stderr."""
+"""The launcher's errors: the CLI maps each kind to an exit code and one line on stderr; and
+the suggestion a bad-input line makes for a misspelt name (a job file's key, a command, an
+option), here at the bottom so that the job file and the command line say it alike."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def closest(word: str, allowed: Sequence[str]) -> str | None:
+    """The allowed name ``word`` is most likely a misspelling of, if one is close enough."""
+    import difflib  # only on the way to an error: not on every command's import
+
+    close = difflib.get_close_matches(word, allowed, n=1)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, allowed: Sequence[str]) -> str:
+    """``did you mean NAME?`` for a misspelt ``word``, else the names that are allowed."""
+    close = closest(word, allowed)
+    return f"did you mean {close}?" if close else "allowed: " + ", ".join(allowed)
 
 
 class LauncherError(Exception):

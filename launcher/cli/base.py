@@ -27,7 +27,11 @@ def print_err(message: str) -> None:
 
 class Parser(argparse.ArgumentParser):
     """No prefix matching (``--node`` is not ``--nodes``), examples kept as written, and bad
-    input told in one line with exit 2, pointing to ``--help`` instead of printing the usage."""
+    input told in one line with exit 2, pointing to ``--help`` instead of printing the usage.
+
+    A misspelt command, choice or option gets the job file's suggestion
+    (``launcher.errors.did_you_mean``): ``unknown command 'statsu'; did you mean status?``. It
+    is only said: the command still refuses, so a guess never runs anything."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
@@ -36,6 +40,49 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"launcher: error: {message} (see {self.prog} --help)\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check of a choice, with the suggestion instead of every choice (Python
+        3.14's ``suggest_on_error`` does the like, for choices only)."""
+        if action.choices is None or value in action.choices:
+            return
+        from launcher.errors import did_you_mean
+
+        hint = did_you_mean(str(value), [str(choice) for choice in action.choices])
+        if isinstance(action, argparse._SubParsersAction):
+            raise argparse.ArgumentError(None, f"unknown command {value!r}; {hint}")
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}; {hint}")
+
+    def refuse_unrecognized(self, unknown: list[str], top: argparse.ArgumentParser) -> NoReturn:
+        """``unknown``, what this command's parser did not take, refused in one line with the
+        option of this command each one looks like, or, for an option of ``top`` (``--stack``,
+        ``--debug``...), where it goes."""
+        from launcher.errors import closest
+
+        words = [word.split("=", 1)[0] for word in unknown if word.startswith("-")]
+        ours = {option.lstrip("-"): option for option in _options(self)}
+        command = self.prog.split(" ", 1)[-1]
+        hints: list[str] = []
+        for word in words:
+            # Matched without the dashes, which every option shares and which would make
+            # --gpu look like --output.
+            close = closest(word.lstrip("-"), list(ours))
+            if word in _options(top):
+                hints.append(f"{word} is an option of launcher itself: put it before '{command}'")
+            elif close:
+                said = f"{word}: " if len(words) > 1 else ""
+                hints.append(f"{said}did you mean {ours[close]}?")
+        self.error("; ".join([f"unrecognized arguments: {' '.join(unknown)}", *hints]))
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """The option strings ``parser --help`` shows (a hidden alias is never suggested)."""
+    return [
+        option
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for option in action.option_strings
+    ]
 
 
 class Command:

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.print_help()
         return 0
     if unknown:  # told against the subcommand, whose --help lists what it takes
-        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.command_parser.refuse_unrecognized(unknown, top)
     handler: Command = args.handler
     try:
         return handler.run(args)

@@ -14,7 +14,6 @@ where both name one key (a variable, tag, secret, limit, or a mount's or tmpfs's
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import os
 import re
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher.errors import UsageError
+from launcher.errors import UsageError, did_you_mean
 from launcher.job import jobspec
 from launcher.job.jobspec import JobSpec, Mount, MountKind, NodeGroup
 from launcher.job.options import make_spec, spec_options
@@ -238,11 +237,6 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def _unknown(key: str, allowed: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1)
-    return f"did you mean {close[0]}?" if close else "allowed: " + ", ".join(allowed)
-
-
 class _Reader:
     """One file's checks; every fault a UsageError naming ``name`` and the key path."""
 
@@ -303,7 +297,7 @@ class _Reader:
         for key in data:
             if key not in allowed:
                 where = f"{path}.{key}" if path else key
-                raise self.fail(where, f"not a key; {_unknown(key, allowed)}")
+                raise self.fail(where, f"not a key; {did_you_mean(key, allowed)}")
 
     # The file.
 
