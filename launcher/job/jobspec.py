@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from launcher.errors import UsageError
+from launcher.job.job_name import default_name as default_name  # its callers import it here
 from launcher.job.shapes import Dependency, check_array, check_dependencies
 from launcher.stack.secrets import SecretError, SecretRef
 
@@ -335,16 +336,6 @@ class JobSpec:
                 raise UsageError(f"node group {group.first}-{group.last}: GPUs must be 0 or more")
             for key, _ in group.env:
                 parse_env(f"{key}=")
-
-
-def default_name(command: list[str] | tuple[str, ...]) -> str:
-    """A job name from the command: the script's name if there is one, else the program's."""
-    script = next((w for w in command if w.endswith((".py", ".sh"))), None)
-    base = (script or (command[0] if command else "job")).rsplit("/", 1)[-1]
-    if script:
-        base = base.rsplit(".", 1)[0]
-    cleaned = re.sub(r"[^A-Za-z0-9_-]", "-", base).strip("-_") or "job"
-    return cleaned[:128]
 
 
 def parse_env(item: str) -> tuple[str, str]:
