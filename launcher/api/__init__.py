@@ -16,11 +16,13 @@ This module is the door; each piece is a module named for what it is:
 
 - ``cluster``: ``Cluster``, found by its stack and bound to where its jobs run;
 - ``jobs``: ``Job``, and what acts on jobs by id alone (``attach``, ``cancel_jobs``,
-  ``local_jobs``);
+  ``local_jobs``, ``local_jobs_elsewhere``);
 - ``images``: workspace images (``build_image``, ``ImageOptions``, ``BuildOptions``);
 - ``capacity_block``: what a run in a Capacity Block's pool is told;
 - ``backends``: the stack named by default, an AWS session, and every backend a job id may
-  belong to (``backends``: a new backend goes there).
+  belong to (``backends``: a new backend goes there);
+- ``elsewhere``: where the user's jobs and endpoint may be instead (a ``./.demo/env`` naming
+  others), said in the lines of an unknown job, an empty listing, an endpoint that is down.
 
 The API floor: it may import the target and every floor below it (copy jobs, the backends,
 images, the job, the stack, the node, the shared modules); only the front doors
@@ -32,7 +34,7 @@ from __future__ import annotations
 from launcher.api.backends import aws_session, backends, default_stack
 from launcher.api.cluster import COPY_IMAGE_ENV, Cluster
 from launcher.api.images import BuildOptions, ImageOptions, build_image
-from launcher.api.jobs import Job, attach, cancel_jobs, local_jobs
+from launcher.api.jobs import Job, attach, cancel_jobs, local_jobs, local_jobs_elsewhere
 from launcher.job.options import make_spec  # the keywords of Cluster.spec and Cluster.run
 
 __all__ = [
@@ -48,5 +50,6 @@ __all__ = [
     "cancel_jobs",
     "default_stack",
     "local_jobs",
+    "local_jobs_elsewhere",
     "make_spec",
 ]

@@ -14,6 +14,7 @@ from launcher.stack.outputs import DEFAULT_STACK_NAME, STACK_ENV
 
 if TYPE_CHECKING:
     from launcher.aws.client import Aws
+    from launcher.local import Store
 
 
 def default_stack() -> str:
@@ -21,9 +22,21 @@ def default_stack() -> str:
 
 
 def aws_session(profile: str | None = None, region: str | None = None) -> Aws:
+    """An AWS session whose "nothing answers" line says where the demo's endpoint is
+    (``launcher.api.elsewhere``)."""
+    from launcher.api.elsewhere import unreachable_hint
     from launcher.aws.client import Aws
 
-    return Aws(profile=profile, region=region)
+    return Aws(profile=profile, region=region, unreachable_hint=unreachable_hint)
+
+
+def local_store() -> Store:
+    """The local jobs' records, whose "no such local job" line says where else they may be
+    (``launcher.api.elsewhere``)."""
+    from launcher.api.elsewhere import local_state_hint
+    from launcher.local import Store
+
+    return Store(unknown_hint=local_state_hint)
 
 
 def backends(
@@ -34,5 +47,5 @@ def backends(
     from launcher.aws.batch import BatchBackend
     from launcher.local import LocalBackend
 
-    yield LocalBackend()
+    yield LocalBackend(store=local_store())
     yield BatchBackend(aws or aws_session(profile, region))

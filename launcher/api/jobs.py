@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from launcher.api.backends import backends
+from launcher.api.backends import backends, local_store
 from launcher.backend import Backend
 from launcher.errors import UsageError
 from launcher.job.info import CancelOutcome, JobInfo, LogLine
@@ -66,7 +66,18 @@ def local_jobs(*, all: bool = False) -> list[JobInfo]:  # noqa: A002
     """Jobs run on the local Docker engine (no stack needed), newest first."""
     from launcher.local import LocalBackend
 
-    return LocalBackend().list(include_finished=all)
+    return LocalBackend(store=local_store()).list(include_finished=all)
+
+
+def local_jobs_elsewhere() -> str | None:
+    """Why a local listing may be empty, when ``./.demo/env`` keeps its jobs in another state
+    directory than the one read (``launcher.api.elsewhere``): ``read from DIR; the demo's jobs
+    are in ...``; else None."""
+    from launcher.api.elsewhere import local_state_hint
+
+    base = local_store().base
+    hint = local_state_hint(base)
+    return f"read from {base}; {hint}" if hint else None
 
 
 @dataclass

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import functools
+import ipaddress
 import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -69,6 +71,8 @@ _WITHOUT_BULK: set[str] = set()  # endpoint URLs
 
 P = ParamSpec("P")
 R = TypeVar("R")
+Hint = Callable[[str], "str | None"]  # an endpoint URL -> what to do about it, if known
+ENDPOINT_ENV = "AWS_ENDPOINT_URL"  # botocore's, for every service (AWS SDKs reference guide)
 
 
 def _code(exc: botocore.exceptions.ClientError) -> str:
@@ -113,6 +117,34 @@ def _as_remote(exc: botocore.exceptions.ClientError) -> RemoteError:
     )
 
 
+def on_this_machine(url: str) -> bool:
+    """Whether an endpoint URL names this machine (a loopback address or ``localhost``)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def unreachable(endpoint_url: str, hint: Hint | None = None) -> str | None:
+    """The line for an endpoint on this machine that no server answers (an emulator or a proxy
+    that is not running), with ``hint(endpoint)``'s words where it has some; None for an
+    endpoint elsewhere, whose failure botocore's words say well enough."""
+    if not on_this_machine(endpoint_url):
+        return None
+    parts = urllib.parse.urlsplit(endpoint_url)
+    endpoint = f"{parts.scheme}://{parts.netloc}"
+    from_env = os.environ.get(ENDPOINT_ENV, "").rstrip("/") == endpoint
+    said = hint(endpoint) if hint is not None else None
+    what_to_do = said or (
+        f"start what serves it, or unset {ENDPOINT_ENV} to reach AWS itself"
+        if from_env
+        else "start what serves it, or remove endpoint_url from your AWS config"
+    )
+    source = f" ({ENDPOINT_ENV})" if from_env else ""
+    return f"nothing answers at {endpoint}, the AWS endpoint{source}: {what_to_do}"
+
+
 def _remote(fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -120,6 +152,10 @@ def _remote(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except botocore.exceptions.ClientError as exc:
             raise _as_remote(exc) from exc
+        except botocore.exceptions.EndpointConnectionError as exc:
+            hint = getattr(args[0], "unreachable_hint", None) if args else None
+            line = unreachable(str(exc.kwargs.get("endpoint_url", "")), hint)
+            raise RemoteError(line or f"AWS request failed: {exc}") from exc
         except botocore.exceptions.NoCredentialsError as exc:
             raise RemoteError(NO_CREDENTIALS) from exc
         except (
@@ -155,7 +191,16 @@ def _terminate_in_bulk(client: Any, request: dict[str, Any]) -> dict[str, str]:
 class Aws:
     """Thin wrappers over the calls the launcher makes; counts them for the benchmarks."""
 
-    def __init__(self, profile: str | None = None, region: str | None = None) -> None:
+    def __init__(
+        self,
+        profile: str | None = None,
+        region: str | None = None,
+        *,
+        unreachable_hint: Hint | None = None,
+    ) -> None:
+        # Words for an endpoint on this machine that nothing answers (the API's
+        # launcher.api.elsewhere: where the demo's endpoint is, if that is the one).
+        self.unreachable_hint = unreachable_hint
         try:
             self.session = boto3.Session(profile_name=profile, region_name=region)
             if not self.session.region_name and os.environ.get("AWS_REGION"):

@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from launcher.cli.base import Command, cluster_from, output_argument, pool_argument, print_json
+from launcher.cli.base import (
+    Command,
+    cluster_from,
+    output_argument,
+    pool_argument,
+    print_err,
+    print_json,
+)
 from launcher.errors import UsageError
 
 
@@ -41,6 +48,8 @@ class List(Command):
         else:
             pools = cluster_from(args, args.local)
             listed = pools.list(all=args.all, pool=args.pool, every_pool=args.all_pools)
+        if args.local and not listed:
+            _say_where_else(args.all)
         pool_of = {j.job_id: pools.pool_of(j) if pools else None for j in listed}
         if args.output == "json":
             print_json([{**j.as_dict(), "pool": pool_of[j.job_id]} for j in listed])
@@ -63,3 +72,13 @@ class List(Command):
         headers = ("ID", "NAME", "POOL", "STATE", "NODES", "AGE", "DURATION")
         tables.render(headers, rows, styles={3: tables.STATE_STYLES})
         return 0
+
+
+def _say_where_else(everything: bool) -> None:
+    """An empty local listing read from another state directory than the one ``./.demo/env``
+    names: where the demo's jobs are (stderr: scripts read stdout)."""
+    from launcher.api import local_jobs_elsewhere
+
+    hint = local_jobs_elsewhere()
+    if hint:
+        print_err(f"launcher: no {'' if everything else 'active '}local jobs, {hint}")

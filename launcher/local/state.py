@@ -26,7 +26,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,10 +181,18 @@ class Record:
 class Store:
     """Job records on disk; ``save`` writes only for the record's owner."""
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        unknown_hint: Callable[[Path], str | None] | None = None,
+    ) -> None:
         default = Path.home() / ".local" / "state" / "efa-batch"
         self.base = Path(root or os.environ.get(STATE_ENV) or default)
         self.root = self.base / "jobs"
+        # Where else the user's jobs may be, said with an unknown job (the API's
+        # launcher.api.elsewhere: this floor reads no file of anyone else's).
+        self.unknown_hint = unknown_hint
 
     def _path(self, job_id: str) -> Path:
         return self.root / f"{job_id}.json"
@@ -214,7 +222,10 @@ class Store:
         try:
             return Record.from_json(self._path(job_id).read_text())
         except FileNotFoundError:
-            raise UsageError(f"job {job_id}: no such local job") from None
+            hint = self.unknown_hint(self.base) if self.unknown_hint else None
+            raise UsageError(
+                f"no such local job {job_id!r} in {self.base}" + (f"; {hint}" if hint else "")
+            ) from None
 
     def create(self, record: Record) -> None:
         with self._locked(record.job_id):

@@ -271,7 +271,7 @@ def test_aws_failure_exits_1_with_the_failed_call(cluster):
     )
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("launcher: error: AWS request failed")
+    assert line.startswith("launcher: error: nothing answers at http://127.0.0.1:9, the AWS ")
 
 
 def test_run_follow_streams_every_node_and_exits_with_the_job(cluster):

@@ -332,7 +332,8 @@ def test_an_unreachable_aws_is_one_line_not_a_traceback(venv, workdir):
     }
     result = run(venv, "torchx", "run", "--dryrun", "-s", "efa_batch", *DDP, env=env, cwd=workdir)
     assert _one_line_error(result) == (
-        'AWS request failed: Could not connect to the endpoint URL: "http://127.0.0.1:9/"'
+        "nothing answers at http://127.0.0.1:9, the AWS endpoint (AWS_ENDPOINT_URL): "
+        "start what serves it, or unset AWS_ENDPOINT_URL to reach AWS itself"
     )
 
 
