@@ -1,11 +1,15 @@
 """Base images made offline (Docker Hub is out of reach): a busybox root file system imported
-into Docker and pushed, and a large base of random layers written straight into a registry."""
+into Docker and pushed, the same with this machine's Debian Python (the demo's base: a
+newcomer's first job is a Python script), and a large base of random layers written straight
+into a registry."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
+import subprocess
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +70,87 @@ def import_and_push(
 
 def push_busybox_base(client: docker.DockerClient, repository: str, tag: str = "1") -> None:
     import_and_push(client, busybox_rootfs(), repository, tag, ['CMD ["/bin/sh"]', "ENV PATH=/bin"])
+
+
+# Debian's Python, as installed on this machine (the Makefile's DEMO_DEBIAN_PACKAGES): the
+# interpreter and its standard library, without what a job never imports.
+PYTHON = "3.11"
+PYTHON_PACKAGES = (
+    f"python{PYTHON}-minimal",
+    f"libpython{PYTHON}-minimal",
+    f"libpython{PYTHON}-stdlib",
+)
+PYTHON_ROOTS = ("/usr/bin/", f"/usr/lib/python{PYTHON}/", f"/etc/python{PYTHON}/")
+# Directories for tests, IDLE, Tk and pip's bootstrap (absent from these packages today, left out
+# should a release ship them), and extension modules for CPython's own tests and for NIS, which
+# is deprecated and alone pulls in Kerberos (2 MB).
+PYTHON_LEFT_OUT = re.compile(
+    r"/(test|tests|idlelib|tkinter|turtledemo|ensurepip|__pycache__)/"
+    r"|/lib-dynload/(_test\w*|_ctypes_test|_xxtestfuzz|xxlimited\w*|nis)\.cpython"
+)
+
+
+def python_files(packages: tuple[str, ...] = PYTHON_PACKAGES) -> dict[str, str]:
+    """What the image takes from the installed ``packages`` (``dpkg -L``): its path there (as
+    the package has it) -> this machine's path, files and symlinks only (directories follow)."""
+    listed = subprocess.run(["dpkg", "-L", *packages], capture_output=True, text=True, check=False)
+    if listed.returncode != 0:
+        raise RuntimeError(
+            f"Debian's Python {PYTHON} is not installed ({listed.stderr.strip()}): "
+            f"apt-get install {' '.join(packages)} (make demo does it)"
+        )
+    files: dict[str, str] = {}
+    for path in listed.stdout.splitlines():
+        if not path.startswith(PYTHON_ROOTS) or PYTHON_LEFT_OUT.search(path):
+            continue
+        if os.path.islink(path) or os.path.isfile(path):
+            files[path.lstrip("/")] = path
+    return files
+
+
+def shared_libraries(programs: list[str]) -> dict[str, str]:
+    """The shared libraries and the dynamic loader that ``programs`` load, as ``ldd`` lists
+    them: the path the loader asks for -> the file it resolves to on this machine."""
+    listed = subprocess.run(["ldd", *programs], capture_output=True, text=True, check=True)
+    found = set(re.findall(r"(?:=> |^\s+)(/\S+\.so[\d.]*)", listed.stdout, re.M))
+    return {path.lstrip("/"): os.path.realpath(path) for path in found}
+
+
+def _add_python(tar: tarfile.TarFile) -> None:
+    files = python_files()
+    interpreter = f"/usr/bin/python{PYTHON}"
+    extensions = [src for src in files.values() if src.endswith(".so")]
+    entries = {**shared_libraries([interpreter, *sorted(extensions)]), **files}
+    links = {"usr/bin/python3": f"python{PYTHON}"}
+    dirs = {str(parent) for name in [*entries, *links] for parent in Path(name).parents}
+    for name in sorted(dirs - {".", "bin", "tmp", "etc"}):  # busybox_rootfs made those three
+        info = tarfile.TarInfo(name)
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(info)
+    for name in sorted({*entries, *links}):
+        info = tarfile.TarInfo(name)
+        info.mode = 0o777
+        if name in links or os.path.islink(entries[name]):
+            info.type = tarfile.SYMTYPE
+            info.linkname = links.get(name) or os.readlink(entries[name])
+            tar.addfile(info)
+            continue
+        source = entries[name]
+        info.size, info.mode = os.path.getsize(source), os.stat(source).st_mode & 0o7777
+        with open(source, "rb") as f:
+            tar.addfile(info, f)
+
+
+def python_rootfs() -> bytes:
+    """The busybox root file system plus ``/usr/bin/python3`` (Debian's, from this machine's
+    packages) with its standard library and the shared libraries it loads. Sorted, owned by
+    root, every time 0: the same machine gives the same bytes, so the same layer digest."""
+    return busybox_rootfs(_add_python)
+
+
+def push_python_base(client: docker.DockerClient, repository: str, tag: str = "1") -> None:
+    changes = ['CMD ["/bin/sh"]', "ENV PATH=/usr/bin:/bin"]
+    import_and_push(client, python_rootfs(), repository, tag, changes)
 
 
 def push_random_base(

@@ -311,3 +311,13 @@ def busybox_base(docker_engine, registry):
     repository = f"{registry.host}/base"
     push_busybox_base(docker_engine.client(), repository)
     return f"{repository}:1"
+
+
+@pytest.fixture(scope="session")
+def python_base(docker_engine, registry):
+    """REGISTRY/python-base:1, the demo's base: busybox plus this machine's Debian python3."""
+    from devenv.images import push_python_base
+
+    repository = f"{registry.host}/python-base"
+    push_python_base(docker_engine.client(), repository)
+    return f"{repository}:1"
