@@ -18,8 +18,10 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
-DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd jq zsh fish
-DEMO_DEBIAN_PACKAGES := docker.io docker-registry busybox-static
+# Debian's Python 3.11, from which the demo's base with python3 is made (devenv/images.py).
+PYTHON_BASE_PACKAGES := python3.11-minimal libpython3.11-minimal libpython3.11-stdlib
+DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd jq zsh fish $(PYTHON_BASE_PACKAGES)
+DEMO_DEBIAN_PACKAGES := docker.io docker-registry busybox-static $(PYTHON_BASE_PACKAGES)
 FAST_DEBIAN_PACKAGES := dash gzip zstd systemd zsh fish
 
 .PHONY: test test-fast demo demo-stop synth lint docs bench mutation deps system-deps \
@@ -82,9 +84,11 @@ node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
 # Debian packages, as root: a Docker engine and the reference registry (the demo, the tests);
-# busybox for offline bases; strace and GNU time to measure; tini and dash for entrypoints;
-# systemd for systemd-analyze and systemctl --root, which check the nodes' unit files; jq,
-# which the docs' examples use (tests/project/test_demo.py runs them).
+# busybox and Debian's Python for offline bases; strace and GNU time to measure; tini and dash
+# for entrypoints; systemd for systemd-analyze and systemctl --root, which check the nodes' unit
+# files; jq, which the docs' examples use (tests/project/test_demo.py runs them). Another
+# apt-get holding the lock (unattended-upgrades on a fresh machine) is waited for
+# (devenv/apt_install.sh).
 system-deps: PACKAGES := $(DEBIAN_PACKAGES)
 demo-system-deps: PACKAGES := $(DEMO_DEBIAN_PACKAGES)
 fast-system-deps: PACKAGES := $(FAST_DEBIAN_PACKAGES)
@@ -92,7 +96,7 @@ system-deps demo-system-deps fast-system-deps:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> installing Debian packages:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  sh devenv/apt_install.sh $$missing; \
 	fi
 
 deps: $(STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMPS) node_modules/.package-lock.json system-deps
