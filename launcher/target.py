@@ -211,6 +211,7 @@ class LocalTarget:
         )
         self._backend = LocalBackend(
             queue=info.job_queue_name,
+            pool=info.pool_name,
             efs_dir=self.efs_dir,
             fsx_dir=self.fsx_dir,
             network=network,
@@ -240,6 +241,7 @@ class LocalTarget:
 
         return LocalBackend(
             queue=self.info.job_queue_name,
+            pool=self.info.pool_name,
             efs_dir=self.efs_dir,
             fsx_dir=self.fsx_dir,
             network=LocalNetwork.HOST,

@@ -165,6 +165,11 @@ def test_list_reads_one_pools_queue_or_every_pool(moto_server, stack):
     every = ok(launcher(moto_server, stack, "list", "--all-pools"))
     pools = {line.split()[0]: line.split()[2] for line in every.splitlines()}
     assert (pools[prep], pools[train]) == ("cpu", "debug")
+    # ListJobs names no image: -o json gives each job's, from its definition (moto's
+    # DescribeJobDefinitions leaves out a multi-node definition's nodeProperties, so the
+    # one-node array's is the one seen here).
+    listed = json.loads(ok(launcher(moto_server, stack, "list", "--all-pools", "-o", "json")))
+    assert {j["job_id"]: j["image"] for j in listed}[prep] == IMAGE
     both = launcher(moto_server, stack, "list", "--pool", "cpu", "--all-pools")
     assert both.returncode == 2 and "--pool and --all-pools: give one" in both.stderr
 

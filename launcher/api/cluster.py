@@ -494,8 +494,9 @@ class Cluster:
         return newest_first(jobs, include_finished=all)
 
     def pool_of(self, job: JobInfo) -> str | None:
-        """The name of the pool whose queue ``job`` is in (None: not one of this stack's)."""
+        """The name of the pool whose queue ``job`` is in; else the one the job carries (a
+        local job's record keeps it), or None (not one of this stack's)."""
         for p in self.info.pools:
             if job.queue in (p.queue_arn, p.queue_name):
                 return p.name
-        return None
+        return job.pool

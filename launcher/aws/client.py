@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import boto3
@@ -262,6 +262,22 @@ class Aws:
             return None
         arn: str = max(found, key=lambda d: d["revision"])["jobDefinitionArn"]
         return arn
+
+    @_remote
+    def definition_images(self, arns: Sequence[str]) -> dict[str, str]:
+        """The image of each job definition (its first node range's, or its container's),
+        by ARN: DescribeJobDefinitions, up to 100 a call (its ``jobDefinitions``' limit)."""
+        images: dict[str, str] = {}
+        for start in range(0, len(arns), 100):
+            found = self.client("batch").describe_job_definitions(
+                jobDefinitions=list(arns[start : start + 100])
+            )["jobDefinitions"]
+            for definition in found:
+                ranges = definition.get("nodeProperties", {}).get("nodeRangeProperties") or [{}]
+                container = ranges[0].get("container") or definition.get("containerProperties")
+                if container and container.get("image"):
+                    images[definition["jobDefinitionArn"]] = container["image"]
+        return images
 
     @_remote
     def register_job_definition(self, request: dict[str, Any]) -> str:

@@ -50,7 +50,8 @@ class List(Command):
             listed = pools.list(all=args.all, pool=args.pool, every_pool=args.all_pools)
         if args.local and not listed:
             _say_where_else(args.all)
-        pool_of = {j.job_id: pools.pool_of(j) if pools else None for j in listed}
+        # The stack's pool of each job's queue; without a stack, the one a local job was given.
+        pool_of = {j.job_id: pools.pool_of(j) if pools else j.pool for j in listed}
         if args.output == "json":
             print_json([{**j.as_dict(), "pool": pool_of[j.job_id]} for j in listed])
             return 0

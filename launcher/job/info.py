@@ -102,6 +102,9 @@ class JobInfo:
     depends_on: tuple[str, ...] = ()
     # The nodes whose instances the stack replaced after an attempt (launcher.job.replacements).
     replacements: tuple[str, ...] = ()
+    # The pool, where the backend keeps it (a local job's record); an AWS job's is its queue's
+    # pool in the stack (Cluster.pool_of), which a job of Batch does not carry.
+    pool: str | None = None
 
     @property
     def is_array(self) -> bool:

@@ -89,6 +89,7 @@ def job_info(record: Record, store: Store | None = None) -> JobInfo:
         reason=record.status_reason,
         nodes=record.nodes,
         queue=record.queue,
+        pool=record.pool,
         definition=record.definition,
         image=record.node_properties["nodeRangeProperties"][0]["container"]["image"],
         # Attempts that ran: none for a job that never started (a failed dependency, a cancel
@@ -183,8 +184,10 @@ class LocalBackend:
         fsx_dir: str | None = None,
         secrets_file: str | os.PathLike[str] | None = None,
         network: LocalNetwork | str | None = None,
+        pool: str | None = None,
     ) -> None:
         self.queue = queue  # the queue (a pool's) jobs go to and list() reads; None: any
+        self.pool = pool  # that pool's name, kept in each job's record
         self.network = local_network(network)
         # Absolute: Docker takes a relative bind source for a named volume's name, and the
         # files would land in a volume while the launcher says "EFS at DIR".
@@ -260,6 +263,7 @@ class LocalBackend:
             array_size=array_size,
             depends_on=depends_on,
             network=self.network.value,
+            pool=self.pool,
         )
         self.store.create(record)
         try:

@@ -144,6 +144,9 @@ class Record:
     # This attempt's runtime directory (its secrets, its start gate; launcher.private): named
     # at random, so the record is where its path is found again.
     runtime_dir: str | None = None
+    # The stack's pool the job was given (the default pool's name when it named none), for
+    # list --local without a stack; None in records written before it was kept.
+    pool: str | None = None
 
     @property
     def node_properties(self) -> dict[str, Any]:

@@ -164,6 +164,13 @@ def test_two_nodes_rendezvous_over_tcp_with_the_launcher_variables(
     assert "rank 1 of 2: main at" in launcher(env, "logs", job_id, "--node", "1").stdout
     listed = json.loads(launcher(env, "list", "--local", "--all", "-o", "json").stdout)
     assert [j["job_id"] for j in listed] == [job_id]
+    # The pool it was given (none named: the stack's default), and the image status shows.
+    default_pool = json.loads(launcher(env, "outputs", "-o", "json").stdout)["pool_name"]
+    status = json.loads(launcher(env, "status", job_id, "-o", "json").stdout)
+    assert (listed[0]["pool"], listed[0]["image"]) == (default_pool, status["image"])
+    assert "@sha256:" in status["image"]  # the workspace image the job ran
+    table = launcher(env, "list", "--local", "--all").stdout.splitlines()
+    assert table[1].split()[:3] == [job_id, "rendezvous", default_pool]
     assert no_job_containers(docker_engine)
 
 
