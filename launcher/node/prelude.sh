@@ -399,6 +399,76 @@ if [ -n "${LAUNCHER_CHECKPOINT_AT:-}" ]; then
   }
 fi
 ## === RUN ===
+## A command that cannot be run is said in the user's terms, before it is tried, with the
+## shell's exit codes (127: not found, 126: found but not executable), instead of the shell's
+## own line (`launcher: line 246: python3: not found`), which reads as the launcher's. The check
+## claims only what would fail anyway, so no command that would run is stopped by it: a name
+## that no builtin, function or PATH directory has (command -v, then each directory: busybox's
+## command -v names the first file of the name, even where a later one is the executable that
+## runs), a path to nothing, a directory, a file without an execute bit, a script whose #! line
+## names an interpreter that is not there (or ends in a CR). Anything else runs, and whatever
+## goes wrong is the shell's or the program's to say. A worker tells the main node's watch.
+_unrunnable() {
+  _ecode=127; _why=""; _p=""
+  case "$1" in
+    */*) _p=$1
+      if [ ! -e "$_p" ]; then
+        case "$_p" in /*) _why="was not found in the image (no such file)";;
+          *) _why="was not found in the image (no such file in $(pwd))";; esac
+        return 0
+      fi
+      _ecode=126
+      if [ -d "$_p" ]; then _why="is a directory, not a program"; return 0; fi
+      if [ ! -x "$_p" ]; then
+        case "$_p" in *.py) _how="python3 $_p";; *.sh) _how="sh $_p";; *) _how="sh $_p, python3 $_p";; esac
+        _why="is not executable: run it through its interpreter ($_how), or chmod +x it before the image is built"
+        return 0
+      fi;;
+    *)
+      _cv="$(command -v "$1" 2>/dev/null)" || _cv=""
+      case "$_cv" in "") ;; */*) ;; *) return 1;; esac
+      _rest="${PATH:-}:"; _file=""
+      while [ -n "$_rest" ]; do
+        _d="${_rest%%:*}"; _rest="${_rest#*:}"
+        if [ -f "${_d:-.}/$1" ]; then
+          if [ -x "${_d:-.}/$1" ]; then _p="${_d:-.}/$1"; break; fi
+          _file="${_file:-${_d:-.}/$1}"
+        fi
+      done
+      # One found, or command -v's own: it runs (a script's #! is not checked here: a shell
+      # whose execve fails with ENOENT goes on to the next directory).
+      if [ -n "$_p" ] || { [ -n "$_cv" ] && [ -x "$_cv" ]; }; then return 1; fi
+      if [ -n "$_file" ]; then
+        _ecode=126; _why="is not executable ($_file has no execute permission): chmod +x it before the image is built"
+      elif [ "$1" = torchrun ]; then
+        _why="was not found in the image (PATH=${PATH:-}): torchrun comes with PyTorch (--torchrun runs it), so the image needs PyTorch"
+      else
+        _why="was not found in the image (PATH=${PATH:-}): use an image that has it, or give its full path"
+      fi
+      return 0;;
+  esac
+  # A script: the kernel runs the interpreter its #! line names (tr: bash warns of a NUL).
+  [ "$(head -c 2 "$_p" 2>/dev/null | tr -d '\000')" = "#!" ] || return 1
+  _line="$(head -n 1 "$_p" 2>/dev/null)"; _line="${_line#??}"
+  _line="${_line#"${_line%%[! ]*}"}"; _int="${_line%% *}"; _arg="${_line#"$_int"}"
+  _arg="${_arg#"${_arg%%[! ]*}"}"; _arg="${_arg%% *}"
+  _ecode=127
+  case "$_int" in *"$(printf '\r')")
+    _why="cannot be run: its #! line ends in a Windows line ending (CR), so the interpreter's name has a CR in it; save it with Unix line endings (dos2unix FILE)"
+    return 0;; esac
+  if [ -n "$_int" ] && [ ! -e "$_int" ]; then
+    _why="cannot be run: its #! line names $_int, which is not in the image"; return 0
+  fi
+  if [ "${_int##*/}" = env ] && [ -n "$_arg" ] && [ "${_arg#-}" = "$_arg" ] && ! command -v "$_arg" >/dev/null 2>&1; then
+    _why="cannot be run: its #! line asks for $_arg, which was not found in the image (PATH=${PATH:-})"; return 0
+  fi
+  return 1
+}
+if [ "$#" -gt 0 ] && _unrunnable "$1"; then
+  # printf, not echo: dash's echo reads backslashes in the command's name as escapes.
+  printf '%s\n' "launcher: your command '$1' $_why" >&2
+  _report "$_ecode"; exit "$_ecode"
+fi
 ## Run the command as a child (not exec) while the watcher or the node watch runs, so the last
 ## lines are flushed and the outcome is read after the command ends; signals from Batch (via
 ## the init process) are passed on.
@@ -451,8 +521,14 @@ if [ -n "$_monitor" ]; then
       read -r _wnode _wcode < "$_monitor/failed"
       echo "launcher: node $_wnode failed (exit code $_wcode): the job stops" >&2
       # A worker's bad host or misbuilt image decides the job's fate: the retry rules read
-      # the main node's code.
-      case "$_wcode" in @EFA_REQUIRED_EXIT@|@BAD_HOST_EXIT@) _code=$_wcode;; *) [ "$_code" = 0 ] && _code=1;; esac
+      # the main node's code. A worker's own failure is the job's exit code too (status
+      # shows the main node's), where the main node's command only ended because the watch
+      # stopped it (SIGTERM: 143) or succeeded; a worker's 75 is not, the rules would retry it.
+      case "$_wcode" in
+        @EFA_REQUIRED_EXIT@|@BAD_HOST_EXIT@) _code=$_wcode;;
+        @NODE_LOST_EXIT@) [ "$_code" = 0 ] && _code=1;;
+        *) case "$_code" in 0|143) _code=$_wcode;; esac;;
+      esac
     fi
   fi
 fi

@@ -126,6 +126,9 @@ def test_an_application_error_on_a_worker_is_not_retried(env, busybox_base):
     job = local.LocalBackend().wait(job_id, timeout=120)
     assert (job.state, job.attempts) == ("FAILED", 1), lines(job_id)
     assert any("node 1 failed (exit code 3): the job stops" in x for x in lines(job_id))
+    # The worker's code is the job's (the main node's command was only stopped by the watch):
+    # status shows FAILED (exit code 3), not the main node's 143.
+    assert job.exit_code == 3 and job.status_line().endswith("FAILED (exit code 3)")
 
 
 def test_a_worker_that_never_starts_ends_the_attempt_and_status_names_it(

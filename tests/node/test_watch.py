@@ -200,7 +200,7 @@ def test_a_worker_with_the_token_still_stops_the_job_when_it_fails(tmp_path, por
     _, err = main.communicate(timeout=30)
     assert "launcher: node 1 failed (exit code 3): the job stops" in err
     assert "node watch: ignored" not in err
-    assert main.returncode == 143  # its command ended by the watch (SIGTERM)
+    assert main.returncode == 3  # its command stopped by the watch: the worker's code is the job's
     assert worker.wait(timeout=30) == 3
 
 
@@ -329,7 +329,7 @@ def test_a_worker_whose_first_connection_is_cut_tries_again_and_is_heard(tmp_pat
         proxy.close()
     assert "launcher: node 1 failed (exit code 3): the job stops" in err
     assert "never started" not in err and "lost" not in err
-    assert main.returncode == 143  # its command ended by the watch (SIGTERM)
+    assert main.returncode == 3  # its command stopped by the watch: the worker's code is the job's
     assert worker.wait(timeout=30) == 3
 
 
