@@ -11,6 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from launcher.cli import interrupt
 from launcher.cli.base import (
     Command,
     cluster_from,
@@ -28,6 +29,7 @@ from launcher.job.jobspec import DEFAULT_ATTEMPTS, DEFAULT_RENDEZVOUS_PORT, EfaM
 
 if TYPE_CHECKING:
     from launcher.api import BuildOptions, Job
+    from launcher.progress import ProgressFn
 
 
 class Run(Command):
@@ -301,10 +303,11 @@ class Run(Command):
             )
         spec = make_spec(command, **options)  # before any call
         cluster = cluster_from(args, args.local)
+        progress = console()
         image_options: BuildOptions = {
             "builder": args.builder,
             "platform": args.platform,
-            "progress": console(),
+            "progress": progress,
             "stream_base": args.stream_base,
             "compression": args.compression,
         }
@@ -312,20 +315,33 @@ class Run(Command):
             requests = cluster.dryrun(spec=spec, workspace=workspace, **image_options)
             print(json.dumps(requests, indent=2))
             return 0
-        job = cluster.run(spec=spec, workspace=workspace, **image_options)
-        code = _follow(job) if args.follow else 0
-        print_job_id(args, job.job_id)
+        try:
+            job = cluster.run(spec=spec, workspace=workspace, **image_options)
+        except KeyboardInterrupt:
+            return interrupt.not_submitted(progress)
+        again = interrupt.Again.of(args, job)
+        # With --follow, stdout has the id only at the end; a person at a terminal gets the
+        # command that follows the job either way.
+        if args.follow or sys.stderr.isatty():
+            interrupt.submitted(again, progress)
+        code = 0
+        if args.follow:
+            try:
+                code = _follow(job, progress)
+            except KeyboardInterrupt:
+                code = interrupt.stopped(again, progress)
+        print_job_id(args, job.job_id)  # even after Ctrl-C: the job exists
         return code
 
 
-def _follow(job: Job) -> int:
+def _follow(job: Job, progress: ProgressFn) -> int:
     """Stream every node's log lines to stderr (escaped on a terminal: ``launcher.cli.escapes``),
     then the job's end; exit code from its state."""
     from launcher.cli.escapes import for_terminal, visible
     from launcher.job.info import JobState
 
     escaped = for_terminal(sys.stderr)
-    for line in job.logs(follow=True, waiting=console()):
+    for line in job.logs(follow=True, waiting=progress):
         print_err(f"[node {line.node}] {visible(line.message) if escaped else line.message}")
     info = job.status()
     print_err(info.status_line())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from launcher.cli import interrupt
 from launcher.cli.base import Command, console, job_from, output_argument, print_err, print_json
 from launcher.errors import UsageError
 
@@ -49,7 +50,12 @@ class Wait(Command):
             ) from None
         if args.poll <= 0:
             raise UsageError(f"--poll {args.poll:g}: give a number of seconds above 0")
-        info = job_from(args, args.job).wait(timeout=timeout, poll=args.poll, waiting=console())
+        job = job_from(args, args.job)
+        progress = console()
+        try:
+            info = job.wait(timeout=timeout, poll=args.poll, waiting=progress)
+        except KeyboardInterrupt:
+            return interrupt.stopped(interrupt.Again.of(args, job), progress, waiting=True)
         advice = explain(info)
         if args.output == "json":
             print_json({**info.as_dict(), "what_to_do": advice})

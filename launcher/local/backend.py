@@ -48,6 +48,7 @@ from launcher.local.state import Owner, OwnershipError, Process, Record, Store, 
 from launcher.progress import ProgressFn
 
 LOST_REASON = "the local supervisor is gone; cancelled with launcher cancel"
+INTERRUPTED_REASON = "interrupted (Ctrl-C) before it started"
 HANDOVER_SECONDS = 60  # how long a cancel waits for a writer to hand over or stop
 
 
@@ -271,8 +272,11 @@ class LocalBackend:
                 engine.pull(client, image)
             if not waits:
                 record.containers, record.ulimit_caps = engine.start_nodes(client, record, say)
-        except RemoteError:
-            record.status, record.status_reason = JobState.FAILED, "could not start"
+        except (RemoteError, KeyboardInterrupt) as exc:  # Ctrl-C: no job left STARTING for ever
+            record.status = JobState.FAILED
+            record.status_reason = (
+                INTERRUPTED_REASON if isinstance(exc, KeyboardInterrupt) else "could not start"
+            )
             record.stopped_at = now_ms()
             self.store.save(record, Owner.SCHEDULER)
             raise

@@ -195,13 +195,11 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                         say(f"ulimits capped at this machine's hard limits: {', '.join(capped)}")
         if gate is not None:
             private.create(gate / START_GATE_FILE, b"", 0o644)  # every node is up: go
-    except Exception as exc:
+    except BaseException as exc:  # Ctrl-C too: no node of a job that did not start runs on
         for cid in started:
             remove(client, cid)
         forget_runtime(record)
-        if isinstance(exc, UsageError):
-            raise
-        if isinstance(exc, RemoteError):
+        if isinstance(exc, UsageError | RemoteError) or not isinstance(exc, Exception):
             raise
         if network is LocalNetwork.BRIDGE and "network bridge not found" in str(exc):
             raise RemoteError(NO_BRIDGE) from exc
