@@ -35,9 +35,14 @@ class Describe(Command):
         if args.output == "json":
             print_json({**info.as_dict(), "lost_nodes": nodes, "what_to_do": explain(info)})
             return 0
-        rows = {
+        why = info.outcome()
+        rows: dict[str, object] = {
             "job": f"{info.job_id} ({info.name})",
-            "status": f"{info.state}" + (f": {info.reason}" if info.reason else ""),
+            "status": f"{info.state}" + (f" ({why})" if why else ""),
+        }
+        if info.reason and info.reason != why:  # Batch's own words, beside the exit code's
+            rows["reason"] = info.reason
+        rows |= {
             "queue": info.queue or "-",
             "definition": info.definition or "-",
             "nodes": info.nodes,
@@ -56,6 +61,10 @@ class Describe(Command):
             rows[f"node {node.index}"] = _node_row(node)
         if nodes:
             rows["lost nodes"] = nodes
+        if info.capped_ulimits:
+            from launcher.cli.cmd_status import ulimits_text
+
+            rows["ulimits"] = ulimits_text(info)
         advice = explain(info)
         if advice:
             rows["what to do"] = advice

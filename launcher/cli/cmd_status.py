@@ -35,6 +35,7 @@ class Status(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from launcher.aws.explain import explain
+        from launcher.job.info import JobState
 
         job = job_from(args, args.job)
         info = job.status()
@@ -67,7 +68,18 @@ class Status(Command):
             print(f"  capacity: {block}")
         if advice:
             print(f"  what to do: {advice}")
+        if info.capped_ulimits and info.state is JobState.FAILED:
+            # Quiet while jobs succeed (a local run needs no EFA limits); a failure may be one.
+            print(f"  ulimits: {ulimits_text(info)}")
         return 0
+
+
+def ulimits_text(info: JobInfo) -> str:
+    """A local run's limits this machine lowered, and why (its engine may not raise them)."""
+    return (
+        f"{', '.join(info.capped_ulimits)}: this machine's hard limits "
+        "(Docker here cannot raise them)"
+    )
 
 
 def _capacity_block_of(args: argparse.Namespace, info: JobInfo) -> str | None:

@@ -14,6 +14,9 @@ from launcher.errors import LauncherError
 
 # What a job cancelled on request is told (Batch's TerminateJob reason, the local supervisor's).
 CANCEL_REASON = "cancelled with launcher cancel"
+# ECS's stoppedReason, which Batch gives a job whose command ended, however it ended: the exit
+# code says more (the local supervisor gives it too).
+CONTAINER_EXITED = "Essential container in task exited"
 
 
 class BackendName(str, enum.Enum):
@@ -102,6 +105,9 @@ class JobInfo:
     depends_on: tuple[str, ...] = ()
     # The nodes whose instances the stack replaced after an attempt (launcher.job.replacements).
     replacements: tuple[str, ...] = ()
+    # A local run's limits that this machine lowered (``memlock 8 MiB (asked unlimited)``): its
+    # engine could not raise them. Shown by describe, and by status when the job failed.
+    capped_ulimits: tuple[str, ...] = ()
     # The pool, where the backend keeps it (a local job's record); an AWS job's is its queue's
     # pool in the stack (Cluster.pool_of), which a job of Batch does not carry.
     pool: str | None = None
@@ -119,17 +125,45 @@ class JobInfo:
 
     @property
     def exit_code(self) -> int | None:
-        """The main node's exit code: what Batch's job status follows."""
-        return next((n.exit_code for n in self.node_status if n.index == 0), None)
+        """The job's exit code once it ended: its main node's. Batch follows the main node ("The
+        final job status (SUCCEEDED or FAILED) is determined by the final job status of the main
+        node", and fills a multi-node job's exit information in from it: Batch user guide,
+        multi-node-parallel-jobs.html); the node prelude gives the main node a failed worker's
+        code (launcher/node/prelude.sh, RUN). From the nodes' records where they were read
+        (describe), else from the job's latest attempt (one DescribeJobs call: status). None
+        while the job runs, and for one that never ran."""
+        if not self.state.terminal:
+            return None
+        main = next((n.exit_code for n in self.node_status if n.index == 0), None)
+        return main if main is not None else self.last_exit_code
+
+    def outcome(self) -> str | None:
+        """What the status line says in brackets. For a job whose command ended, its exit code
+        and what that means (``exit code 137: killed (SIGKILL: ...)``), or Batch's reason where
+        it says more than that the container exited (a timeout); a job that succeeded, nothing.
+        Otherwise Batch's reason: why it waits, a cancel, a dependency that failed."""
+        from launcher.job.exit_codes import meaning
+
+        code = self.exit_code
+        if self.cancelled or code is None:
+            return self.reason
+        generic = self.reason is None or self.reason.startswith(CONTAINER_EXITED)
+        if self.state is JobState.SUCCEEDED:
+            return None if generic else self.reason
+        words = meaning(code) if generic else self.reason
+        return f"exit code {code}" + (f": {words}" if words else "")
 
     def status_line(self) -> str:
+        """``ID NAME FAILED (exit code 3)``: the state and its outcome."""
         line = f"{self.job_id} {self.name} {self.state}"
-        return line + (f" ({self.reason})" if self.reason else "")
+        why = self.outcome()
+        return line + (f" ({why})" if why else "")
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
         data["backend"] = self.backend.value
+        data["exit_code"] = self.exit_code  # a property: asdict leaves it out
         data["node_status"] = [
             {**n, "state": n["state"].value, "fate": n["fate"] and n["fate"].value}
             for n in data["node_status"]

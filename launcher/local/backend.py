@@ -43,7 +43,14 @@ from launcher.job.resumption import resumption
 from launcher.job.shapes import Dependency, is_single
 from launcher.job.waiting import Facts, Watch, pending
 from launcher.local import engine, secret_values, supervisor
-from launcher.local.containers import PREFIX, LocalNetwork, is_local, parse_log_line
+from launcher.local.containers import (
+    PREFIX,
+    LocalNetwork,
+    asked_ulimits,
+    capped_limits,
+    is_local,
+    parse_log_line,
+)
 from launcher.local.state import Owner, OwnershipError, Process, Record, Store, now_ms
 from launcher.progress import ProgressFn
 
@@ -119,6 +126,9 @@ def job_info(record: Record, store: Store | None = None) -> JobInfo:
         array_index=record.array_index,
         children=_children_counts(store, record) if store is not None and record.is_array else {},
         depends_on=tuple(str(Dependency.from_batch(d)) for d in record.depends_on),
+        capped_ulimits=tuple(capped_limits(asked_ulimits(record.register), record.ulimit_caps))
+        if record.ulimit_caps
+        else (),
     )
 
 

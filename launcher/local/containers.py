@@ -22,8 +22,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from launcher.job import capacity
+from launcher.job.container import ULIMITS
 from launcher.job.environment import AWS_NCCL_INTERFACES
 from launcher.job.jobspec import DEVICE_PERMISSIONS, ULIMIT_NAMES
+from launcher.job.node_ranges import node_ranges
 from launcher.job.shapes import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV
 from launcher.job.volumes import FSX_VOLUME
 from launcher.local import secret_values
@@ -287,6 +289,34 @@ def capped_limits(asked: list[dict[str, Any]], caps: dict[str, int]) -> list[str
             continue
         said.append(f"{name} {limit_text(name, cap)} (asked {limit_text(name, hard)})")
     return said
+
+
+def asked_ulimits(register: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every ulimit the job definition's containers ask for, each once (ranges repeat them)."""
+    asked: list[dict[str, Any]] = []
+    for _, container in node_ranges(register):
+        asked += [u for u in container.get("ulimits", []) if u not in asked]
+    return asked
+
+
+def own_limits(asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The limits the job set itself (--ulimit), not the launcher's own for EFA and NCCL at
+    scale (launcher.job.container.ULIMITS), which a local run, with no EFA, does not need."""
+    return [u for u in asked if u not in ULIMITS]
+
+
+def capped_line(asked: list[dict[str, Any]], caps: dict[str, int], efa: bool) -> str | None:
+    """The line said at submit for the job's limits that ``caps`` lowered, where it matters:
+    with EFA devices here (EFA pins the memory it registers: memlock), or for limits the job
+    set itself. The launcher's own, for EFA and NCCL at scale, do not matter to a run without
+    EFA: None, and describe (status, for a failed job) shows them from the record."""
+    capped = capped_limits(asked if efa else own_limits(asked), caps)
+    if not capped:
+        return None
+    return (
+        f"ulimits capped at this machine's hard limits: {', '.join(capped)} "
+        "(Docker here cannot raise them)"
+    )
 
 
 def parse_log_line(raw: bytes) -> tuple[float | None, str]:

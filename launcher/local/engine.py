@@ -19,7 +19,8 @@ from launcher.local import secret_values
 from launcher.local.containers import (
     START_GATE_FILE,
     LocalNetwork,
-    capped_limits,
+    asked_ulimits,
+    capped_line,
     host_ulimit_caps,
     node_container,
     placement,
@@ -186,13 +187,12 @@ def start_nodes(client: Any, record: Record, say: Say) -> tuple[list[str], dict[
                         raise
                     remove(client, run["name"])
                     caps = host_ulimit_caps()
-                    asked = [
-                        u for _, c in node_ranges(record.register) for u in c.get("ulimits", [])
-                    ]
-                    if capped := capped_limits(asked, caps):
-                        # Docker cannot raise a limit past its own hard limit here (no
-                        # CAP_SYS_RESOURCE): say which of the job's were lowered, once.
-                        say(f"ulimits capped at this machine's hard limits: {', '.join(capped)}")
+                    # Docker cannot raise a limit past its own hard limit here (no
+                    # CAP_SYS_RESOURCE): said once, where it matters (capped_line); the
+                    # record keeps the caps for describe and a failed job's status.
+                    line = capped_line(asked_ulimits(record.register), caps, record.infiniband)
+                    if line:
+                        say(line)
         if gate is not None:
             private.create(gate / START_GATE_FILE, b"", 0o644)  # every node is up: go
     except BaseException as exc:  # Ctrl-C too: no node of a job that did not start runs on
