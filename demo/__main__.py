@@ -86,7 +86,7 @@ def start_moto(workdir: Path) -> str:
 def run(workdir: Path) -> None:
     from devenv.docker_engine import DockerEngine
     from devenv.emulator import deploy
-    from devenv.images import push_busybox_base
+    from devenv.images import PYTHON, push_python_base
     from devenv.registry_server import RegistryServer
 
     if workdir.exists():
@@ -128,10 +128,10 @@ def run(workdir: Path) -> None:
     say("4. What the launcher discovers from the stack (no ARN typed): its pools")
     sh(launcher("outputs"), env)
 
-    say("5. Build a base image offline (busybox from Debian) and push it to the registry")
+    say("5. Build a base image offline (busybox and python3 from Debian) and push it")
     base = f"{registry.host}/demo-base:1"
-    push_busybox_base(engine.client(), f"{registry.host}/demo-base")
-    print(f"base image: {base}")
+    push_python_base(engine.client(), f"{registry.host}/demo-base")
+    print(f"base image: {base} (sh, python3 {PYTHON})")
     env_file = write_env_file(workdir, {**env, "LAUNCHER_IMAGE": base})
 
     say("6. Patch the demo workspace into the base, in the registry (no pull)")

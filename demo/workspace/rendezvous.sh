@@ -16,8 +16,18 @@ if [ "$rank" = "$AWS_BATCH_JOB_MAIN_NODE_INDEX" ]; then
   done
   echo "rendezvous complete" > "$LAUNCHER_EFS/rendezvous"
 else
+  # The main node may not listen yet: try for 20 s, quietly (a refused try is expected), and
+  # end the node with the last try's error if it never answers.
+  sent=""
   for _ in $(seq 1 200); do
-    echo "hello from rank $rank" | nc "$LAUNCHER_MAIN_ADDR" "$LAUNCHER_MAIN_PORT" && break
+    if error="$(echo "hello from rank $rank" | nc "$LAUNCHER_MAIN_ADDR" "$LAUNCHER_MAIN_PORT" 2>&1)"; then
+      sent=yes
+      break
+    fi
     sleep 0.1
   done
+  if [ -z "$sent" ]; then
+    echo "rank $rank: no rendezvous: the main node did not answer at $LAUNCHER_MAIN_ADDR:$LAUNCHER_MAIN_PORT in 20 s ($error)" >&2
+    exit 1
+  fi
 fi

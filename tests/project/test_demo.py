@@ -115,6 +115,8 @@ def test_demo_runs_the_main_job_and_a_two_pool_pipeline_and_hands_over(demo):
     # Quiet: no CDK notices, and TCP on a machine without EFA is expected, not a warning.
     assert "feature flags are not configured" not in out and "NOTICES" not in out
     assert "EFA WARNING" not in out
+    # The rendezvous worker's tries while the main node starts are not shown (rendezvous.sh).
+    assert "Connection refused" not in out and "can't connect" not in out
     assert "NCCL uses TCP sockets here, as expected" in out
     # launcher outputs: three lines and the pools table, the rest behind --all.
     assert re.search(r"^stack +EfaBatch \(us-east-1\)$", out, re.M)
