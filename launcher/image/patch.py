@@ -82,11 +82,12 @@ class BasePlan:
 
     def line(self) -> str:
         if self.how is BaseHandling.PRESENT:
-            return f"base: all {self.layers} layers already in the repository"
+            every = "" if self.layers == 1 else "all "
+            return f"base: {every}{_layers(self.layers)} already in the repository"
         if self.how is BaseHandling.MOUNTED:
-            return f"base: {self.layers} layers mounted from {self.source.repository}"
+            return f"base: {_layers(self.layers)} mounted from {self.source.repository}"
         if self.how is BaseHandling.MOUNT:
-            return f"base: {self.layers} layers to mount from {self.source.repository}"
+            return f"base: {_layers(self.layers)} to mount from {self.source.repository}"
         if self.how is BaseHandling.COPY_JOB:
             return f"copying {size_text(self.bytes)} of base layers {self.where}"
         size = size_text(self.bytes)
@@ -558,3 +559,7 @@ def _push_layer(
     verb = "would upload" if to.dryrun else "uploaded"
     say(to.progress)(f"{verb} {size_text(out.size)} of {what} ({to.compression})")
     return _Built(Layer(out.diff_id, out.digest, out.size), out.file_digests)
+
+
+def _layers(count: int) -> str:
+    return "1 layer" if count == 1 else f"{count} layers"

@@ -456,7 +456,7 @@ def test_the_cli_refuses_a_plain_http_upload_location_with_one_line(registry, ho
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
-    # progress lines come first ("base: 1 layers mounted ..."); the error is one line
+    # progress lines come first ("base: 1 layer mounted ..."); the error is one line
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("launcher: error:")]
     assert result.stderr.rstrip().endswith(line)
     assert f"refused its upload location on {storage.netloc}:" in line
