@@ -11,6 +11,7 @@ import base64
 import functools
 import ipaddress
 import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -217,6 +218,7 @@ class Aws:
             )
         self.calls = 0
         self._clients: dict[str, Any] = {}
+        self._knocked: set[str] = set()
         # Clients are thread-safe once made, their session is not while it makes them (boto3
         # guide, "Multithreading"): threads sharing one Aws (TorchX's replicas) make each once.
         self._lock = threading.Lock()
@@ -228,9 +230,27 @@ class Aws:
             if key not in self._clients:
                 config = LOGS_RETRY_CONFIG if service == "logs" else RETRY_CONFIG
                 client = self.session.client(service, region_name=region, config=config)
+                self._answers(client.meta.endpoint_url)
                 client.meta.events.register("before-call", self._count)
                 self._clients[key] = client
             return self._clients[key]
+
+    def _answers(self, endpoint_url: str) -> None:
+        """An endpoint on this machine is knocked on once, before the first call: a refused
+        connection is then said at once, not after botocore's eight tries with back-off
+        (about 7 s) that cannot help when no server listens there (a stopped emulator)."""
+        if endpoint_url in self._knocked or not on_this_machine(endpoint_url):
+            return
+        self._knocked.add(endpoint_url)
+        parts = urllib.parse.urlsplit(endpoint_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((parts.hostname, port), timeout=2).close()
+        except ConnectionRefusedError:
+            line = unreachable(endpoint_url, self.unreachable_hint)
+            raise RemoteError(line or f"nothing answers at {endpoint_url}") from None
+        except OSError:
+            pass  # slow or odd: botocore's own tries and words follow
 
     def _count(self, **_: Any) -> None:
         self.calls += 1

@@ -136,17 +136,24 @@ def test_an_empty_local_list_says_where_the_demos_jobs_are_on_stderr_only(tmp_pa
 
 
 def _launcher_in_process(capsys, monkeypatch, *args: str) -> tuple[int, str]:
-    """``launcher ARGS`` in this process, botocore asked for one attempt (its backoff between
-    attempts at a closed port would take seconds): (exit code, stderr)."""
-    import botocore.config
-
-    from launcher.aws import client
-
-    monkeypatch.setattr(
-        client, "RETRY_CONFIG", botocore.config.Config(retries={"total_max_attempts": 1})
-    )
+    """``launcher ARGS`` in this process: (exit code, stderr)."""
     code = main.main(list(args))
     return code, capsys.readouterr().err
+
+
+def test_a_closed_port_on_this_machine_is_said_before_any_call_and_its_retries(monkeypatch):
+    """botocore's adaptive retries would try a refused connection eight times with back-off
+    (about 7 s after make demo-stop); the client knocks once on an endpoint on this machine
+    and says that nothing answers before it sends a call."""
+    from launcher.aws.client import Aws
+    from launcher.errors import RemoteError
+
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    aws = Aws(region="us-east-1")
+    with pytest.raises(RemoteError, match=f"nothing answers at {endpoint}"):
+        aws.describe_stack("EfaBatch")
+    assert aws.calls == 0
 
 
 def test_after_make_demo_stop_the_demos_endpoint_is_said_to_be_stopped(
