@@ -231,8 +231,9 @@ if [ -n "${LAUNCHER_EFA:-}" ]; then
     else _missing="$_missing; libfabric has no usable efa provider (fi_info -p efa failed)"; fi; fi
   if [ "${LAUNCHER_REHEARSAL:-}" = local ] && [ "$_want" = 0 ]; then
     # A rehearsal has no EFA: TCP is expected, whatever --efa says; what the image lacks
-    # would matter on AWS.
-    if [ -z "$_missing" ]; then
+    # would matter on AWS. Every node has the same image: the main node says it, once.
+    if [ "$LAUNCHER_NODE_RANK" != 0 ]; then :
+    elif [ -z "$_missing" ]; then
       echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; the image has libfabric and aws-ofi-nccl for AWS"
     else
       echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; on AWS this image would fall back to TCP too:${_missing#;} (see @CONTRACT@)"
