@@ -235,6 +235,9 @@ if [ -n "${LAUNCHER_EFA:-}" ]; then
     if [ "$LAUNCHER_NODE_RANK" != 0 ]; then :
     elif [ -z "$_missing" ]; then
       echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; the image has libfabric and aws-ofi-nccl for AWS"
+    elif [ "$LAUNCHER_EFA" = require ]; then
+      # What AWS would do with this image: stop the job (78) before the command starts.
+      echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; on AWS this job would stop here (--efa require), as the image lacks:${_missing#;} (see @CONTRACT@)"
     else
       echo "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as expected; on AWS this image would fall back to TCP too:${_missing#;} (see @CONTRACT@)"
     fi

@@ -59,14 +59,16 @@ def lines(logs, node: int = 0) -> list[str]:
 
 def test_an_image_without_the_userspace_gets_one_unmistakable_line(state, busybox_base):
     """Locally TCP is what a machine without EFA gives, so the line says it is expected, and
-    still names what the image would lack on AWS: once, by the main node (every node has the
+    still names what the image would lack on AWS, where a two-node job's default, --efa
+    require, would stop the job before its command: once, by the main node (every node has the
     same image; a line per node read like a failure repeated)."""
     job, logs = run(busybox_base, "echo training", state)
     assert job.state == "SUCCEEDED"
     (line,) = [line for line in lines(logs, 0) if line.startswith("launcher: EFA")]
     assert line.startswith(
         "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, "
-        "as expected; on AWS this image would fall back to TCP too: no libfabric "
+        "as expected; on AWS this job would stop here (--efa require), as the image lacks: "
+        "no libfabric "
     )
     assert "aws-ofi-nccl plugin" in line and "WARNING" not in line
     assert not [line for line in lines(logs, 1) if line.startswith("launcher: EFA")]

@@ -208,8 +208,9 @@ def test_a_local_run_says_tcp_is_expected_and_what_the_image_would_lack_on_aws(i
     would fall back to TCP on AWS too is still named."""
     # A rehearsal in a Capacity Block's pool names the block's compute environment, as Batch
     # would (launcher.local.containers.placement): the sign of a rehearsal is its own variable.
+    root = image(EFA_LIB)
     result = run_efa_check(
-        image(EFA_LIB),
+        root,
         AWS_BATCH_CE_NAME="EfaBatch-ComputeEnvironment-IYY8BHAZAAD5",
         **{prelude.REHEARSAL_ENV: "local"},
     )
@@ -218,6 +219,14 @@ def test_a_local_run_says_tcp_is_expected_and_what_the_image_would_lack_on_aws(i
         "launcher: EFA: none on this machine (a local run), so NCCL uses TCP sockets here, as "
         "expected; on AWS this image would fall back to TCP too: no aws-ofi-nccl plugin "
         "(libnccl-net-ofi.so or libnccl-net.so) (see docs/jobs.md, 'The base image contract')"
+    )
+    # Under --efa require (a multi-node job's default on an EFA pool) AWS would not fall
+    # back: the rehearsal says the job would stop there (the next test: 78 on AWS).
+    result = run_efa_check(root, efa="require", **{prelude.REHEARSAL_ENV: "local"})
+    assert (result.returncode, result.stdout.splitlines()[-1], result.stderr) == (0, "trained", "")
+    assert (
+        "on AWS this job would stop here (--efa require), as the image lacks: no aws-ofi-nccl"
+        in (efa_line(result))
     )
 
 
