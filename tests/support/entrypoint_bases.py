@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -45,14 +43,13 @@ def _add_dirs(tar: tarfile.TarFile, *names: str) -> None:
 
 def _add_bash(tar: tarfile.TarFile) -> None:
     """This machine's bash and the shared libraries it loads (as ldd lists them)."""
-    import subprocess
+    from devenv.images import shared_libraries
 
-    listed = subprocess.run(["ldd", "/bin/bash"], capture_output=True, text=True, check=True)
-    libraries = {p for p in re.findall(r"(/\S+\.so[\d.]*)", listed.stdout)}
-    dirs = sorted({str(Path(p).parent).lstrip("/") for p in libraries} | {"usr", "usr/bin"})
+    libraries = shared_libraries(["/bin/bash"])
+    dirs = sorted({str(Path(name).parent) for name in libraries} | {"usr", "usr/bin"})
     _add_dirs(tar, *(d for d in dirs if d not in ("bin",)))
-    for path in sorted(libraries):
-        tar.add(os.path.realpath(path), path.lstrip("/"))
+    for name in sorted(libraries):
+        tar.add(libraries[name], name)
     tar.add("/bin/bash", "bin/bash")
     info = tarfile.TarInfo("usr/bin/env")
     info.type, info.linkname, info.mode = tarfile.SYMTYPE, "/bin/busybox", 0o777
