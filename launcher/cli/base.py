@@ -16,6 +16,8 @@ import textwrap
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from launcher.api import Cluster, Job
     from launcher.cli.console import Console
 
@@ -73,6 +75,25 @@ class Parser(argparse.ArgumentParser):
                 said = f"{word}: " if len(words) > 1 else ""
                 hints.append(f"{said}did you mean {ours[close]}?")
         self.error("; ".join([f"unrecognized arguments: {' '.join(unknown)}", *hints]))
+
+
+    def refuse_unknown_options_before(self, argv: Sequence[str]) -> None:
+        """An option of this parser's misspelt before the command (``launcher --stak Dev run``):
+        refused here, as argparse would take its value, ``Dev``, for an unknown command."""
+        with_value = {
+            option
+            for action in self._actions
+            if action.nargs != 0
+            for option in action.option_strings
+        }
+        known = {option for action in self._actions for option in action.option_strings}
+        words = list(argv)
+        at = 0
+        while at < len(words) and words[at].startswith("-") and words[at] != "--":
+            name = words[at].split("=", 1)[0]
+            if name not in known:
+                self.refuse_unrecognized([name], self)
+            at += 2 if name in with_value and "=" not in words[at] else 1
 
 
 def _options(parser: argparse.ArgumentParser) -> list[str]:

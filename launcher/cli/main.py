@@ -83,7 +83,7 @@ TOP_EXAMPLES = (
 )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser() -> Parser:
     top = Parser(
         prog="launcher",
         description="Run multi-node EFA jobs on the AWS Batch cluster of an efa-batch stack.",
@@ -114,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import argcomplete
 
         argcomplete.autocomplete(top)
+    args_given = sys.argv[1:] if argv is None else argv
+    top.refuse_unknown_options_before(args_given)
     args, unknown = top.parse_known_args(argv)
     if getattr(args, "handler", None) is None:  # bare `launcher`: what it can do
         top.print_help()

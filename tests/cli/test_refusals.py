@@ -102,6 +102,15 @@ def test_out_of_range_counts_exit_2_with_one_line_and_no_aws_call(aws_endpoint, 
             "unrecognized arguments: --stack; --stack is an option of launcher itself: put it "
             "before 'run' (see launcher run --help)",
         ),
+        # Before the command, argparse would take Dev for an unknown command 'Dev'.
+        (
+            ["--stak", "Dev", "run", "--", "true"],
+            "unrecognized arguments: --stak; did you mean --stack? (see launcher --help)",
+        ),
+        (
+            ["--stack=Dev", "--regoin", "us-east-1", "list"],
+            "unrecognized arguments: --regoin; did you mean --region? (see launcher --help)",
+        ),
     ],
 )
 def test_a_misspelt_name_is_refused_with_the_one_it_looks_like(aws_endpoint, args, line):
