@@ -42,17 +42,19 @@ def bases(docker_engine, registry) -> dict[str, str]:
     }
 
 
-def worker_command() -> list[str]:
-    spec = JobSpec(name="job", command=USER_COMMAND, image="img", nodes=2, efa="off")
+def worker_command(command: tuple[str, ...] = USER_COMMAND) -> list[str]:
+    spec = JobSpec(name="job", command=command, image="img", nodes=2, efa="off")
     requests = jobdef.build(spec, cluster_info(efa=False))
     return requests.register["nodeProperties"]["nodeRangeProperties"][0]["container"]["command"]
 
 
-def run_worker(docker_engine, image: str) -> tuple[int, list[str], str]:
+def run_worker(
+    docker_engine, image: str, command: tuple[str, ...] = USER_COMMAND
+) -> tuple[int, list[str], str]:
     client = docker_engine.client()
     container = client.containers.run(
         image,
-        command=worker_command(),
+        command=worker_command(command),
         environment={
             "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS": MAIN,
             "AWS_BATCH_JOB_NODE_INDEX": "1",
@@ -85,6 +87,18 @@ def test_a_worker_gets_the_main_nodes_address_behind_every_entrypoint(kind, base
     assert ("ngc=done" in summary) == (kind == "ngc-exec")
     if kind == "dlc-eval":
         assert "parsed the command again (eval); running it as given" in err
+
+
+@pytest.mark.parametrize("kind", sorted(ENTRYPOINTS))
+def test_a_command_the_image_lacks_is_said_in_the_users_terms_behind_every_entrypoint(
+    kind, bases, docker_engine
+):
+    """The prelude's check before the command (RUN) behind `eval "$@"`, exec and no
+    entrypoint: the user's words and the shell's 127, never the prelude's line number."""
+    code, _, err = run_worker(docker_engine, bases[kind], ("train-model", "--epochs", "3"))
+    assert code == 127, err
+    assert "launcher: your command 'train-model' was not found in the image (PATH=" in err
+    assert "line " not in err, err
 
 
 def test_an_entrypoint_that_drops_the_arguments_fails_the_node_with_a_reason():
