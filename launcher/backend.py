@@ -95,7 +95,10 @@ class Backend(Protocol):
         """The job again, resuming from its checkpoint directory; (new id, directory)."""
         ...
 
-    def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
+    def list(
+        self, include_finished: bool = False, name: str | None = None, images: bool = False
+    ) -> list[JobInfo]:
         """Every job of this backend's queue (or only those named ``name``), newest first
-        (complete, not one page)."""
+        (complete, not one page); with ``images``, each one's image where a listing lacks it
+        (what it costs a backend to look up is paid only when asked for)."""
         ...

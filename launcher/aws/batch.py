@@ -298,17 +298,21 @@ class BatchBackend:
             self.aws, job["jobQueue"], info.job_id, node, container, command
         )
 
-    def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
+    def list(
+        self, include_finished: bool = False, name: str | None = None, images: bool = False
+    ) -> list[JobInfo]:
         if self.queue_arn is None:
             raise UsageError("listing jobs needs the cluster's queue (from its stack)")
         found = self.aws.list_jobs(self.queue_arn, name)
+        if not images:
+            return newest_first(map(job_info, found), include_finished)
         # ListJobs' summaries name the definition, not the image: the definitions say it (one
         # DescribeJobDefinitions per 100 of them), as DescribeJobs does for status.
-        images = self.aws.definition_images(
+        by_arn = self.aws.definition_images(
             sorted({j["jobDefinition"] for j in found if j.get("jobDefinition")})
         )
         jobs = (
-            dataclasses.replace(info, image=images.get(j.get("jobDefinition", "")))
+            dataclasses.replace(info, image=by_arn.get(j.get("jobDefinition", "")))
             if info.image is None
             else info
             for j, info in ((j, job_info(j)) for j in found)

@@ -47,7 +47,12 @@ class List(Command):
             listed, pools = local_jobs(all=args.all), None
         else:
             pools = cluster_from(args, args.local)
-            listed = pools.list(all=args.all, pool=args.pool, every_pool=args.all_pools)
+            listed = pools.list(
+                all=args.all,
+                pool=args.pool,
+                every_pool=args.all_pools,
+                images=args.output == "json",  # the table has no image column
+            )
         if args.local and not listed:
             _say_where_else(args.all)
         # The stack's pool of each job's queue; without a stack, the one a local job was given.

@@ -468,8 +468,11 @@ class LocalBackend:
             raise refused
         return container
 
-    def list(self, include_finished: bool = False, name: str | None = None) -> list[JobInfo]:
-        # Jobs, not array children (Batch lists those only by their parent's id).
+    def list(
+        self, include_finished: bool = False, name: str | None = None, images: bool = False
+    ) -> list[JobInfo]:
+        # A record keeps its image, so ``images`` costs nothing here. Jobs, not array children
+        # (Batch lists those only by their parent's id).
         records = (
             r
             for r in self.store.records()
