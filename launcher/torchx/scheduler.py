@@ -15,14 +15,14 @@ image in the registry (no Docker build); the digest is computed at dry run and t
 pushed at schedule time.
 
 This module is the ``Scheduler`` itself; the AppDef's translation is ``launcher.torchx.appdef``,
-the run options ``launcher.torchx.options``, and the launcher's errors as TorchX reports them
-``launcher.torchx.errors``.
+the run options ``launcher.torchx.options``, workspaces ``launcher.torchx.workspace``, what
+status and list show ``launcher.torchx.status``, and the launcher's errors as TorchX reports
+them ``launcher.torchx.errors``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -34,37 +34,22 @@ from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Schedule
 from torchx.specs import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
-    ReplicaStatus,
-    Role,
-    RoleStatus,
     runopts,
 )
-from torchx.workspace.api import WorkspaceMixin
 
-from launcher.api import BuildOptions, Cluster, Job, aws_session
+from launcher.api import Cluster, Job, aws_session
 from launcher.errors import UsageError
 from launcher.job import jobdef
-from launcher.job.info import GroupInfo, JobInfo, JobState
-from launcher.torchx.appdef import app_to_spec, choose_pool
+from launcher.job.info import GroupInfo, JobInfo
+from launcher.torchx.appdef import app_to_spec
 from launcher.torchx.errors import torchx_errors
 from launcher.torchx.options import NAME, Where, run_options, str_option, where_of
+from launcher.torchx.status import STATES, describe_response
+from launcher.torchx.workspace import Push, RegistryWorkspace, push_workspaces
 
 if TYPE_CHECKING:
     from launcher.aws.client import Aws
-
-TORCHX_MERGE_SUFFIX = "torchx_workspace_"  # torchx.workspace.api's temporary merges
-
-STATES = {
-    JobState.SUBMITTED: AppState.SUBMITTED,
-    JobState.PENDING: AppState.PENDING,
-    JobState.RUNNABLE: AppState.PENDING,
-    JobState.STARTING: AppState.PENDING,
-    JobState.RUNNING: AppState.RUNNING,
-    JobState.SUCCEEDED: AppState.SUCCEEDED,
-    JobState.FAILED: AppState.FAILED,
-}
 
 
 @dataclass
@@ -73,14 +58,13 @@ class Request:
 
     requests: jobdef.Requests
     cluster: Where  # where schedule() sends it
-    # (base, workspace, reference, build options) of each workspace image to push
-    pushes: list[tuple[str, str, str, BuildOptions]] = field(default_factory=list)
+    pushes: list[Push] = field(default_factory=list)  # workspace layers still to push
 
     def __str__(self) -> str:
         return json.dumps(self.requests.as_dict(), indent=2)
 
 
-class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
+class EfaBatchScheduler(RegistryWorkspace, Scheduler[Mapping[str, CfgVal]]):
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__(NAME, session_name)
         self._clusters: dict[Where, Cluster] = {}
@@ -106,39 +90,6 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
             )
         return self._clusters[key]
 
-    # --- workspace: a layer on the role's image, in the registry -------------------------
-
-    def build_workspace_and_update_role(
-        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
-    ) -> None:
-        with torchx_errors():
-            self._build_workspace(role, workspace, cfg)
-
-    def _build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
-        path = workspace.removeprefix("file://")
-        if "://" in path or not os.path.isdir(path):
-            raise UsageError(f"workspace {workspace!r}: efa_batch takes a local directory")
-        repo = str_option(cfg, "image_repo")
-        if repo:
-            os.environ["LAUNCHER_REGISTRY"] = repo
-        cluster = self._cluster(cfg)
-        cluster = cluster.in_pool(choose_pool([role], cluster.info, cfg))  # its platform
-        stream_base = bool(cfg.get("stream_base"))
-        options: BuildOptions = {"stream_base": stream_base}
-        # The digest; nothing pushed yet.
-        built = cluster.build(role.image, path, dryrun=True, stream_base=stream_base)
-        if built.reused:
-            role.image = built.reference
-            return
-        # TorchX (main) hands a merge of several directories over in a temporary directory
-        # that is gone by schedule time: push that now. A plain directory waits for schedule.
-        if os.path.basename(os.path.normpath(path)).endswith(TORCHX_MERGE_SUFFIX):
-            built = cluster.build(role.image, path, **options)
-        else:
-            self._pending = getattr(self, "_pending", [])
-            self._pending.append((role.image, path, built.reference, options))
-        role.image = built.reference
-
     # --- dry run and schedule -------------------------------------------------------------
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
@@ -152,9 +103,8 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
         request = Request(
             cluster.requests(spec),
             cluster=(cluster.info.stack_name, *where[1:]),
-            pushes=list(getattr(self, "_pending", [])),
+            pushes=self.take_pushes(),
         )
-        self._pending = []
         return AppDryRunInfo(request, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
@@ -163,10 +113,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
 
     def _schedule(self, request: Request) -> str:
         cluster = self._cluster_at(request.cluster)
-        for base, path, expected, options in request.pushes:
-            built = cluster.build(base, path, **options)
-            if built.reference != expected:
-                raise UsageError(f"workspace {path} changed since the dry run; run again")
+        push_workspaces(cluster, request.pushes)
         job = cluster.submit(request.requests)
         return job.job_id
 
@@ -192,40 +139,7 @@ class EfaBatchScheduler(WorkspaceMixin[None], Scheduler[Mapping[str, CfgVal]]):
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         info = self._info(app_id)
-        if info is None:
-            return None
-        state = STATES[info.state]
-        if info.state is JobState.FAILED and info.cancelled:
-            state = AppState.CANCELLED
-        nodes = {n.index: n for n in info.node_status}
-        roles, statuses = [], []
-        for group in info.groups or (GroupInfo("main", 0, info.nodes - 1, info.image),):
-            replicas = [
-                ReplicaStatus(
-                    id=i,
-                    state=STATES[nodes[n].state] if n in nodes else state,
-                    role=group.name,
-                    hostname="",
-                    structured_error_msg=(nodes[n].reason if n in nodes else None) or "<NONE>",
-                )
-                for i, n in enumerate(range(group.first, group.last + 1))
-            ]
-            statuses.append(RoleStatus(group.name, replicas))
-            roles.append(
-                Role(
-                    name=group.name,
-                    image=group.image or "",
-                    num_replicas=group.last - group.first + 1,
-                )
-            )
-        return DescribeAppResponse(
-            app_id=app_id,
-            state=state,
-            num_restarts=max(0, info.attempts - 1),
-            msg=info.reason or "",
-            roles_statuses=statuses,
-            roles=roles,
-        )
+        return None if info is None else describe_response(app_id, info)
 
     def log_iter(
         self,
