@@ -44,7 +44,7 @@ def container_properties(
     spec: JobSpec, cluster: ClusterInfo, group: NodeGroup | None = None
 ) -> dict[str, Any]:
     gpus = resolve_gpus(spec, cluster, group)
-    volumes, mount_points, devices = storage(spec, cluster)
+    volumes, mount_points, devices = storage(spec, cluster, group)
     if spec.efa_on:
         devices = [
             {

@@ -57,10 +57,10 @@ def environment(
             # Named in the prelude's health and fabric lines, to say which host fell short.
             "LAUNCHER_INSTANCE_TYPE": cluster.instance_type,
             "LAUNCHER_MAIN_PORT": str(spec.rendezvous_port),
-            "LAUNCHER_EFS": efs_path(spec),
+            "LAUNCHER_EFS": efs_path(spec, group),
         }
     )
-    fsx = fsx_path(spec, cluster)
+    fsx = fsx_path(spec, cluster, group)
     if fsx is not None:
         env["LAUNCHER_FSX"] = fsx
     if spec.restarts_on:

@@ -43,6 +43,23 @@ RETRY_ON_HOST_LOSS = (
     # An application failure is not.
     {"onReason": "*", "action": "EXIT"},
 )
+# With ``JobSpec.retry_errors`` (a TorchX role's max_retries): the application's failures are
+# retried too, except the prelude's refusal of an image that cannot do what the job asked
+# (EFA_REQUIRED_EXIT: the next attempt would refuse it again). Five entries, Batch's most
+# (RetryStrategy.evaluateOnExit: "Array of up to 5 objects"). Cancelled and terminated jobs
+# are never retried whatever the rules say (Batch user guide, job_retries.html).
+RETRY_ON_ERRORS = (
+    *RETRY_ON_HOST_LOSS[:-1],
+    {"onExitCode": str(prelude.EFA_REQUIRED_EXIT), "action": "EXIT"},
+    {"onReason": "*", "action": "RETRY"},
+)
+
+
+def retry_strategy(spec: JobSpec) -> dict[str, Any]:
+    """Batch's RetryStrategy: ``attempts`` in all, whatever failed; which failures take one."""
+    rules = RETRY_ON_ERRORS if spec.retry_errors else RETRY_ON_HOST_LOSS
+    return {"attempts": spec.attempts, "evaluateOnExit": [dict(rule) for rule in rules]}
+
 
 JOB_DEFINITION_PREFIX = "efa-batch"
 
@@ -100,10 +117,7 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
     spec, cluster = in_pool(spec, cluster)
     body = _container_job(spec, cluster) if spec.single_node else _multinode(spec, cluster)
     body |= {
-        "retryStrategy": {
-            "attempts": spec.attempts,
-            "evaluateOnExit": [dict(rule) for rule in RETRY_ON_HOST_LOSS],
-        },
+        "retryStrategy": retry_strategy(spec),
         "propagateTags": True,
         "platformCapabilities": ["EC2"],
     }

@@ -182,6 +182,8 @@ class NodeGroup:
     gpus_per_node: int | None = None
     env: tuple[tuple[str, str], ...] = ()
     name: str | None = None  # the TorchX role, for describe and logs
+    # The range's own mounts (a TorchX role's), None: the job's (``JobSpec.mounts_of``).
+    mounts: tuple[Mount, ...] | None = None
 
     @property
     def size(self) -> int:
@@ -201,6 +203,9 @@ class JobSpec:
     shm_mib: int | None = None  # None: the instance's default
     timeout_seconds: int | None = None
     attempts: int = DEFAULT_ATTEMPTS
+    # Whether the command's own failures are retried too (up to ``attempts`` in all), not only
+    # a lost or bad host (launcher.job.jobdef.retry_rules): a TorchX role's max_retries.
+    retry_errors: bool = False
     share_id: str | None = None
     priority: int | None = None
     tags: tuple[tuple[str, str], ...] = ()
@@ -231,11 +236,23 @@ class JobSpec:
         """EFA devices asked for (decided: after ``launcher.job.validation.in_pool``)."""
         return self.efa is not None and self.efa.on
 
+    def mounts_of(self, group: NodeGroup | None) -> tuple[Mount, ...]:
+        """The mounts of a node range: its own when it has them, else the job's."""
+        return self.mounts if group is None or group.mounts is None else group.mounts
+
+    @property
+    def mount_sets(self) -> tuple[tuple[Mount, ...], ...]:
+        """Each distinct set of mounts some node of the job gets."""
+        sets = [self.mounts_of(g) for g in self.groups] or [self.mounts]
+        return tuple(dict.fromkeys(sets))
+
     @property
     def host_mounts(self) -> tuple[Mount, ...]:
         """The job's own mounts of its host's paths and devices (``type=bind``,
-        ``type=device``); the mounts the launcher makes (EFS, FSx, EFA devices) are not here."""
-        return tuple(m for m in self.mounts if m.of_host)
+        ``type=device``), on any of its nodes; the mounts the launcher makes (EFS, FSx, EFA
+        devices) are not here."""
+        every = dict.fromkeys(m for mounts in self.mount_sets for m in mounts)
+        return tuple(m for m in every if m.of_host)
 
     @property
     def single_node(self) -> bool:
@@ -301,14 +318,17 @@ class JobSpec:
         limits = [u.name for u in self.ulimits]
         if len(set(limits)) != len(limits):
             raise UsageError("--ulimit: a limit is given twice; give each NAME once")
-        # One file system per path: a second would hide the first (devices included: two at
-        # one /dev path is a typo too).
-        flags = [("--tmpfs", t.dst) for t in self.tmpfs] + [("--mount", m.dst) for m in self.mounts]
-        paths = [path for _, path in flags]
-        twice = [(flag, path) for flag, path in flags if paths.count(path) > 1]
-        if twice:
-            both = " and ".join(sorted({flag for flag, path in twice if path == twice[0][1]}))
-            raise UsageError(f"{both}: two of them use the path {twice[0][1]}; give each its own")
+        # One file system per path on a node: a second would hide the first (devices
+        # included: two at one /dev path is a typo too).
+        for mounts in self.mount_sets:
+            flags = [("--tmpfs", t.dst) for t in self.tmpfs] + [("--mount", m.dst) for m in mounts]
+            paths = [path for _, path in flags]
+            twice = [(flag, path) for flag, path in flags if paths.count(path) > 1]
+            if twice:
+                both = " and ".join(sorted({flag for flag, path in twice if path == twice[0][1]}))
+                raise UsageError(
+                    f"{both}: two of them use the path {twice[0][1]}; give each its own"
+                )
 
     def _check_groups(self) -> None:
         if not self.groups:
@@ -357,9 +377,15 @@ def parse_efa(value: str) -> EfaMode:
         raise UsageError(f"--efa {value!r}: allowed {allowed}") from None
 
 
+def valid_tag(key: str, value: str) -> bool:
+    """A tag AWS Batch takes: key 1-128 characters of letters, digits, spaces and
+    ``_.:/=+-@``, not ``aws:*``; value at most 256 characters."""
+    return bool(_TAG_KEY.match(key)) and len(value) <= 256 and not key.startswith("aws:")
+
+
 def parse_tag(item: str) -> tuple[str, str]:
     key, sep, value = item.partition("=")
-    if not sep or not _TAG_KEY.match(key) or len(value) > 256 or key.startswith("aws:"):
+    if not sep or not valid_tag(key, value):
         raise UsageError(
             f"--tag {item!r}: expected KEY=VALUE (key 1-128 chars, not aws:*; value <= 256)"
         )

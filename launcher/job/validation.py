@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from launcher.errors import UsageError
 from launcher.job.jobspec import EfaMode, JobSpec, Mount, MountKind, NodeGroup
+from launcher.job.setting_error import Setting, SettingError
 from launcher.stack.cluster import ClusterInfo
 from launcher.stack.secrets import allowed
 
@@ -52,9 +53,10 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
     spec, cluster = in_pool(spec, cluster)
     _validate_pool(spec, cluster)
     if spec.efa_on and cluster.efa_interfaces == 0:
-        raise UsageError(
-            f"--efa {spec.efa}: {cluster.stack_name} has no EFA interfaces "
-            f"({cluster.instance_type}); use --efa off"
+        raise SettingError(
+            Setting("efa", spec.efa),
+            f": {cluster.stack_name} has no EFA interfaces ({cluster.instance_type}); use ",
+            Setting("efa", "off"),
         )
     if spec.shm_mib is not None and spec.shm_mib >= cluster.memory_mib_per_node:
         raise UsageError(
@@ -64,10 +66,12 @@ def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
     _validate_share(spec, cluster)
     for group in (None, *spec.groups):
         resolve_gpus(spec, cluster, group)  # raises for more GPUs than a node has
-    for kind in (MountKind.EFS, MountKind.FSX):
-        if len([m for m in spec.mounts if m.kind is kind]) > 1:
-            raise UsageError(f"--mount type={kind}: give the cluster's {kind} one mount point")
-    if not cluster.fsx_file_system_id and any(m.kind is MountKind.FSX for m in spec.mounts):
+    for mounts in spec.mount_sets:  # each node range's
+        for kind in (MountKind.EFS, MountKind.FSX):
+            if len([m for m in mounts if m.kind is kind]) > 1:
+                raise UsageError(f"--mount type={kind}: give the cluster's {kind} one mount point")
+    every = [m for mounts in spec.mount_sets for m in mounts]
+    if not cluster.fsx_file_system_id and any(m.kind is MountKind.FSX for m in every):
         raise UsageError(
             f"--mount type=fsx: {cluster.stack_name} has no FSx for Lustre file system "
             "(deploy with -c fsx_lustre='{...}')"
@@ -85,18 +89,26 @@ def _where(cluster: ClusterInfo) -> str:
 def _validate_pool(spec: JobSpec, cluster: ClusterInfo) -> None:
     """The job fits the pool: its node count, and no gang on Spot."""
     if spec.nodes > cluster.max_nodes:
-        raise UsageError(
-            f"--nodes {spec.nodes}: {_where(cluster)} runs at most {cluster.max_nodes} "
-            f"{cluster.instance_type} nodes"
+        raise SettingError(
+            Setting("nodes", spec.nodes),
+            f": {_where(cluster)} runs at most {cluster.max_nodes} {cluster.instance_type} nodes",
         )
     if spec.nodes > 1 and cluster.current_pool.spot:
         # "Multi-node parallel jobs aren't supported on Spot Instances" (Batch user guide,
         # multi-node-parallel-jobs.html): Batch would keep the job RUNNABLE for ever.
         gangs = [p.name for p in cluster.pools if not p.spot and p.max_nodes >= spec.nodes]
-        instead = f"use --pool {' or '.join(gangs)}" if gangs else "no pool of it takes a gang"
-        raise UsageError(
-            f"--nodes {spec.nodes}: {_where(cluster)} runs Spot Instances, where AWS Batch runs "
-            f"no multi-node job; {instead}, or --nodes 1 (--array N for many single nodes)"
+        instead: tuple[str | Setting, ...] = (
+            ("use ", Setting("pool", " or ".join(gangs)))
+            if gangs
+            else ("no pool of it takes a gang",)
+        )
+        raise SettingError(
+            Setting("nodes", spec.nodes),
+            f": {_where(cluster)} runs Spot Instances, where AWS Batch runs no multi-node job; ",
+            *instead,
+            ", or ",
+            Setting("nodes", 1),
+            Setting("array", "N", aside=" ({} for many single nodes)"),
         )
 
 
@@ -118,23 +130,27 @@ def _validate_share(spec: JobSpec, cluster: ClusterInfo) -> None:
     if spec.share_id is None and spec.priority is None and not cluster.share_identifiers:
         return
     if not cluster.scheduling_policy_arn:
-        raise UsageError(
-            f"--share-id/--priority: the queue of {_where(cluster)} has no fair-share "
-            "scheduling policy (deploy with -c fair_share=true)"
+        raise SettingError(
+            Setting("share_id"),
+            "/",
+            Setting("priority"),
+            f": the queue of {_where(cluster)} has no fair-share scheduling policy (deploy with "
+            "-c fair_share=true)",
         )
     teams = cluster.share_identifiers
     if not teams:
         return
     named = ", ".join(teams)
     if spec.share_id is None:
-        raise UsageError(
-            f"--share-id: the fair-share policy of {cluster.stack_name} weighs the teams "
-            f"{named}; name yours"
+        raise SettingError(
+            Setting("share_id"),
+            f": the fair-share policy of {cluster.stack_name} weighs the teams {named}; name yours",
         )
     if not any(share_matches(spec.share_id, t) for t in teams):
-        raise UsageError(
-            f"--share-id {spec.share_id}: the fair-share policy of {cluster.stack_name} weighs "
-            f"{named} (a trailing * is a prefix); use one of them or ask for a weight"
+        raise SettingError(
+            Setting("share_id", spec.share_id),
+            f": the fair-share policy of {cluster.stack_name} weighs {named} (a trailing * is a "
+            "prefix); use one of them or ask for a weight",
         )
 
 
@@ -143,9 +159,10 @@ def _validate_container_settings(spec: JobSpec, cluster: ClusterInfo) -> None:
     for secret in spec.secrets:
         if not allowed(secret.ref, cluster.job_secrets, cluster.place):
             grants = ", ".join(str(g) for g in cluster.job_secrets) or "none"
-            raise UsageError(
-                f"--secret {secret.env}={secret.text}: {cluster.stack_name} lets jobs read only "
-                f"secrets under its job_secrets: {grants}"
+            raise SettingError(
+                Setting("secrets", f"{secret.env}={secret.text}"),
+                f": {cluster.stack_name} lets jobs read only secrets under its job_secrets: "
+                f"{grants}",
             )
     memlock = next((u for u in spec.ulimits if u.name == "memlock"), None)
     if spec.efa_on and memlock is not None and (memlock.soft, memlock.hard) != (-1, -1):
@@ -154,9 +171,10 @@ def _validate_container_settings(spec: JobSpec, cluster: ClusterInfo) -> None:
             "with EFA on (or pass --efa off)"
         )
     if spec.privileged and not cluster.allow_privileged:
-        raise UsageError(
-            f"--privileged: {cluster.stack_name} does not run privileged containers "
-            "(deploy with -c allow_privileged=true: containers then get root on their node)"
+        raise SettingError(
+            Setting("privileged"),
+            f": {cluster.stack_name} does not run privileged containers (deploy with "
+            "-c allow_privileged=true: containers then get root on their node)",
         )
     tmpfs_mib = sum(t.size_mib for t in spec.tmpfs)
     if tmpfs_mib >= cluster.memory_mib_per_node:

@@ -116,6 +116,15 @@ if [ -z "$main" ]; then main="$(hostname -i 2>/dev/null | cut -d' ' -f1)"; fi
 export LAUNCHER_MAIN_ADDR="${main:-127.0.0.1}"
 export LAUNCHER_NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"
 export LAUNCHER_REPLICA_ID="$((LAUNCHER_NODE_RANK - ${LAUNCHER_GROUP_FIRST_NODE:-0}))"
+## The job's id, the same on every node (a node's AWS_BATCH_JOB_ID is JOB#INDEX). A TorchX
+## app's TORCHX_JOB_ID is its handle, SCHEDULER://SESSION/JOB, which the definition cannot know:
+## there it ends in the text ${LAUNCHER_JOB_ID} (launcher.torchx.appdef), put in here.
+export LAUNCHER_JOB_ID="${AWS_BATCH_JOB_ID:-}"; LAUNCHER_JOB_ID="${LAUNCHER_JOB_ID%%#*}"
+# shellcheck disable=SC2016 # the text ${LAUNCHER_JOB_ID}, not its value
+_jref='${LAUNCHER_JOB_ID}'
+case "${TORCHX_JOB_ID:-}" in
+  *"$_jref") TORCHX_JOB_ID="${TORCHX_JOB_ID%"$_jref"}$LAUNCHER_JOB_ID" ;;  # in the environment
+esac
 if [ -n "${LAUNCHER_CHECKPOINT_DIR:-}" ] && [ -n "${AWS_BATCH_JOB_ARRAY_INDEX:-}" ]; then
   # A resubmitted array names its first run's directory; each child resumes its own, which
   # its first run named after its job id, PARENT:INDEX.
