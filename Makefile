@@ -35,23 +35,23 @@ $(VENV_STAMP):
 
 # The launcher, the CDK app and the development environment (devenv/): the demo's needs.
 # pip's output as a progress line (devenv/install_progress.py), not a minute of silence.
-$(DEMO_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
+$(DEMO_STAMP): pyproject.toml setup.py requirements.lock | $(VENV_STAMP)
 	@echo "==> installing the launcher, the CDK app and the emulator into $(VENV) (1-2 minutes, once)"
 	@set -o pipefail; $(PY) -m pip install --progress-bar off -c requirements.lock -e '.[infra]' \
 	  --group devenv 2>&1 | python3 -m devenv.install_progress
 	@touch $@
 
 # The launcher, the CDK app (imported, never synthesized), pytest and cfn-lint: the fast tier's.
-$(FAST_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
+$(FAST_STAMP): pyproject.toml setup.py requirements.lock | $(VENV_STAMP)
 	$(PIP_INSTALL) -e '.[infra]' --group test
 	touch $@
 
 # The fast tier's and mutmut (make mutation).
-$(MUTATION_STAMP): pyproject.toml requirements.lock | $(VENV_STAMP)
+$(MUTATION_STAMP): pyproject.toml setup.py requirements.lock | $(VENV_STAMP)
 	$(PIP_INSTALL) -e '.[infra]' --group test --group mutation
 	touch $@
 
-$(STAMP): pyproject.toml requirements.lock requirements-torch.txt | $(VENV_STAMP)
+$(STAMP): pyproject.toml setup.py requirements.lock requirements-torch.txt | $(VENV_STAMP)
 	$(PIP_INSTALL) -e '.[infra]' --group devenv --group test --group lint --group docs
 	$(PY) -m pip install -q -r requirements-torch.txt
 	touch $@
@@ -65,14 +65,14 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 
 # The efa_batch TorchX scheduler against both TorchX lines, each in its own venv (they are
 # one module, `torchx`, from two distributions); the launcher is installed editable in each.
-.venv-torchx/.installed: pyproject.toml requirements-torchx.txt
+.venv-torchx/.installed: pyproject.toml setup.py requirements-torchx.txt
 	test -x .venv-torchx/bin/python || python3 -m venv .venv-torchx
 	.venv-torchx/bin/python -m pip install -q --upgrade pip
 	.venv-torchx/bin/python -m pip install -q -r requirements-torchx.txt
 	.venv-torchx/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
-.venv-torchx-nightly/.installed: pyproject.toml requirements-torchx-nightly.txt
+.venv-torchx-nightly/.installed: pyproject.toml setup.py requirements-torchx-nightly.txt
 	test -x .venv-torchx-nightly/bin/python || python3 -m venv .venv-torchx-nightly
 	.venv-torchx-nightly/bin/python -m pip install -q --upgrade pip
 	.venv-torchx-nightly/bin/python -m pip install -q -r requirements-torchx-nightly.txt

@@ -24,8 +24,6 @@ from tests.support.service_model import assert_valid
 pytestmark = pytest.mark.torchx
 
 VENVS = {"torchx-0.7.0": ROOT / ".venv-torchx", "torchx-nightly": ROOT / ".venv-torchx-nightly"}
-BUILTINS_070 = {"local_docker", "local_cwd", "slurm", "kubernetes", "aws_batch", "ray", "lsf"}
-BUILTINS_NIGHTLY = {"local_docker", "local_cwd", "slurm", "kubernetes"}
 
 
 @pytest.fixture(params=sorted(VENVS))
@@ -65,31 +63,6 @@ def python(venv, code: str, env=None) -> str:
     result = run(venv, "python", "-c", code, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
-
-
-SCHEDULERS = "from torchx.schedulers import get_scheduler_factories as f; print(sorted(f()))"
-
-
-def test_installing_it_keeps_every_builtin_scheduler(venv):
-    """TorchX 0.7.0 shows only entry points once one exists (TorchX issue 1009)."""
-    names = set(eval(python(venv, SCHEDULERS)))  # noqa: S307 - our own print of a list
-    assert "efa_batch" in names
-    assert (BUILTINS_070 if venv.name == ".venv-torchx" else BUILTINS_NIGHTLY) <= names
-
-
-def test_the_plugin_registry_finds_it_without_entry_points():
-    """TorchX main's namespace channel alone (TORCHX_PLUGINS_SOURCE=1), with no errors."""
-    tiers.require("torchx")
-    venv = VENVS["torchx-nightly"]
-    if not (venv / "bin" / "torchx").exists():
-        required_or_skip("torchx-nightly is not installed (make deps)")
-    env = {"TORCHX_PLUGINS_SOURCE": "1"}
-    names = set(eval(python(venv, SCHEDULERS, env)))  # noqa: S307
-    assert names == BUILTINS_NIGHTLY | {"efa_batch"}
-    errors = python(venv, "from torchx import plugins; print(plugins.registry().load_errors())")
-    assert errors.strip() == "[]"
-    both = python(venv, "from torchx import plugins; print(plugins.registry().load_errors())")
-    assert both.strip() == "[]"  # and no cross-channel collision with entry points on
 
 
 def _env(moto_server, registry) -> dict:
