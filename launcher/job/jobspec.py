@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from launcher.errors import UsageError
 from launcher.job.job_name import default_name as default_name  # its callers import it here
+from launcher.job.setting_error import Setting, SettingError
 from launcher.job.shapes import Dependency, check_array, check_dependencies
 from launcher.stack.secrets import SecretError, SecretRef
 
@@ -283,15 +284,16 @@ class JobSpec:
         if self.gpus_per_node is not None and self.gpus_per_node < 0:
             raise UsageError(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
         if self.priority is not None and not 0 <= self.priority <= 9999:
-            raise UsageError(f"--priority {self.priority}: allowed 0-9999")
+            raise SettingError(Setting("priority", self.priority), ": allowed 0-9999")
         if not 1024 <= self.rendezvous_port <= 65534:
-            raise UsageError(
-                f"--port {self.rendezvous_port}: allowed 1024-65534 (the next port is the "
-                "node watch's)"
+            raise SettingError(
+                Setting("port", self.rendezvous_port),
+                ": allowed 1024-65534 (the next port is the node watch's)",
             )
         if self.share_id is not None and not _SHARE_ID.match(self.share_id):
-            raise UsageError(
-                f"--share-id {self.share_id!r}: use 1-255 letters and digits (AWS Batch)"
+            raise SettingError(
+                Setting("share_id", repr(self.share_id)),
+                ": use 1-255 letters and digits (AWS Batch)",
             )
         if len(dict(self.tags)) > MAX_USER_TAGS:
             raise UsageError(
