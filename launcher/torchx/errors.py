@@ -2,7 +2,9 @@
 
 ``torchx run`` prints a ``ComponentValidationException`` as one line and exits 1; anything
 else a scheduler raises reaches the user as a traceback. So each of the launcher's errors is
-raised again as a ``reported`` error of the same kind that is also that exception.
+raised again as a ``reported`` error of the same kind that is also that exception; one about
+job settings (``SettingError``) names them as a TorchX user gave them (``torchx_words``:
+``num_replicas 3``, ``-cfg share_id``), not as the launcher's flags.
 """
 
 from __future__ import annotations
@@ -13,8 +15,34 @@ from collections.abc import Iterator
 from torchx.specs.finder import ComponentValidationException
 
 from launcher.errors import LauncherError, RemoteError
+from launcher.job.setting_error import Setting, SettingError
 
 _REPORTED: dict[str, type[LauncherError]] = {}
+
+# JobSpec's fields as a TorchX user gives them: a role's num_replicas (one replica is one node;
+# the value is the app's nodes in all), else a run option (launcher.torchx.options). A field
+# not here has no TorchX form (an array), so a hint to use it is left out.
+_ROLE_FIELDS = {"nodes": "num_replicas"}
+_RUN_OPTIONS = {
+    "pool": "pool",
+    "share_id": "share_id",
+    "priority": "priority",
+    "efa": "efa",
+    "privileged": "privileged",
+    "port": "port",
+    "secrets": "secrets",
+}
+
+
+def torchx_words(setting: Setting) -> str | None:
+    """A job setting as a TorchX user gives it: ``num_replicas 3``, ``-cfg pool=cpu``."""
+    if setting.field in _ROLE_FIELDS:
+        name = _ROLE_FIELDS[setting.field]
+        return name if setting.value is None else f"{name} {setting.value}"
+    if setting.field in _RUN_OPTIONS:
+        name = f"-cfg {_RUN_OPTIONS[setting.field]}"
+        return name if setting.value is None else f"{name}={setting.value}"
+    return None
 
 
 def reported(kind: type[LauncherError]) -> type[LauncherError]:
@@ -37,6 +65,8 @@ def torchx_errors() -> Iterator[None]:
         yield
     except ComponentValidationException:
         raise
+    except SettingError as exc:
+        raise reported(type(exc))(exc.worded(torchx_words)) from exc
     except LauncherError as exc:
         raise reported(type(exc))(str(exc)) from exc
     except Exception as exc:

@@ -1,10 +1,19 @@
 """The ``efa_batch`` scheduler's run options (``-cfg KEY=VALUE``, ``.torchxconfig``): what each
 means (``run_options``, what ``torchx runopts efa_batch`` prints), and how they are read: the
-cluster they name (``where_of``), and the two a file may not give (``from_command_line``).
+cluster they name (``where_of``), the two a file may not give (``from_command_line``), and
+what TorchX's ``aws_batch`` options became here (``migrated``).
+
+TorchX drops an option its scheduler does not declare: 0.7.0's ``runopts.cfg_from_str`` ignores
+an unknown ``-cfg`` key ("Unknown keys are ignored and not returned in the resulting map") and
+``torchx.runner.config.load`` skips an unknown ``.torchxconfig`` key with a log warning;
+nightly's ``cfg_from_str`` refuses an unknown ``-cfg`` key and its ``load`` skips a file's. So
+every ``aws_batch`` option (0.7.0's ``AWSBatchScheduler._run_opts`` and
+``DockerWorkspaceMixin.workspace_opts``) is declared here, and ``migrated`` answers each one.
 """
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Mapping
 from typing import Dict, List  # noqa: UP035 (TorchX compares with typing's)
 
@@ -13,6 +22,7 @@ from torchx.specs import CfgVal, runopts
 from launcher.api import default_stack
 from launcher.errors import UsageError
 from launcher.job.jobspec import DEFAULT_RENDEZVOUS_PORT, EfaMode
+from launcher.stack.cluster import ClusterInfo
 
 NAME = "efa_batch"
 
@@ -100,7 +110,59 @@ def run_options() -> runopts:
         default=False,
         help="send base layers through this machine instead of a copy job",
     )
+    aws_batch_options(opts)
     return opts
+
+
+def _user() -> str | None:
+    """aws_batch's default ``user``: ``getpass.getuser()`` (None where this machine's user has
+    no name, where getuser raises)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
+def aws_batch_options(opts: runopts) -> None:
+    """TorchX 0.7.0 ``aws_batch``'s options that ``run_options`` lacks, declared so TorchX
+    hands them over (an undeclared one is dropped) and ``migrated`` can answer them; each
+    help says what it became."""
+    opts.add(
+        "queue",
+        type_=str,
+        default=None,
+        help="aws_batch's queue: a queue of the stack (name or ARN) runs in the pool whose "
+        "queue it is; use pool instead",
+    )
+    opts.add(
+        "user",
+        type_=str,
+        default=_user(),
+        help="the username the job is tagged with (torchx.pytorch.org/user, as aws_batch); "
+        "default: getpass.getuser()",
+    )
+    opts.add(
+        "job_role_arn",
+        type_=str,
+        default=None,
+        help="aws_batch's job role: refused; jobs run as the stack's job role, which the "
+        "platform team widens with the stack settings data_buckets, job_secrets and "
+        "job_role_policies",
+    )
+    opts.add(
+        "execution_role_arn",
+        type_=str,
+        default=None,
+        help="aws_batch's execution role: refused; ECS pulls images and writes logs as the "
+        "stack's execution role (secrets: the stack's job_secrets)",
+    )
+    opts.add(
+        "quiet",
+        type_=bool,
+        default=False,
+        help="aws_batch's quiet Docker build: always in effect, efa_batch builds no image "
+        "with Docker (workspaces are a layer patched in the registry) and prints no build log",
+    )
 
 
 def str_option(cfg: Mapping[str, CfgVal], key: str) -> str | None:
@@ -143,3 +205,71 @@ def where_of(cfg: Mapping[str, CfgVal]) -> Where:
         local and from_command_line(cfg, HOST_MOUNTS_OPTION),
         local and from_command_line(cfg, "privileged"),
     )
+
+
+# aws_batch options refused here, and why: what replaces each, in a user's words.
+_REFUSED = {
+    "job_role_arn": "jobs run as the stack's job role ({arn}); to give jobs other AWS "
+    "permissions, ask the platform team to widen it with the stack settings data_buckets, "
+    "job_secrets or job_role_policies",
+    "execution_role_arn": "ECS pulls the image and writes the logs as the stack's execution "
+    "role ({arn}); secrets come through the stack's job_secrets (-cfg secrets)",
+}
+
+
+def _given(option: str, value: str) -> str:
+    """Where ``option`` came from, as a message names it: a ``.torchxconfig`` file's section
+    when a file gives that value (``-cfg`` wins over a file, so a file holding another value
+    did not give it), else ``-cfg``."""
+    import configparser
+
+    from torchx.runner import config
+
+    for path in config.find_configs():
+        parser = configparser.ConfigParser()
+        parser.read(path)
+        if parser.has_option(NAME, option) and parser.get(NAME, option) == value:
+            return f"{path}: [{NAME}] {option}"
+    return f"-cfg {option}"
+
+
+def _pool_of_queue(queue: str, cluster: ClusterInfo) -> str | None:
+    """The pool whose Batch queue ``queue`` names (by name or ARN), if one of the stack's."""
+    for pool in cluster.pools:
+        if queue in (pool.queue_name, pool.queue_arn):
+            return pool.name
+    return None
+
+
+def migrated(cfg: Mapping[str, CfgVal], cluster: ClusterInfo) -> dict[str, CfgVal]:
+    """``cfg`` with TorchX ``aws_batch``'s options (0.7.0 aws_batch_scheduler.py ``_run_opts``,
+    docker_workspace.py ``workspace_opts``) answered: ``queue`` becomes the ``pool`` whose queue
+    it is; ``job_role_arn`` and ``execution_role_arn`` are refused unless they name the stack's
+    own roles; ``user``, ``share_id``, ``priority``, ``privileged`` and ``quiet`` stay. Pure but
+    for reading ``.torchxconfig`` to say where a refused option came from.
+
+    UsageError, one line, for a queue that is not one of the stack's pools' or that names
+    another pool than ``pool``, and for another role."""
+    out = dict(cfg)
+    queue = str_option(out, "queue")
+    if queue is not None:
+        pool = _pool_of_queue(queue, cluster)
+        if pool is None:
+            pools = ", ".join(f"{p.name} (queue {p.queue_name})" for p in cluster.pools)
+            raise UsageError(
+                f"{_given('queue', queue)}: {queue!r} is not a queue of stack "
+                f"{cluster.stack_name}; give -cfg pool=NAME, one of its pools: {pools}"
+            )
+        named = str_option(out, "pool")
+        if named is not None and named != pool:
+            raise UsageError(
+                f"{_given('queue', queue)}: {queue!r} is the queue of pool {pool}, but "
+                f"-cfg pool={named}; give pool alone"
+            )
+        out["pool"] = pool
+    roles = {"job_role_arn": cluster.job_role_arn, "execution_role_arn": cluster.execution_role_arn}
+    for option, why in _REFUSED.items():
+        value = str_option(out, option)
+        if value is not None and value != roles[option]:
+            raise UsageError(f"{_given(option, value)}: refused; {why.format(arn=roles[option])}")
+    return out

@@ -44,7 +44,7 @@ from launcher.job import jobdef
 from launcher.job.info import GroupInfo, JobInfo
 from launcher.torchx.appdef import app_to_spec
 from launcher.torchx.errors import torchx_errors
-from launcher.torchx.options import NAME, Where, run_options, str_option, where_of
+from launcher.torchx.options import NAME, Where, migrated, run_options, str_option, where_of
 from launcher.torchx.status import STATES, describe_response
 from launcher.torchx.workspace import Push, RegistryWorkspace, push_workspaces
 
@@ -99,6 +99,7 @@ class EfaBatchScheduler(RegistryWorkspace, Scheduler[Mapping[str, CfgVal]]):
     def _dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
         where = where_of(cfg)
         cluster = self._cluster_at(where)
+        cfg = migrated(cfg, cluster.info)  # aws_batch's options: queue -> pool, or refused
         spec = cluster.spec(spec=app_to_spec(app, cluster.info, cfg))
         request = Request(
             cluster.requests(spec),
