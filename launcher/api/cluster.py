@@ -232,9 +232,13 @@ class Cluster:
         progress: ProgressFn | None = None,
         stream_base: bool = False,
         compression: str | None = None,
+        registry: str | None = None,
+        dockerfile: str | None = None,
     ) -> Patched:
-        """Patch ``workspace`` into ``image`` in the cluster's registry; ``.reference`` is
-        ``REPO@sha256:...``. With ``dryrun`` the digest is computed and nothing is pushed.
+        """Patch ``workspace`` into ``image`` in the cluster's registry (or ``registry``, a
+        HOST[:PORT], with the same repository path); ``.reference`` is ``REPO@sha256:...``.
+        With ``dryrun`` the digest is computed and nothing is pushed. ``dockerfile``: the
+        workspace's file a Docker build uses (default: $LAUNCHER_DOCKERFILE, Dockerfile.launcher).
 
         Base layers missing from the registry are copied by a copy job on the cluster's
         target, never through this machine unless ``stream_base``. The workspace layer is
@@ -242,7 +246,7 @@ class Cluster:
         best (``launcher.image.pullers``)."""
         from launcher.image.build import Builder, choose_builder, workspace_image
 
-        registry_build = choose_builder(builder, workspace)[0] is Builder.REGISTRY
+        registry_build = choose_builder(builder, workspace, dockerfile)[0] is Builder.REGISTRY
         # The Docker builder's push picks its own compression: no need to ask the target.
         puller = self.target.puller() if registry_build else None
 
@@ -259,6 +263,8 @@ class Cluster:
             stream_base=stream_base,
             compression=compression,
             puller=puller,
+            registry=registry,
+            dockerfile=dockerfile,
         )
 
     def mirror(

@@ -32,6 +32,8 @@ class ImageOptions(TypedDict, total=False):
     progress: ProgressFn | None
     stream_base: bool
     compression: str | None
+    registry: str | None  # a HOST[:PORT] instead of the repository's own (or $LAUNCHER_REGISTRY)
+    dockerfile: str | None  # the workspace's Dockerfile a Docker build uses
 
 
 class BuildOptions(ImageOptions, total=False):

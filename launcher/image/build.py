@@ -40,23 +40,27 @@ class Builder(str, enum.Enum):
         return self.value
 
 
-def target_repository(repo: str) -> reference.Reference:
+def target_repository(repo: str, registry: str | None = None) -> reference.Reference:
+    """``repo`` on ``registry`` (a HOST[:PORT]) when given, else on $LAUNCHER_REGISTRY's host
+    when that is set: the repository path stays the same."""
     parsed = reference.parse(repo, "--repo")
-    override = os.environ.get(REGISTRY_ENV)
+    override = registry or os.environ.get(REGISTRY_ENV)
     if override:
         parsed = reference.Reference(override.rstrip("/"), parsed.repository)
     return reference.Reference(parsed.registry, parsed.repository)
 
 
 def choose_builder(
-    builder: Builder | str, workspace: str | os.PathLike[str]
+    builder: Builder | str, workspace: str | os.PathLike[str], dockerfile: str | None = None
 ) -> tuple[Builder, str | None]:
+    """The builder and the workspace's Dockerfile it builds with: ``dockerfile`` when the
+    caller names one, else $LAUNCHER_DOCKERFILE, else Dockerfile.launcher."""
     try:
         builder = Builder(builder)
     except ValueError:
         allowed = ", ".join(b.value for b in Builder)
         raise UsageError(f"--builder {builder!r}: allowed {allowed}") from None
-    dockerfile = os.environ.get(DOCKERFILE_ENV, DEFAULT_DOCKERFILE)
+    dockerfile = dockerfile or os.environ.get(DOCKERFILE_ENV, DEFAULT_DOCKERFILE)
     has_dockerfile = (Path(workspace) / dockerfile).is_file()
     if builder is Builder.DOCKER or (builder is Builder.AUTO and has_dockerfile):
         return Builder.DOCKER, dockerfile if has_dockerfile else None
@@ -77,16 +81,20 @@ def workspace_image(
     stream_base: bool = False,
     compression: Compression | str | None = None,
     puller: Puller | None = None,
+    registry: str | None = None,
+    dockerfile: str | None = None,
 ) -> Patched:
-    """``base`` plus ``workspace`` in ``repo``. ``compression`` of the workspace layer: what
-    ``puller`` (whoever pulls the image) reads, its default when None."""
+    """``base`` plus ``workspace`` in ``repo`` (on ``registry``, a HOST[:PORT], when given:
+    ``target_repository``). ``compression`` of the workspace layer: what ``puller`` (whoever
+    pulls the image) reads, its default when None. ``dockerfile``: the workspace's file the
+    Docker builder uses (``choose_builder``)."""
     chosen = choose(compression, puller or ANYONE)  # bad input before anything moves
     if not Path(workspace).is_dir():
         raise UsageError(f"--workspace {os.fspath(workspace)!r}: no such directory")
     base_ref = reference.parse(base, "--image")
-    repo_ref = target_repository(repo)
+    repo_ref = target_repository(repo, registry)
     target_platform = manifest.parse_platform(platform)
-    kind, dockerfile = choose_builder(builder, workspace)
+    kind, dockerfile = choose_builder(builder, workspace, dockerfile)
     registry_for = _registries(base_ref, repo_ref, aws)
     with scan_ahead.held(workspace) as walked:  # the builder's walk, looked at first
         say = progress_say(progress)

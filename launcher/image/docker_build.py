@@ -1,8 +1,13 @@
 """The Docker SDK builder: for workspaces whose Dockerfile asks for a real build.
 
 The workspace is built against the user's daemon with the base image as a build argument
-(``ARG BASE_IMAGE``), tagged by content (base digest + context + Dockerfile), skipped when the
-registry already has that tag, and pushed with credentials passed in-process.
+(``ARG BASE_IMAGE``, or ``ARG IMAGE`` with ``ARG WORKSPACE`` the workspace's path, as
+TorchX's Docker workspaces give a ``Dockerfile.torchx``; each where declared), tagged by
+content (base digest + context + Dockerfile, + the path when the Dockerfile declares
+``ARG WORKSPACE``), skipped when the registry already has that tag, and pushed with
+credentials passed in-process. A dry run cannot know the digest (the push makes the
+manifest): its reference names the tag's image as
+``REPO@<digest of the docker build, known after push>``.
 
 Credentials reach the engine the ways the Docker SDK (7.x) has for them: ``pull`` and ``push``
 take ``auth_config`` for their one registry (``X-Registry-Auth``); ``build`` takes none and
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +39,10 @@ if TYPE_CHECKING:
     from launcher.image.registry import Registry
 
 BUILD_ARG = "BASE_IMAGE"
+# What TorchX's DockerWorkspaceMixin passes (torchx/workspace/docker_workspace.py, 0.7.0): the
+# role's image and the workspace's path, so a Dockerfile.torchx builds here unchanged.
+TORCHX_IMAGE_ARG, TORCHX_WORKSPACE_ARG = "IMAGE", "WORKSPACE"
+_ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)", re.I | re.M)
 # Used with --builder docker when the workspace has no Dockerfile of its own.
 GENERATED_DOCKERFILE = (
     f"ARG {BUILD_ARG}\nFROM ${BUILD_ARG}\nCOPY {layer.WORKSPACE_DIR}/ /workspace/\n"
@@ -79,6 +89,10 @@ def docker_build(
     progress: ProgressFn | None = None,
 ) -> Patched:
     recipe = (Path(workspace) / dockerfile).read_text() if dockerfile else GENERATED_DOCKERFILE
+    path = os.path.abspath(workspace)
+    declared = set(_ARG.findall(recipe))
+    if TORCHX_WORKSPACE_ARG in declared:  # the path can reach the image: part of the key
+        recipe = f"{TORCHX_WORKSPACE_ARG}={path}\n{recipe}"
     found = lookup(
         base, repo, workspace, platform, registry_for, "docker\n" + recipe, hash_first=True
     )
@@ -94,7 +108,7 @@ def docker_build(
     pinned_base = str(base.with_digest(base_digest))
     _pull(client, pinned_base, str(platform), registry_for(base), steps)
     kwargs: dict[str, Any] = {  # docker's APIClient.build keywords
-        "buildargs": {BUILD_ARG: pinned_base},
+        "buildargs": _build_args(declared, pinned_base, path),
         "tag": f"{repo.name}:{tag}",
         "platform": str(platform),
         "rm": True,
@@ -119,6 +133,13 @@ def docker_build(
     if not digest:
         raise RemoteError(f"docker push to {repo.name} reported no digest")
     return Patched(str(repo.with_digest(digest)), tag, False)
+
+
+def _build_args(declared: set[str], base: str, workspace: str) -> dict[str, str]:
+    """The build arguments the Dockerfile declares (the engine warns of any it does not):
+    the base as BASE_IMAGE or IMAGE, the workspace's path as WORKSPACE."""
+    offered = {BUILD_ARG: base, TORCHX_IMAGE_ARG: base, TORCHX_WORKSPACE_ARG: workspace}
+    return {name: value for name, value in offered.items() if name in declared}
 
 
 def _auth_config(login: tuple[str, str] | None) -> dict[str, str] | None:

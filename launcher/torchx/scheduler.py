@@ -10,9 +10,8 @@
 
 It is a front door to ``launcher.api``, like the CLI: an ``AppDef`` becomes a ``JobSpec``
 (roles and replicas -> node groups), the dry run is the same request ``launcher run --dryrun``
-prints, and the job runs on the same two backends. Workspaces are patched into the role's
-image in the registry (no Docker build); the digest is computed at dry run and the layer is
-pushed at schedule time.
+prints, and the job runs on the same two backends. Workspaces are built into the role's
+image (``launcher.torchx.workspace``): looked up at dry run, pushed at schedule time.
 
 This module is the ``Scheduler`` itself; the AppDef's translation is ``launcher.torchx.appdef``,
 the run options ``launcher.torchx.options``, workspaces ``launcher.torchx.workspace``, what
@@ -114,8 +113,8 @@ class EfaBatchScheduler(RegistryWorkspace, Scheduler[Mapping[str, CfgVal]]):
 
     def _schedule(self, request: Request) -> str:
         cluster = self._cluster_at(request.cluster)
-        push_workspaces(cluster, request.pushes)
-        job = cluster.submit(request.requests)
+        requests = push_workspaces(cluster, request.pushes, request.requests)
+        job = cluster.submit(requests)
         return job.job_id
 
     # --- reading back ---------------------------------------------------------------------
