@@ -7,7 +7,7 @@ content (base digest + context + Dockerfile, + the path when the Dockerfile decl
 ``ARG WORKSPACE``), skipped when the registry already has that tag, and pushed with
 credentials passed in-process. A dry run cannot know the digest (the push makes the
 manifest): its reference names the tag's image as
-``REPO@<digest of the docker build, known after push>``.
+``REPO@<digest of the docker build tagged TAG, known after push>``.
 
 Credentials reach the engine the ways the Docker SDK (7.x) has for them: ``pull`` and ``push``
 take ``auth_config`` for their one registry (``X-Registry-Auth``); ``build`` takes none and
@@ -101,7 +101,9 @@ def docker_build(
         return found.existing
     tag, base_digest = found.tag or "", found.base_digest or ""
     if dryrun:
-        return Patched(f"{repo.name}@<digest of the docker build, known after push>", tag, False)
+        # Not a reference, so it cannot be sent by mistake; the tag tells two builds apart.
+        pending = f"{repo.name}@<digest of the docker build tagged {tag}, known after push>"
+        return Patched(pending, tag, False)
 
     client = docker_client()
     steps = Transfer("docker build", progress)

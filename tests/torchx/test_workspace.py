@@ -2,7 +2,8 @@
 
 A workspace with a Dockerfile (``Dockerfile.launcher``, or TorchX's ``Dockerfile.torchx``) is
 built by Docker, whose digest is known only after the push: an edited one must still run on
-the first try, locally and on AWS (moto), and an unedited one must reuse its image. The
+the first try, locally and on AWS (moto), an unedited one must reuse its image, and two
+roles' own workspaces (TorchX main) must each get their own image. The
 ``image_repo`` option is a registry host, passed to each build on its own (never left behind
 for the next run of the process); aws_batch's full repository path is refused in one line.
 """
@@ -241,3 +242,42 @@ def test_aws_batchs_repository_path_form_is_refused_in_one_line(
 def workdir_ws(tmp_path):
     (tmp_path / "train.py").write_text("print('training')\n")
     return tmp_path
+
+
+TWO_WORKSPACES = """
+import json
+from torchx.runner import get_runner
+from torchx.specs import AppDef, Role, Workspace
+def role(name, ws):
+    return Role(name, image="%(image)s", entrypoint="cat", args=["/app/marker"],
+                workspace=Workspace.from_str(ws))
+app = AppDef("two", roles=[role("a", "%(a)s"), role("b", "%(b)s")])
+cfg = {"local": True, "efa": "off", "port": %(port)d}
+with get_runner() as runner:
+    handle = runner.run(app, "efa_batch", cfg=cfg)
+    final = runner.wait(handle, wait_interval=0.5)
+    lines = {r: list(runner.log_lines(handle, r, 0)) for r in ("a", "b")}
+    print(json.dumps({"state": final.state.name, "lines": lines}))
+"""
+
+
+def test_each_roles_own_dockerfile_workspace_is_in_its_image(
+    stack, local_env, busybox_base, tmp_path
+):
+    """TorchX main gives each role a workspace of its own (Role.workspace): two Docker builds
+    in one dry run, each image in its own role's node range."""
+    from devenv.processes import free_port
+    from tests.support import tiers
+    from tests.support.processes import required_or_skip
+
+    tiers.require("torchx")
+    nightly = base.VENVS["torchx-nightly"]  # 0.7.0 has no Role.workspace
+    if not (nightly / "bin" / "torchx").exists():
+        required_or_skip("torchx-nightly is not installed (make deps)")
+    a = _workspace(tmp_path / "a", LAUNCHER_DOCKERFILE, "from a")
+    b = _workspace(tmp_path / "b", LAUNCHER_DOCKERFILE, "from b")
+    code = TWO_WORKSPACES % {"image": busybox_base, "a": a, "b": b, "port": free_port()}
+    out = json.loads(python(nightly, code, local_env).strip().splitlines()[-1])
+    assert out["state"] == "SUCCEEDED", out
+    assert [x.strip() for x in out["lines"]["a"]] == ["from a"], out
+    assert [x.strip() for x in out["lines"]["b"]] == ["from b"], out
