@@ -34,7 +34,7 @@ class Setting:
     words shown only by a front door that has the setting (a hint to use it)."""
 
     field: str  # JobSpec's
-    value: object = None
+    value: object = None  # a (key, value) pair for a setting given as KEY=VALUE (--secret)
     aside: str = ""
 
 
@@ -46,6 +46,8 @@ Names = Callable[[Setting], "str | None"]
 def flag(setting: Setting) -> str:
     """The CLI's words: ``--nodes 3``."""
     name = FLAGS[setting.field]
+    if isinstance(setting.value, tuple):
+        return f"{name} {'='.join(map(str, setting.value))}"
     return name if setting.value is None else f"{name} {setting.value}"
 
 

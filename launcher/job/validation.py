@@ -160,7 +160,7 @@ def _validate_container_settings(spec: JobSpec, cluster: ClusterInfo) -> None:
         if not allowed(secret.ref, cluster.job_secrets, cluster.place):
             grants = ", ".join(str(g) for g in cluster.job_secrets) or "none"
             raise SettingError(
-                Setting("secrets", f"{secret.env}={secret.text}"),
+                Setting("secrets", (secret.env, secret.text)),
                 f": {cluster.stack_name} lets jobs read only secrets under its job_secrets: "
                 f"{grants}",
             )

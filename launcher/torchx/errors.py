@@ -41,6 +41,8 @@ def torchx_words(setting: Setting) -> str | None:
         return name if setting.value is None else f"{name} {setting.value}"
     if setting.field in _RUN_OPTIONS:
         name = f"-cfg {_RUN_OPTIONS[setting.field]}"
+        if isinstance(setting.value, tuple):  # TorchX's KEY:VALUE (its values cannot hold =)
+            return f"{name}={':'.join(map(str, setting.value))}"
         return name if setting.value is None else f"{name}={setting.value}"
     return None
 

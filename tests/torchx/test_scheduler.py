@@ -252,7 +252,7 @@ def test_container_settings_and_secrets_are_run_options(
         cwd=workdir,
     )
     assert refused.returncode != 0
-    assert "--secret WANDB_API_KEY=team/wandb: EfaBatch lets jobs read only" in refused.stderr
+    assert "-cfg secrets=WANDB_API_KEY:team/wandb: EfaBatch lets jobs read only" in refused.stderr
     assert not [r for r in registry.requests() if r.method in ("POST", "PUT", "PATCH")]
 
 
