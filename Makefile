@@ -20,7 +20,10 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 # Debian's Python 3.11, from which the demo's base with python3 is made (devenv/images.py).
 PYTHON_BASE_PACKAGES := python3.11-minimal libpython3.11-minimal libpython3.11-stdlib
-DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd jq zsh fish $(PYTHON_BASE_PACKAGES)
+# Debian's PyTorch 1.13 (CPU, Gloo) for the tests' torch base (devenv/images.py push_torch_base):
+# TorchX's dist.ddp on two local nodes. About 155 MB to download, 40 s to install.
+TORCH_BASE_PACKAGES := python3-torch python3-numpy python3-typing-extensions python3-astunparse python3-six bash
+DEBIAN_PACKAGES := docker.io docker-registry busybox-static time strace tini dash gzip pigz zstd systemd jq zsh fish $(PYTHON_BASE_PACKAGES) $(TORCH_BASE_PACKAGES)
 DEMO_DEBIAN_PACKAGES := docker.io docker-registry busybox-static $(PYTHON_BASE_PACKAGES)
 FAST_DEBIAN_PACKAGES := dash gzip zstd systemd zsh fish
 

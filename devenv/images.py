@@ -13,7 +13,7 @@ import subprocess
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     import docker
@@ -43,7 +43,13 @@ APPLETS = (
 
 def busybox_rootfs(extra: Callable[[tarfile.TarFile], None] | None = None) -> bytes:
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
+    write_rootfs(buffer, extra)
+    return buffer.getvalue()
+
+
+def write_rootfs(out: BinaryIO, extra: Callable[[tarfile.TarFile], None] | None = None) -> None:
+    """The busybox root file system, and what ``extra`` adds, as a tar written to ``out``."""
+    with tarfile.open(fileobj=out, mode="w") as tar:
         for name in ("bin", "tmp", "etc"):
             info = tarfile.TarInfo(name)
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
@@ -55,14 +61,21 @@ def busybox_rootfs(extra: Callable[[tarfile.TarFile], None] | None = None) -> by
             tar.addfile(info)
         if extra is not None:
             extra(tar)
-    return buffer.getvalue()
 
 
 def import_and_push(
-    client: docker.DockerClient, rootfs: bytes, repository: str, tag: str, changes: list[str]
+    client: docker.DockerClient,
+    rootfs: bytes | Path,
+    repository: str,
+    tag: str,
+    changes: list[str],
 ) -> None:
-    """``docker import`` of the rootfs, then ``docker push`` (the registry is on loopback)."""
-    client.api.import_image_from_data(rootfs, repository=repository, tag=tag, changes=changes)
+    """``docker import`` of the rootfs (bytes, or a tar file), then ``docker push`` (the
+    registry is on loopback)."""
+    if isinstance(rootfs, Path):
+        client.api.import_image_from_file(str(rootfs), repository, tag, changes)
+    else:
+        client.api.import_image_from_data(rootfs, repository=repository, tag=tag, changes=changes)
     for event in client.api.push(repository, tag=tag, stream=True, decode=True):
         if "error" in event:
             raise RuntimeError(event["error"])
@@ -112,16 +125,37 @@ def shared_libraries(programs: list[str]) -> dict[str, str]:
     """The shared libraries and the dynamic loader that ``programs`` load, as ``ldd`` lists
     them: the path the loader asks for -> the file it resolves to on this machine."""
     listed = subprocess.run(["ldd", *programs], capture_output=True, text=True, check=True)
-    found = set(re.findall(r"(?:=> |^\s+)(/\S+\.so[\d.]*)", listed.stdout, re.M))
+    found = set(re.findall(r"(?:=> |^\s+)(/\S+\.so[\w.]*)", listed.stdout, re.M))
     return {path.lstrip("/"): os.path.realpath(path) for path in found}
 
 
-def _add_python(tar: tarfile.TarFile) -> None:
-    files = python_files()
-    interpreter = f"/usr/bin/python{PYTHON}"
-    extensions = [src for src in files.values() if src.endswith(".so")]
-    entries = {**shared_libraries([interpreter, *sorted(extensions)]), **files}
-    links = {"usr/bin/python3": f"python{PYTHON}"}
+def _add_files(
+    tar: tarfile.TarFile,
+    files: dict[str, str],
+    programs: list[str],
+    links: dict[str, str],
+    replaced: dict[str, bytes] | None = None,
+) -> None:
+    """``files`` (image path -> this machine's path), the shared libraries that ``programs``
+    and the files' own libraries load, and ``links`` (image path -> link target), sorted, with
+    the directories they need; ``replaced``: files' contents to write instead of theirs. A
+    package's symlink to a library that the loader also finds by
+    its own name (torch/lib/libtorch.so -> libtorch.so.1.13) points there: one copy; one to a
+    file of no package listed becomes that file."""
+    extensions = sorted(src for src in files.values() if re.search(r"\.so[\w.]*$", src))
+    loaded = shared_libraries([*programs, *extensions])
+    by_file = {os.path.realpath(src): f"/{name}" for name, src in loaded.items()}
+    kept = {os.path.realpath(src) for src in files.values() if not os.path.islink(src)}
+    links, files = dict(links), dict(files)
+    for name, src in files.items():
+        target = os.path.realpath(src)
+        if not os.path.islink(src) or name in links or target in kept:
+            continue
+        if target in by_file:
+            links[name] = by_file[target]
+        else:  # a library only ever opened by this path (torch's libtorch_global_deps.so)
+            files[name] = target
+    entries = {**loaded, **files}
     dirs = {str(parent) for name in [*entries, *links] for parent in Path(name).parents}
     for name in sorted(dirs - {".", "bin", "tmp", "etc"}):  # busybox_rootfs made those three
         info = tarfile.TarInfo(name)
@@ -137,8 +171,17 @@ def _add_python(tar: tarfile.TarFile) -> None:
             continue
         source = entries[name]
         info.size, info.mode = os.path.getsize(source), os.stat(source).st_mode & 0o7777
+        if replaced is not None and name in replaced:
+            info.size = len(replaced[name])
+            tar.addfile(info, io.BytesIO(replaced[name]))
+            continue
         with open(source, "rb") as f:
             tar.addfile(info, f)
+
+
+def _add_python(tar: tarfile.TarFile) -> None:
+    links = {"usr/bin/python3": f"python{PYTHON}"}
+    _add_files(tar, python_files(), [f"/usr/bin/python{PYTHON}"], links)
 
 
 def python_rootfs() -> bytes:
@@ -151,6 +194,103 @@ def python_rootfs() -> bytes:
 def push_python_base(client: docker.DockerClient, repository: str, tag: str = "1") -> None:
     changes = ['CMD ["/bin/sh"]', "ENV PATH=/usr/bin:/bin"]
     import_and_push(client, python_rootfs(), repository, tag, changes)
+
+
+# Debian's PyTorch (python3-torch 1.13, CPU, with Gloo: the Makefile's TORCH_BASE_PACKAGES), for
+# jobs that run torchrun (TorchX's dist.ddp) on the local engine; bash, which dist.ddp's command
+# is run by. Only what ``import torch`` and ``torchrun`` load: the modules of these packages
+# and, through ldd, libtorch and its libraries (OpenCV, FFmpeg and more: Debian's libtorch links
+# them, so the loader needs them, about 500 MB).
+TORCH_PACKAGES = (
+    "python3-torch",
+    "python3-numpy",
+    "python3-typing-extensions",
+    "python3-astunparse",  # torch.jit.frontend
+    "python3-six",  # astunparse
+    "bash",
+)
+TORCH_SHM_MANAGER = "usr/lib/python3/dist-packages/torch/bin/torch_shm_manager"
+TORCH_ROOTS = ("/usr/lib/python3/dist-packages/", "/usr/bin/torchrun", "/bin/bash")
+# Compiled tests and headers (torch/bin is 29 MB of C++ test programs besides the shared memory
+# manager that ``import torch`` looks for), code generators (torchgen, numpy.f2py,
+# numpy.distutils) and type stubs; numpy's own test modules stay (numpy.core imports one).
+TORCH_LEFT_OUT = re.compile(
+    r"/(test|tests|__pycache__|include|torchgen|f2py|distutils)/|/torch/(share|testing/_internal)/"
+    r"|/torch/bin/(?!torch_shm_manager$)"
+    r"|\.(pyi|h)$"
+)
+
+
+class NotInstalled(RuntimeError):
+    """The Debian packages a base is made from are not installed on this machine."""
+
+
+def torch_files() -> dict[str, str]:
+    """What the torch base adds to the Python base (``python_files``), as that function gives
+    it: image path -> this machine's path; symlinks whose target is missing (a package's link
+    to a library of a package not installed, such as libtorch-test) are left out."""
+    listed = subprocess.run(
+        ["dpkg", "-L", *TORCH_PACKAGES], capture_output=True, text=True, check=False
+    )
+    if listed.returncode != 0:
+        raise NotInstalled(
+            f"Debian's PyTorch is not installed ({listed.stderr.strip()}): "
+            f"apt-get install --no-install-recommends {' '.join(TORCH_PACKAGES)} "
+            "(make test does it)"
+        )
+    files: dict[str, str] = {}
+    for path in listed.stdout.splitlines():
+        if not path.startswith(TORCH_ROOTS) or TORCH_LEFT_OUT.search(path):
+            continue
+        if os.path.exists(path) and not os.path.isdir(path):
+            files[path.lstrip("/")] = path
+    return files
+
+
+# Debian's torch 1.13 predates Python 3.11, whose Flag iteration skips the multi-bit and zero
+# members: torchrun's Std.from_str then gives None for 0 and 3 (torchrun's --redirects default
+# and TorchX's --tee), and every torchrun fails in to_map ("'NoneType' object has no attribute
+# 'get'"). PyTorch 2.0 fixed it upstream the same way (``Std(int(v))``).
+TORCH_STD = "usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py"
+TORCH_STD_BUG = (
+    "            for s in Std:\n                if s == v:\n                    return s\n"
+)
+TORCH_STD_FIX = "            return Std(v)\n"
+
+
+def _torch_fixes(files: dict[str, str]) -> dict[str, bytes]:
+    text = Path(files[TORCH_STD]).read_text()
+    if TORCH_STD_BUG not in text:  # another torch: fixed, or changed, and to be looked at
+        raise RuntimeError(f"/{TORCH_STD}: Std.from_str is not the one torch 1.13 has")
+    return {TORCH_STD: text.replace(TORCH_STD_BUG, TORCH_STD_FIX).encode()}
+
+
+def _add_torch(tar: tarfile.TarFile) -> None:
+    files = {**python_files(), **torch_files()}
+    programs = [f"/usr/bin/python{PYTHON}", "/bin/bash", f"/{TORCH_SHM_MANAGER}"]
+    links = {"usr/bin/python3": f"python{PYTHON}"}
+    _add_files(tar, files, programs, links, _torch_fixes(files))
+
+
+def torch_rootfs(path: Path) -> None:
+    """The Python base's root file system plus Debian's torch, written to ``path`` (over 500
+    MB: not held in memory). The same machine gives the same bytes, as for ``python_rootfs``."""
+    with open(path, "wb") as f:
+        write_rootfs(f, _add_torch)
+
+
+def push_torch_base(
+    client: docker.DockerClient, repository: str, workdir: Path, tag: str = "1"
+) -> None:
+    """REPOSITORY:TAG, the torch base, by way of a tar in ``workdir`` (deleted once imported)."""
+    rootfs = workdir / "torch-rootfs.tar"
+    torch_rootfs(rootfs)
+    try:
+        import_and_push(
+            client, rootfs, repository, tag, ['CMD ["/bin/sh"]', "ENV PATH=/usr/bin:/bin"]
+        )
+    finally:
+        rootfs.unlink()
 
 
 def push_random_base(

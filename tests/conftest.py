@@ -321,3 +321,18 @@ def python_base(docker_engine, registry):
     repository = f"{registry.host}/python-base"
     push_python_base(docker_engine.client(), repository)
     return f"{repository}:1"
+
+
+@pytest.fixture(scope="session")
+def torch_base(docker_engine, registry, tmp_path_factory):
+    """REGISTRY/torch-base:1: the Python base plus Debian's torch 1.13 (CPU, Gloo), torchrun
+    and bash (TorchX's dist.ddp runs ``bash -c "torchrun ..."``); 560 MB, about 30 s."""
+    from devenv.images import NotInstalled, push_torch_base
+    from tests.support.processes import required_or_skip
+
+    repository = f"{registry.host}/torch-base"
+    try:
+        push_torch_base(docker_engine.client(), repository, tmp_path_factory.mktemp("torch"))
+    except NotInstalled as exc:  # Debian's python3-torch (make test installs it)
+        required_or_skip(str(exc))
+    return f"{repository}:1"
