@@ -205,6 +205,7 @@ def node_container(
     else:  # the job's nodes share node 0's namespace: its loopback is the rendezvous
         network_mode = f"container:{container_name(job_id, attempt, 0)}"
     kwargs: dict[str, Any] = {
+        **node_name(network, node, container_name(job_id, attempt, 0)),
         "image": container["image"],
         "command": container["command"],
         "environment": env,
@@ -222,6 +223,8 @@ def node_container(
         "privileged": privileged,
         "detach": True,
     }
+    if node != 0 and kwargs["init"]:
+        env["TINI_SUBREAPER"] = "1"  # tini is not process 1 in node 0's process ids (node_name)
     if not privileged:
         # A sniffer needs raw sockets (Docker grants NET_RAW by default), and a setuid binary
         # of the image would give its caller more than the job asked for.
@@ -236,6 +239,31 @@ def node_container(
             docker.types.DeviceRequest(count=wanted, capabilities=[["gpu"]])
         ]
     return kwargs
+
+
+def node_name(network: LocalNetwork, node: int, name: str) -> dict[str, Any]:
+    """``docker.containers.run``'s name and process id keywords: each node's name resolves, as
+    on AWS (VPC DNS), where torchrun's c10d rendezvous hands its node's name to the others
+    (torch.distributed.elastic agent: MASTER_ADDR = socket.getfqdn(socket.gethostname())).
+    Node 0 is named ``name``; in a namespace of its own with loopback only (``none``) no DNS
+    server answers, so the name is in its /etc/hosts as 127.0.0.1. On a bridge Docker maps the
+    name to the node's address itself; with ``host`` the node has the machine's name and hosts
+    file (Docker writes a hosts file of its own, without the machine's entries, when given one
+    more). The other nodes join node 0's namespace and get its name, hosts file and resolver
+    (Docker refuses a hostname or host entry of their own there: "conflicting options")."""
+    if node != 0:
+        # One process id space for the job: torchrun's c10d rendezvous tells its nodes apart by
+        # name and process id (torch.distributed.elastic.rendezvous.dynamic_rendezvous
+        # _NodeDesc), and here every node has the same name, and the same id in namespaces of
+        # their own (the same prelude) would make them one. tini (the init, initProcessEnabled)
+        # is then not process 1 and says so unless it is a subreaper; a worker ends with the
+        # main node, as on Batch.
+        return {"pid_mode": f"container:{name}"}
+    if network is LocalNetwork.HOST:
+        return {}
+    if network is LocalNetwork.BRIDGE:
+        return {"hostname": name}
+    return {"hostname": name, "extra_hosts": {name: "127.0.0.1"}}
 
 
 def _ulimit(limit: dict[str, Any], cap: int | None) -> docker.types.Ulimit:
