@@ -59,7 +59,14 @@ def test_a_name_the_image_lacks_is_not_found_127(shell, tmp_path):
 
 
 def test_torchrun_missing_says_the_image_needs_pytorch(shell, tmp_path):
-    result = run(shell, ["torchrun", "--nnodes=2", "train.py"], tmp_path)
+    # This machine's /usr/bin (/bin is often a link to it) without torchrun: make test
+    # installs Debian's PyTorch.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in Path("/usr/bin").iterdir():
+        if program.name != "torchrun":
+            (bin_dir / program.name).symlink_to(program)
+    result = run(shell, ["torchrun", "--nnodes=2", "train.py"], tmp_path, path=str(bin_dir))
     assert result.returncode == 127
     assert "your command 'torchrun' was not found in the image" in said(result)
     assert "the image needs PyTorch" in said(result)
