@@ -510,15 +510,17 @@ def patch_moto_models() -> None:
     BatchBackend.describe_jobs = describe_jobs  # type: ignore[method-assign]
 
     # Gap: moto's DescribeJobs gives a single-container job's container without its
-    # logConfiguration; Batch's ContainerDetail carries it (the launcher finds the job's log
-    # group there).
+    # logConfiguration, image and resourceRequirements; Batch's ContainerDetail carries them
+    # (the launcher finds the job's log group there, torchx describe the role's image and
+    # resources).
     original_details = Job._container_details
 
     def container_details(self: Job) -> dict[str, Any]:
         details = original_details(self)
-        log = _single_container(self).get("logConfiguration")
-        if log is not None:
-            details["logConfiguration"] = log
+        container = _single_container(self)
+        for key in ("logConfiguration", "image", "resourceRequirements"):
+            if container.get(key) is not None:
+                details[key] = container[key]
         return details
 
     Job._container_details = container_details  # type: ignore[method-assign]

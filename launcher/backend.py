@@ -96,9 +96,14 @@ class Backend(Protocol):
         ...
 
     def list(
-        self, include_finished: bool = False, name: str | None = None, images: bool = False
+        self,
+        include_finished: bool = False,
+        name: str | None = None,
+        images: bool = False,
+        tags: bool = False,
     ) -> list[JobInfo]:
         """Every job of this backend's queue (or only those named ``name``), newest first
-        (complete, not one page); with ``images``, each one's image where a listing lacks it
-        (what it costs a backend to look up is paid only when asked for)."""
+        (complete, not one page); with ``images``, each one's image, and with ``tags`` its tags,
+        where a listing lacks them (what it costs a backend to look up is paid only when asked
+        for)."""
         ...

@@ -489,15 +489,17 @@ class Cluster:
         pool: str | None = None,
         every_pool: bool = False,
         images: bool = False,
+        tags: bool = False,
     ) -> list[JobInfo]:
         """The jobs of a pool's queue (the default pool's, or ``pool``; with ``every_pool``
         every queue of the stack), active ones unless ``all``, newest first; with ``images``,
-        each job's image (on AWS one more call per 100 job definitions)."""
+        each job's image (on AWS one more call per 100 job definitions), with ``tags`` its tags
+        (on AWS one more call per 100 jobs: ListJobs gives none)."""
         names = self.info.pool_names if every_pool else (pool,)
         jobs = []
         for cluster in map(self.in_pool, names):
             queue = cluster.info.job_queue_arn  # ListJobs' summaries omit it
-            for job in cluster.target.jobs.list(include_finished=all, images=images):
+            for job in cluster.target.jobs.list(include_finished=all, images=images, tags=tags):
                 jobs.append(job if job.queue else dataclasses.replace(job, queue=queue))
         return newest_first(jobs, include_finished=all)
 

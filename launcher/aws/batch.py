@@ -149,7 +149,19 @@ def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> 
         children={k: int(v) for k, v in (array.get("statusSummary") or {}).items()},
         depends_on=tuple(str(Dependency.from_batch(d)) for d in job.get("dependsOn") or []),
         replacements=replacement_lines(job.get("tags")),
+        tags=dict(job.get("tags") or {}),  # DescribeJobs gives them; ListJobs' summaries do not
     )
+
+
+def with_tags(aws: Aws, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """ListJobs' summaries with each job's tags, which only DescribeJobs gives (one call per
+    DESCRIBE_JOBS jobs); a job gone between the two calls keeps its summary, without tags."""
+    described = {
+        d["jobId"]: d.get("tags") or {}
+        for chunk in chunks([j["jobId"] for j in found], DESCRIBE_JOBS)
+        for d in aws.describe_jobs(list(chunk))
+    }
+    return [{**j, "tags": described.get(j["jobId"], {})} for j in found]
 
 
 class BatchBackend:
@@ -299,11 +311,17 @@ class BatchBackend:
         )
 
     def list(
-        self, include_finished: bool = False, name: str | None = None, images: bool = False
+        self,
+        include_finished: bool = False,
+        name: str | None = None,
+        images: bool = False,
+        tags: bool = False,
     ) -> list[JobInfo]:
         if self.queue_arn is None:
             raise UsageError("listing jobs needs the cluster's queue (from its stack)")
         found = self.aws.list_jobs(self.queue_arn, name)
+        if tags:
+            found = with_tags(self.aws, found)
         if not images:
             return newest_first(map(job_info, found), include_finished)
         # ListJobs' summaries name the definition, not the image: the definitions say it (one

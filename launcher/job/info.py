@@ -68,12 +68,19 @@ class NodeStatus:
 
 @dataclass(frozen=True)
 class GroupInfo:
-    """A node range of the job (a TorchX role): nodes ``first``..``last``."""
+    """A node range of the job (a TorchX role): nodes ``first``..``last``, and what its
+    definition gives each of them, where it was read (``launcher.job.node_ranges.groups_of``):
+    the user's command (the prelude taken off), the container's variables and resources."""
 
     name: str
     first: int
     last: int
     image: str | None = None
+    command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    vcpus: int | None = None
+    memory_mib: int | None = None
+    gpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,9 @@ class JobInfo:
     # The pool, where the backend keeps it (a local job's record); an AWS job's is its queue's
     # pool in the stack (Cluster.pool_of), which a job of Batch does not carry.
     pool: str | None = None
+    # The job's tags, where the backend read them: a local job's record keeps them; an AWS
+    # job's come with DescribeJobs, not ListJobs (``Backend.list(tags=True)`` asks for them).
+    tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_array(self) -> bool:

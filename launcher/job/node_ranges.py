@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.errors import UsageError
 from launcher.job.shapes import is_single, single_container
+from launcher.node import prelude
 
 if TYPE_CHECKING:
     from launcher.job.info import GroupInfo
@@ -43,8 +44,34 @@ def groups_of(definition: dict[str, Any]) -> tuple[GroupInfo, ...]:
         name = env.get("LAUNCHER_GROUP") or (
             "main" if len(node_ranges(definition)) == 1 else f"{first}-{last}"
         )
-        groups.append(GroupInfo(name, first, last, container.get("image")))
+        groups.append(
+            GroupInfo(
+                name,
+                first,
+                last,
+                container.get("image"),
+                command=tuple(_user_command(container.get("command") or [])),
+                env=tuple(sorted(env.items())),
+                **_resources(container.get("resourceRequirements") or []),
+            )
+        )
     return tuple(groups)
+
+
+def _user_command(command: list[str]) -> list[str]:
+    """The user's command in a container's: the node prelude's (``prelude.command``) taken off,
+    where it is there."""
+    if command[:2] == ["/bin/sh", "-c"] and command[3:4] == [prelude.ARGV0]:
+        return prelude.user_command(command)
+    return command
+
+
+def _resources(requirements: list[dict[str, str]]) -> dict[str, int]:
+    """Batch's resourceRequirements (VCPU, MEMORY in MiB, GPU) as GroupInfo's fields."""
+    names = {"VCPU": "vcpus", "MEMORY": "memory_mib", "GPU": "gpus"}
+    return {
+        names[r["type"]]: int(float(r["value"])) for r in requirements if r.get("type") in names
+    }
 
 
 def as_one_node(register: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:

@@ -129,6 +129,7 @@ def job_info(record: Record, store: Store | None = None) -> JobInfo:
         capped_ulimits=tuple(capped_limits(asked_ulimits(record.register), record.ulimit_caps))
         if record.ulimit_caps
         else (),
+        tags=dict(record.submit.get("tags") or {}),
     )
 
 
@@ -469,10 +470,14 @@ class LocalBackend:
         return container
 
     def list(
-        self, include_finished: bool = False, name: str | None = None, images: bool = False
+        self,
+        include_finished: bool = False,
+        name: str | None = None,
+        images: bool = False,
+        tags: bool = False,
     ) -> list[JobInfo]:
-        # A record keeps its image, so ``images`` costs nothing here. Jobs, not array children
-        # (Batch lists those only by their parent's id).
+        # A record keeps its image and tags, so ``images`` and ``tags`` cost nothing here.
+        # Jobs, not array children (Batch lists those only by their parent's id).
         records = (
             r
             for r in self.store.records()

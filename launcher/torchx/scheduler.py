@@ -21,6 +21,7 @@ them ``launcher.torchx.errors``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -38,13 +39,14 @@ from torchx.specs import (
 )
 
 from launcher.api import Cluster, Job, aws_session
-from launcher.errors import UsageError
+from launcher.backend import newest_first
+from launcher.errors import LauncherError, UsageError
 from launcher.job import jobdef
 from launcher.job.info import GroupInfo, JobInfo
 from launcher.torchx.appdef import app_to_spec
 from launcher.torchx.errors import torchx_errors
-from launcher.torchx.options import NAME, Where, migrated, run_options, str_option, where_of
-from launcher.torchx.status import STATES, describe_response
+from launcher.torchx.options import NAME, Where, migrated, run_options, where_of
+from launcher.torchx.status import describe_response, is_app, list_response
 from launcher.torchx.workspace import Push, RegistryWorkspace, push_workspaces
 
 if TYPE_CHECKING:
@@ -184,9 +186,19 @@ class EfaBatchScheduler(RegistryWorkspace, Scheduler[Mapping[str, CfgVal]]):
             return self._roles[job.job_id]
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        cfg = cfg or {}
-        jobs = self._cluster(cfg).list(all=True, pool=str_option(cfg, "pool"))
-        return [ListAppResponse(app_id=j.job_id, state=STATES[j.state]) for j in jobs]
+        """Every TorchX app of the stack: in each of its pools on AWS (whatever ``pool`` the
+        config names: TorchX 0.7.0 passes no config, nightly the .torchxconfig's), and on the
+        local engine, newest first; jobs not submitted through TorchX are left out (by their
+        tags, ``status.is_app``). On AWS: one ListJobs per pool (per 100 jobs), one
+        DescribeJobs per 100 jobs of a pool (ListJobs gives no tags); local jobs' records keep
+        theirs."""
+        stack, profile, region, *_ = where_of(cfg or {})
+        cluster = self._cluster_at((stack, profile, region, False, False, False))
+        jobs = cluster.list(all=True, every_pool=True, tags=True)
+        with contextlib.suppress(LauncherError):  # no local state to read: no local jobs
+            jobs += cluster.local().list(all=True, every_pool=True, tags=True)
+        apps = newest_first((j for j in jobs if is_app(j)), include_finished=True)
+        return [list_response(j) for j in apps]
 
     def _cancel_existing(self, app_id: str) -> None:
         try:
