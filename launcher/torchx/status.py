@@ -30,6 +30,7 @@ from torchx.specs import (
 
 from launcher.job.info import GroupInfo, JobInfo, JobState
 from launcher.torchx import tags
+from launcher.torchx.appdef import JOB_ID_REF
 
 STATES = {
     JobState.SUBMITTED: AppState.SUBMITTED,
@@ -99,7 +100,7 @@ def describe_response(app_id: str, info: JobInfo) -> DescribeAppResponse:
                 )
             )
         statuses.append(RoleStatus(group.name, replicas))
-        roles.append(_role(group))
+        roles.append(_role(group, info.job_id))
     return DescribeAppResponse(
         app_id=app_id,
         state=state,
@@ -127,9 +128,10 @@ def _error(info: JobInfo, state: JobState, reason: str | None, code: int | None)
     )
 
 
-def _role(group: GroupInfo) -> Role:
+def _role(group: GroupInfo, job_id: str) -> Role:
     """A node range as the role it was submitted as (what aws_batch's describe returned, 0.7.0
-    aws_batch_scheduler.py: image, the container's command, its variables, its resources)."""
+    aws_batch_scheduler.py: image, the container's command, its variables, its resources), with
+    TORCHX_JOB_ID the handle its nodes saw (the job definition holds a stand-in for the id)."""
     entrypoint, *args = group.command or (MISSING,)
     resource = NULL_RESOURCE
     if group.vcpus is not None and group.memory_mib is not None:
@@ -139,7 +141,11 @@ def _role(group: GroupInfo) -> Role:
         image=group.image or "",
         entrypoint=entrypoint,
         args=args,
-        env={k: v for k, v in group.env if not k.startswith(LAUNCHER_ENV_PREFIX)},
+        env={
+            k: v.replace(JOB_ID_REF, job_id)
+            for k, v in group.env
+            if not k.startswith(LAUNCHER_ENV_PREFIX)
+        },
         num_replicas=group.last - group.first + 1,
         resource=resource,
     )

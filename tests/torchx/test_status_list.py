@@ -149,6 +149,7 @@ def test_describe_returns_the_role_as_submitted(
     assert role["entrypoint"] == "sh" and role["args"] == ["-c", "echo hi"]
     assert role["env"]["TORCHX_ROLE_NAME"] == "sh" and role["env"]["LOGLEVEL"] == "WARNING"
     assert not [k for k in role["env"] if k.startswith("LAUNCHER_")]  # the prelude's
+    assert role["env"]["TORCHX_JOB_ID"] == handle  # what the nodes saw, not the stand-in
     (job,) = moto_server.client("batch").describe_jobs(jobs=[app_id])["jobs"]
     container = (
         job["container"]
