@@ -18,10 +18,14 @@ from tests.support.processes import rendezvous_port
 
 # Each node: its name, the address it resolves to (no DNS server answers in the job's own
 # network: only the hosts file can), its FQDN (torchrun's MASTER_ADDR) and its process id.
+# Node 0 then waits (up to 30 s) for node 1's mark in the shared EFS directory: the workers end
+# with the main node, as on Batch.
 PROBE = (
-    "import os, socket; name = socket.gethostname(); "
-    "print('probe', os.environ['AWS_BATCH_JOB_NODE_INDEX'], name, "
-    "socket.gethostbyname(name), socket.getfqdn(name), os.getpid())"
+    "import os, pathlib, socket, time; name = socket.gethostname(); "
+    "node = os.environ['AWS_BATCH_JOB_NODE_INDEX']; "
+    "print('probe', node, name, socket.gethostbyname(name), socket.getfqdn(name), os.getpid(), "
+    "flush=True); mark = pathlib.Path(os.environ['LAUNCHER_EFS'], 'probed'); "
+    "mark.touch() if node != '0' else [time.sleep(0.1) for _ in range(300) if not mark.exists()]"
 )
 
 
