@@ -295,7 +295,10 @@ def _run_attempt(
             reason = TIMEOUT_REASON
             break
         time.sleep(poll)
-    for cid in containers:  # the main node ended (or time ran out): stop every node
+    # The main node ended (or time ran out, or a cancel): stop every node, the workers first.
+    # They share the main node's process ids (containers.node_name), so once it is gone the
+    # kernel kills them outright; stopped first, they get SIGTERM and their grace, as on Batch.
+    for cid in reversed(containers):
         with contextlib.suppress(Exception):
             client.containers.get(cid).stop(timeout=5)
     for t in threads:

@@ -234,6 +234,29 @@ def test_cancel_during_the_run(env, busybox_base, docker_engine):
     assert no_job_containers(docker_engine)
 
 
+def test_a_cancel_gives_the_workers_sigterm_and_its_grace(env, busybox_base, docker_engine):
+    """On Batch a stopped job's containers get SIGTERM, then SIGKILL after the stop timeout
+    (ECS StopTask), so a worker can checkpoint. Locally the workers share the main node's
+    process ids (containers.node_name): were the main node stopped first, the kernel would
+    kill them outright, so they are stopped first."""
+    efs = Path(env["LAUNCHER_LOCAL_EFS"])
+    job_id = _start(
+        env,
+        'if [ "$AWS_BATCH_JOB_NODE_INDEX" != 0 ]; then '
+        "trap 'echo checkpoint > /mnt/efs/worker-term; exit 0' TERM; fi; "
+        "echo started; sleep 600 & wait",
+        busybox_base,
+    )
+    deadline = time.time() + 30
+    while "started" not in launcher(env, "logs", job_id, "--node", "1").stdout:
+        assert time.time() < deadline, "the worker did not start"
+        time.sleep(0.5)
+    assert launcher(env, "cancel", job_id).returncode == 0
+    local.LocalBackend().wait(job_id, timeout=60)
+    assert [p.read_text() for p in efs.rglob("worker-term")] == ["checkpoint\n"]
+    assert no_job_containers(docker_engine)
+
+
 def run_true_locally(env, image: str, port: str, *extra: str) -> subprocess.CompletedProcess:
     return launcher(
         env,
