@@ -223,8 +223,6 @@ def node_container(
         "privileged": privileged,
         "detach": True,
     }
-    if node != 0 and kwargs["init"]:
-        env["TINI_SUBREAPER"] = "1"  # tini is not process 1 in node 0's process ids (node_name)
     if not privileged:
         # A sniffer needs raw sockets (Docker grants NET_RAW by default), and a setuid binary
         # of the image would give its caller more than the job asked for.
@@ -242,7 +240,7 @@ def node_container(
 
 
 def node_name(network: LocalNetwork, node: int, name: str) -> dict[str, Any]:
-    """``docker.containers.run``'s name and process id keywords: each node's name resolves, as
+    """``docker.containers.run``'s name keywords: each node's name resolves, as
     on AWS (VPC DNS), where torchrun's c10d rendezvous hands its node's name to the others
     (torch.distributed.elastic agent: MASTER_ADDR = socket.getfqdn(socket.gethostname())).
     Node 0 is named ``name``; in a namespace of its own with loopback only (``none``) no DNS
@@ -250,15 +248,11 @@ def node_name(network: LocalNetwork, node: int, name: str) -> dict[str, Any]:
     name to the node's address itself; with ``host`` the node has the machine's name and hosts
     file (Docker writes a hosts file of its own, without the machine's entries, when given one
     more). The other nodes join node 0's namespace and get its name, hosts file and resolver
-    (Docker refuses a hostname or host entry of their own there: "conflicting options")."""
+    (Docker refuses a hostname or host entry of their own there: "conflicting options").
+    Sharing a name, the nodes' process ids are kept apart by the prelude (START_GATE), as
+    torchrun tells nodes apart by name and process id."""
     if node != 0:
-        # One process id space for the job: torchrun's c10d rendezvous tells its nodes apart by
-        # name and process id (torch.distributed.elastic.rendezvous.dynamic_rendezvous
-        # _NodeDesc), and here every node has the same name, and the same id in namespaces of
-        # their own (the same prelude) would make them one. tini (the init, initProcessEnabled)
-        # is then not process 1 and says so unless it is a subreaper; a worker ends with the
-        # main node, as on Batch.
-        return {"pid_mode": f"container:{name}"}
+        return {}
     if network is LocalNetwork.HOST:
         return {}
     if network is LocalNetwork.BRIDGE:

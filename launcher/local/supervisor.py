@@ -295,9 +295,9 @@ def _run_attempt(
             reason = TIMEOUT_REASON
             break
         time.sleep(poll)
-    # The main node ended (or time ran out, or a cancel): stop every node, the workers first.
-    # They share the main node's process ids (containers.node_name), so once it is gone the
-    # kernel kills them outright; stopped first, they get SIGTERM and their grace, as on Batch.
+    # The main node ended (or time ran out, or a cancel): stop every node, the workers first,
+    # so each gets SIGTERM and its grace, as on Batch, while the main node's network (theirs)
+    # is still there.
     for cid in reversed(containers):
         with contextlib.suppress(Exception):
             client.containers.get(cid).stop(timeout=5)

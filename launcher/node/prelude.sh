@@ -92,6 +92,15 @@ if [ -n "${LAUNCHER_START_GATE:-}" ]; then
     sleep 0.1 2>/dev/null || sleep 1; _t=$((_t + 1))
   done
   unset LAUNCHER_START_GATE
+  # The nodes share the main node's name (its network), and torchrun's c10d rendezvous tells
+  # nodes apart by name and process id (torch.distributed.elastic.rendezvous.dynamic_rendezvous
+  # _NodeDesc); each node counts its ids from 1 through the same steps, so the same torchrun
+  # id would make two nodes one. A worker steps its ids on, 64 a node (a background child
+  # always forks; a subshell of builtins may not), and runs its command as a child (RUN):
+  # exec'd, the command would keep this shell's id, the same on every node.
+  _t=$(( ${AWS_BATCH_JOB_NODE_INDEX:-0} * 64 )); _stepped=""
+  if [ "$_t" -gt 0 ]; then _stepped=1; fi
+  while [ "$_t" -gt 0 ]; do : & wait "$!"; _t=$((_t - 1)); done
 fi
 ## === PRIVATE ===
 ## What the prelude keeps while the command runs (the node watch's files, the NCCL watcher's
@@ -485,7 +494,9 @@ fi
 ## Run the command as a child (not exec) while the watcher or the node watch runs, so the last
 ## lines are flushed and the outcome is read after the command ends; signals from Batch (via
 ## the init process) are passed on.
-if [ -z "$_nccl" ] && [ -z "$_monitor" ] && [ -z "$_timer" ]; then exec "$@"; fi
+if [ -z "$_nccl" ] && [ -z "$_monitor" ] && [ -z "$_timer" ] && [ -z "${_stepped:-}" ]; then
+  exec "$@"
+fi
 "$@" & _child=$!
 if [ -n "$_timer" ]; then _checkpoint "$_child" "$1" & _timer=$!; fi
 trap 'kill -TERM "$_child" 2>/dev/null' TERM INT
