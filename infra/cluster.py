@@ -230,6 +230,7 @@ class ClusterStack(Stack):
             OutputKey.DEFAULT_POOL: config.default_pool,
             OutputKey.POOLS: self.to_json_string([p.describe() for p in self.pools.values()]),
             OutputKey.SHARE_IDENTIFIERS: tuple(config.share_weights),
+            OutputKey.TEAMS: (),
         }
         missing = sorted(set(OutputKey) - set(values))
         assert not missing, f"the stack gives no value for outputs {missing}"

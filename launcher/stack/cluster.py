@@ -11,6 +11,7 @@ from launcher.stack import catalog
 from launcher.stack.buckets import DataBucket
 from launcher.stack.outputs import SCHEMA_VERSION, Egress, OutputKey, PoolInfo
 from launcher.stack.secrets import Place, SecretGrant
+from launcher.stack.teams import TeamInfo
 
 # CloudFormation states in which the stack's outputs describe a working cluster.
 USABLE_STATES = frozenset(
@@ -57,6 +58,10 @@ class ClusterInfo:
     pools: tuple[PoolInfo, ...]
     share_identifiers: tuple[str, ...]  # the fair-share policy's teams (PREFIX* a prefix)
     ecs_exec: bool = False  # jobs start with ECS Exec on (launcher exec)
+    # The stack's teams (none: one team, every job runs as the stack's roles), and the team
+    # this view submits as (for_team; None: no team chosen). ``team`` comes from no output.
+    teams: tuple[TeamInfo, ...] = ()
+    team: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "internet_egress", Egress(self.internet_egress))
@@ -64,6 +69,8 @@ class ClusterInfo:
         pools = tuple(PoolInfo(**p) if isinstance(p, dict) else p for p in self.pools)
         object.__setattr__(self, "pools", pools)
         object.__setattr__(self, "share_identifiers", tuple(self.share_identifiers))
+        teams = tuple(TeamInfo(**t) if isinstance(t, dict) else t for t in self.teams)
+        object.__setattr__(self, "teams", teams)
 
     @property
     def instance(self) -> catalog.InstanceType | None:
@@ -105,6 +112,39 @@ class ClusterInfo:
         )
 
     @property
+    def team_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.teams)
+
+    @property
+    def current_team(self) -> TeamInfo | None:
+        """The team this view submits as (None: the stack has no teams, or none is chosen)."""
+        return next((t for t in self.teams if t.name == self.team), None)
+
+    def for_team(self, name: str) -> ClusterInfo:
+        """The cluster as one team sees it: its roles, log group, data buckets, secrets and
+        share in the fields the launcher reads, on one of its pools. ``access_point_id`` stays
+        the stack's (the common directory); the team's own is ``current_team.access_point_id``."""
+        found = [t for t in self.teams if t.name == name]
+        if not found:
+            known = ", ".join(self.team_names) or "none (it was deployed without teams)"
+            raise UsageError(f"stack {self.stack_name} has no team {name!r}; its teams: {known}")
+        (t,) = found
+        if self.pool_name not in t.pools and t.pools:
+            view = self.pool(t.pools[0])
+        else:
+            view = self
+        return replace(
+            view,
+            team=t.name,
+            job_role_arn=t.job_role_arn,
+            execution_role_arn=t.execution_role_arn,
+            log_group_name=t.log_group_name,
+            data_buckets=t.data_buckets,
+            job_secrets=t.job_secrets,
+            share_identifiers=(t.share_id,),
+        )
+
+    @property
     def place(self) -> Place:
         """The partition, Region and account of the stack (from its queue's ARN), where a
         secret named without an ARN lives."""
@@ -129,6 +169,7 @@ class ClusterInfo:
         data["job_secrets"] = [str(g) for g in self.job_secrets]
         data["pools"] = [asdict(p) for p in self.pools]
         data["share_identifiers"] = list(self.share_identifiers)
+        data["teams"] = [t.as_dict() for t in self.teams]
         return data
 
     @classmethod
@@ -147,8 +188,8 @@ class ClusterInfo:
         return cls(**values)
 
 
-# Every field but the stack's name comes from exactly one output.
-assert {f.name for f in fields(ClusterInfo)} - {"stack_name"} == {
+# Every field but the stack's name and the chosen team comes from exactly one output.
+assert {f.name for f in fields(ClusterInfo)} - {"stack_name", "team"} == {
     k.field for k in OutputKey if k.field
 }
 

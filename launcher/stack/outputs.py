@@ -18,6 +18,7 @@ from typing import Any
 
 from launcher.stack.buckets import BucketError, DataBucket
 from launcher.stack.secrets import SecretError, SecretGrant
+from launcher.stack.teams import TeamsError, parse_teams, render_teams
 
 # 2: the copy queue, image and roles; egress; pull-through cache. 3: the task security group.
 # 4: data buckets, job secrets, FSx for Lustre, privileged containers. 5: compute pools (the
@@ -83,6 +84,13 @@ def _grants(value: str) -> tuple[SecretGrant, ...]:
         return () if value == NONE else tuple(SecretGrant.parse(w) for w in value.split())
     except SecretError as exc:
         raise ValueError(f"is malformed: {exc}") from None
+
+
+def _teams(value: str) -> Any:
+    try:
+        return parse_teams(value)
+    except TeamsError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _boolean(value: str) -> bool:
@@ -447,4 +455,15 @@ class OutputKey(str, enum.Enum):
         _boolean,
         _render_boolean,
         "false",
+    )
+    # Stacks deployed before this output have no teams: every job runs as the stack's roles.
+    TEAMS = (
+        "Teams",
+        "teams",
+        "Every team: its share, pools, roles, EFS access point, common directory, log group, "
+        "data buckets, secrets, FSx access and users' policy (JSON), or none",
+        NONE,
+        _teams,
+        render_teams,
+        NONE,
     )
