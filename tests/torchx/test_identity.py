@@ -18,7 +18,7 @@ from launcher.job.jobdef import RETRY_ON_ERRORS, RETRY_ON_HOST_LOSS
 from launcher.torchx import tags
 from tests.support.service_model import assert_valid
 from tests.torchx import test_scheduler as base
-from tests.torchx.test_scheduler import _env, _request_json, python, run
+from tests.torchx.test_scheduler import _env, _request_json, on_one_line, python, run
 
 pytestmark = pytest.mark.torchx
 
@@ -41,6 +41,7 @@ def _dryrun(venv, moto_server, registry, workdir, image, *ddp_args, cfg=()):
 # --- retries (item 7) --------------------------------------------------------------------------
 
 
+@on_one_line
 def test_max_retries_0_still_retries_a_lost_or_bad_host(
     venv, stack, moto_server, registry, busybox_base, workdir
 ):
@@ -79,6 +80,7 @@ def test_max_retries_2_retries_the_apps_failures_twice(
     assert register["retryStrategy"]["evaluateOnExit"] == [dict(r) for r in RETRY_ON_ERRORS]
 
 
+@on_one_line
 def test_max_retries_over_what_batch_allows_is_one_line(
     venv, stack, moto_server, registry, busybox_base, workdir
 ):
@@ -147,6 +149,7 @@ def _two_roles(venv, moto_server, registry, image, cfg) -> dict:
     return requests
 
 
+@on_one_line
 def test_a_roles_mounts_are_its_own_nodes_and_metadata_are_tags(
     venv, stack, moto_server, registry, busybox_base
 ):
@@ -198,6 +201,7 @@ with get_runner() as runner:
 """
 
 
+@on_one_line
 def test_every_node_sees_the_apps_handle_as_torchx_job_id(
     venv, stack, moto_server, docker_engine, busybox_base, tmp_path
 ):

@@ -18,7 +18,7 @@ import json
 import pytest
 
 from devenv.emulator import ACCOUNT, REGION
-from tests.torchx.test_scheduler import VENVS, python, run
+from tests.torchx.test_scheduler import VENVS, on_one_line, python, run
 
 pytestmark = pytest.mark.torchx
 
@@ -106,6 +106,7 @@ def test_runopts_lists_every_aws_batch_option_with_what_it_became(venv):
     assert "aws_batch's job role: refused" in " ".join(out.split())
 
 
+@on_one_line
 @pytest.mark.parametrize("given", ["cfg", "file"])
 @pytest.mark.parametrize("by", ["name", "arn"])
 def test_queue_runs_in_the_pool_whose_queue_it_is(venv, stack, moto_server, tmp_path, given, by):
@@ -124,6 +125,7 @@ def test_queue_runs_in_the_pool_whose_queue_it_is(venv, stack, moto_server, tmp_
     assert submit["jobQueue"].endswith(f"/{stack}-debug-fairshare")
 
 
+@on_one_line
 @pytest.mark.parametrize("given", ["cfg", "file"])
 def test_another_queue_is_one_line_naming_the_pools_and_nothing_is_submitted(
     venv, stack, moto_server, tmp_path, given
@@ -155,6 +157,7 @@ def test_another_queue_is_one_line_naming_the_pools_and_nothing_is_submitted(
     assert submitted(moto_server) == before
 
 
+@on_one_line
 @pytest.mark.parametrize("given", ["cfg", "file"])
 @pytest.mark.parametrize("option", ["job_role_arn", "execution_role_arn"])
 def test_a_role_of_its_own_is_refused_naming_what_replaces_it(
@@ -179,6 +182,7 @@ def test_a_role_of_its_own_is_refused_naming_what_replaces_it(
         assert "ECS pulls the image and writes the logs as the stack's execution role" in line
 
 
+@on_one_line
 def test_kept_options_are_taken_and_priority_is_fair_shares(venv, stack, moto_server, tmp_path):
     """user, privileged=False, quiet, share_id and priority from an aws_batch section: accepted
     (nightly would refuse an undeclared -cfg key), priority sent with the share id."""
@@ -191,6 +195,7 @@ def test_kept_options_are_taken_and_priority_is_fair_shares(venv, stack, moto_se
     assert submit["schedulingPriorityOverride"] == 5
 
 
+@on_one_line
 @pytest.mark.parametrize(
     ("args", "cfg", "line"),
     [
@@ -247,6 +252,7 @@ print(json.dumps(out))
 """
 
 
+@on_one_line
 def test_migrated_maps_a_queue_to_its_pool_and_refuses_what_has_no_place(venv, tmp_path):
     """The pure answer (launcher.torchx.options.migrated), on the issue's four pools."""
     from tests.conftest import ROOT

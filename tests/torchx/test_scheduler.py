@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import zlib
 
 import pytest
 
@@ -33,6 +34,15 @@ def venv(request):
     if not (path / "bin" / "torchx").exists():
         required_or_skip(f"{path.name} is not installed (make deps)")
     return path
+
+
+def on_one_line(test):
+    """Run a test on one TorchX line only: for cases whose behaviour is the launcher's, not
+    the line's (both lines call the same scheduler methods with the same AppDef). The line is
+    picked by the test's name, so each gets about half of them; every capability keeps a test
+    on both lines (the ones without this mark), and the suite stays within its time."""
+    line = sorted(VENVS)[zlib.crc32(test.__name__.encode()) % 2]
+    return pytest.mark.parametrize("venv", [line], indirect=True)(test)
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +175,7 @@ def test_run_status_log_list_and_cancel(venv, stack, moto_server, registry, busy
     assert "CANCELLED" in run(venv, "torchx", "status", handle, env=env).stdout
 
 
+@on_one_line
 def test_log_of_every_replica_reads_the_job_once_for_all_of_them(
     venv, stack, moto_server, monkeypatch
 ):
@@ -213,6 +224,7 @@ def test_log_of_every_replica_reads_the_job_once_for_all_of_them(
     assert all(len(streams) == 2 for streams in calls[-3:])
 
 
+@on_one_line
 def test_container_settings_and_secrets_are_run_options(
     venv, stack, moto_server, registry, busybox_base, workdir
 ):
@@ -256,6 +268,7 @@ def test_container_settings_and_secrets_are_run_options(
     assert not [r for r in registry.requests() if r.method in ("POST", "PUT", "PATCH")]
 
 
+@on_one_line
 def test_a_resource_for_another_instance_type_is_refused(
     venv, stack, moto_server, registry, busybox_base, workdir
 ):
@@ -295,6 +308,7 @@ def _one_line_error(result: subprocess.CompletedProcess) -> str:
     return lines[header + 1].strip()
 
 
+@on_one_line
 def test_an_unreachable_aws_is_one_line_not_a_traceback(venv, workdir):
     env = {
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # nothing listens on the discard port
@@ -310,6 +324,7 @@ def test_an_unreachable_aws_is_one_line_not_a_traceback(venv, workdir):
     )
 
 
+@on_one_line
 def test_a_refused_request_is_one_line_not_a_traceback(
     venv, stack, moto_server, registry, busybox_base, workdir
 ):
@@ -383,6 +398,7 @@ with get_runner() as runner:
 """
 
 
+@on_one_line
 def test_roles_become_node_ranges_with_their_own_command_gpus_and_env(
     venv, stack, moto_server, registry, busybox_base
 ):
@@ -414,6 +430,7 @@ with get_runner() as runner:
 """
 
 
+@on_one_line
 def test_one_replica_is_a_single_node_job_and_after_is_a_run_option(
     venv, stack, moto_server, registry, busybox_base
 ):
@@ -450,6 +467,7 @@ with get_runner() as runner:
 """
 
 
+@on_one_line
 def test_a_local_app_mounts_this_machines_paths_only_with_allow_host_mounts(
     venv, stack, moto_server, registry, busybox_base
 ):
@@ -468,6 +486,7 @@ def test_a_local_app_mounts_this_machines_paths_only_with_allow_host_mounts(
     assert {"name": "bind0", "host": {"sourcePath": "/"}} in volumes
 
 
+@on_one_line
 @pytest.mark.parametrize("option", ["allow_host_mounts", "privileged"])
 def test_a_torchxconfig_file_cannot_make_a_local_app_root(
     venv, stack, moto_server, registry, busybox_base, workdir, option

@@ -18,6 +18,7 @@ import pytest
 
 from devenv.emulator import ACCOUNT, REGION
 from tests.torchx import test_scheduler as base
+from tests.torchx.test_scheduler import on_one_line
 
 pytestmark = pytest.mark.torchx
 
@@ -107,6 +108,7 @@ def test_a_failed_local_job_says_its_exit_code_once_and_list_agrees(
     assert listed(venv, env)[app_id][-1] == "FAILED"
 
 
+@on_one_line
 def test_a_cancelled_job_is_cancelled_in_status_and_list(venv, env, busybox_base, workdir):
     """Batch says FAILED for a job its TerminateJob ended; TorchX's CANCELLED is what the user
     asked for, in ``status`` (each replica once, the cancel as its reason) and in ``list``."""
@@ -132,6 +134,7 @@ with get_runner() as runner:
 """
 
 
+@on_one_line
 @pytest.mark.parametrize("replicas", [1, 2])  # a container job (cpu), a multi-node job (debug)
 def test_describe_returns_the_role_as_submitted(
     venv, env, busybox_base, workdir, moto_server, replicas
@@ -208,6 +211,7 @@ print(json.dumps({"apps": [a.app_id for a in apps], "calls": aws.calls}))
 """
 
 
+@on_one_line
 def test_list_costs_a_listjobs_and_a_describejobs_per_100_jobs_of_each_pool(
     venv, env, moto_server, pools, monkeypatch
 ):

@@ -16,7 +16,7 @@ import re
 import pytest
 
 from tests.torchx import test_scheduler as base
-from tests.torchx.test_scheduler import _env, python, run
+from tests.torchx.test_scheduler import _env, on_one_line, python, run
 
 # test_scheduler's fixtures: both TorchX lines, the moto stack.
 venv, stack = base.venv, base.stack
@@ -124,6 +124,7 @@ def _image_of(moto_server, job_id: str) -> str:
     return definition["jobDefinitions"][0]["containerProperties"]["image"]
 
 
+@on_one_line
 def test_an_edited_dockerfile_workspace_is_submitted_on_the_first_try(
     venv, stack, moto_server, registry, docker_engine, busybox_base, tmp_path
 ):
@@ -152,6 +153,7 @@ def test_an_edited_dockerfile_workspace_is_submitted_on_the_first_try(
     assert _image_of(moto_server, handle.group(1)) == image
 
 
+@on_one_line
 def test_a_dockerfile_torchx_workspace_is_built_with_it(
     venv, stack, local_env, busybox_base, tmp_path
 ):
@@ -160,6 +162,7 @@ def test_a_dockerfile_torchx_workspace_is_built_with_it(
     assert f"made by Dockerfile.torchx from {ws}" in out
 
 
+@on_one_line
 def test_dockerfile_launcher_wins_over_dockerfile_torchx(
     venv, stack, local_env, busybox_base, tmp_path
 ):
@@ -194,6 +197,7 @@ def other_registry(tmp_path_factory):
     server.stop()
 
 
+@on_one_line
 def test_image_repo_does_not_leak_into_the_next_run_of_the_process(
     venv, stack, moto_server, registry, other_registry, busybox_base, tmp_path
 ):
@@ -209,6 +213,7 @@ def test_image_repo_does_not_leak_into_the_next_run_of_the_process(
     assert images[1].startswith(f"{registry.host}/{repo}@sha256:"), images
 
 
+@on_one_line
 def test_aws_batchs_repository_path_form_is_refused_in_one_line(
     venv, stack, moto_server, registry, busybox_base, workdir_ws
 ):
