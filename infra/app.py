@@ -56,6 +56,7 @@ def build(app: cdk.App, config: ClusterConfig) -> dict[str, cdk.Stack]:
         access_point=storage.access_point,
         lustre=storage.lustre,
         logs_key=network.logs_key,
+        team_access_points=storage.team_access_points,
         env=env,
         description="EFA Batch cluster: compute environment, job queue, roles, logs",
     )

@@ -9,6 +9,7 @@ everything a job submission needs, including values re-exported from the other s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import (
@@ -34,11 +35,15 @@ from infra.log_groups import job_log_group_name, log_group
 from infra.lustre import LustreFileSystem, mount_script
 from infra.node_replacer import NodeReplacer
 from infra.roles import (
+    SSM_MESSAGES,
     execution_role_principal,
-    grant_ecr_login,
+    grant_access_point,
+    grant_ecs_exec,
     grant_log_streams,
+    grant_repository_pull,
     task_role_principal,
 )
+from infra.teams import Team
 from infra.user_data import ecs_agent_settings, mime_multipart
 from launcher.stack.outputs import SCHEMA_VERSION, OutputKey
 
@@ -47,12 +52,6 @@ from launcher.stack.outputs import SCHEMA_VERSION, OutputKey
 # user guide, getting-started-create-iam-instance-profile.html, "permissions for Session
 # Manager only"). It reads nothing. The ssmmessages channels are also what ECS Exec's agent in
 # a job container opens (ecs_exec).
-SSM_MESSAGES = (
-    "ssmmessages:CreateControlChannel",
-    "ssmmessages:CreateDataChannel",
-    "ssmmessages:OpenControlChannel",
-    "ssmmessages:OpenDataChannel",
-)
 SESSION_MANAGER = ("ssm:UpdateInstanceInformation", *SSM_MESSAGES)
 
 # The ECS agent's settings on every node. Multi-node jobs run in awsvpc mode, whose containers
@@ -107,6 +106,7 @@ class ClusterStack(Stack):
         access_point: efs.IAccessPoint,
         lustre: LustreFileSystem | None,
         logs_key: kms.IKey,
+        team_access_points: Mapping[str, efs.IAccessPoint] | None = None,
         **kw: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kw)
@@ -125,20 +125,7 @@ class ClusterStack(Stack):
         grant_buckets(self.job_role, config.data_locations)
         attach_managed_policies(self.job_role, config.job_role_policies)
         if config.ecs_exec:
-            # The SSM agent ECS runs in each container opens its channels as the task role
-            # (ECS guide, ecs-exec.html, "IAM permissions required for ECS Exec": these four
-            # on "*"; ssmmessages has no resource types).
-            self.job_role.add_to_policy(
-                iam.PolicyStatement(actions=list(SSM_MESSAGES), resources=["*"])
-            )
-            Validations.of(self.job_role).acknowledge(
-                Acknowledgment(
-                    id="AwsSolutions-IAM5[Resource::*]",
-                    reason="ECS Exec's four ssmmessages channel actions (ECS guide, "
-                    "ecs-exec.html); ssmmessages has no resource-level permission. Off unless "
-                    "the stack sets ecs_exec.",
-                )
-            )
+            grant_ecs_exec(self.job_role)
 
         scheduling_policy = None
         if config.fair_share:
@@ -183,6 +170,23 @@ class ClusterStack(Stack):
             log_group=self.log_group,
         )
         copy = self.copy_jobs
+        # The teams (none: the stack's own roles serve every job, as in one-team stacks).
+        self.teams = [
+            Team(
+                self,
+                name=name,
+                config=config,
+                repository=repository,
+                file_system=file_system,
+                access_point=(team_access_points or {})[name],
+                common_access_point=access_point,
+                logs_key=logs_key,
+                queues=[self.pools[p].queue for p in config.team_pools(name)],
+                copy_queue=copy.queue,
+                copy_roles=[copy.job_role, copy.execution_role],
+            )
+            for name in sorted(config.teams)
+        ]
         if config.replace_bad_nodes:
             self.node_replacer = NodeReplacer(
                 self,
@@ -192,6 +196,7 @@ class ClusterStack(Stack):
                 compute_environments=[p.compute_environment for p in self.pools.values()],
                 job_log_group=self.log_group,
                 logs_key=logs_key,
+                team_log_groups=[t.log_group for t in self.teams],
             )
 
         values = {
@@ -229,8 +234,10 @@ class ClusterStack(Stack):
             OutputKey.ECS_EXEC: config.ecs_exec,
             OutputKey.DEFAULT_POOL: config.default_pool,
             OutputKey.POOLS: self.to_json_string([p.describe() for p in self.pools.values()]),
-            OutputKey.SHARE_IDENTIFIERS: tuple(config.share_weights),
-            OutputKey.TEAMS: (),
+            OutputKey.SHARE_IDENTIFIERS: tuple(_share_weights(config)),
+            OutputKey.TEAMS: (
+                self.to_json_string([t.describe() for t in self.teams]) if self.teams else ()
+            ),
         }
         missing = sorted(set(OutputKey) - set(values))
         assert not missing, f"the stack gives no value for outputs {missing}"
@@ -294,17 +301,7 @@ class ClusterStack(Stack):
             assumed_by=execution_role_principal(),
             description="Pulls workspace images and writes job logs",
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ecr:BatchCheckLayerAvailability",
-                    "ecr:BatchGetImage",
-                    "ecr:GetDownloadUrlForLayer",
-                ],
-                resources=[repository.repository_arn, *config.extra_pull_repository_arns],
-            )
-        )
-        grant_ecr_login(role)
+        grant_repository_pull(role, repository, config.extra_pull_repository_arns)
         grant_log_streams(role, self.log_group)
         return role
 
@@ -316,17 +313,7 @@ class ClusterStack(Stack):
             description="Role of the training containers: EFS through the jobs access point, "
             "the data buckets, the team's managed policies",
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
-                resources=[file_system.file_system_arn],
-                conditions={
-                    "StringEquals": {
-                        "elasticfilesystem:AccessPointArn": access_point.access_point_arn
-                    }
-                },
-            )
-        )
+        grant_access_point(role, file_system, access_point)
         return role
 
 
@@ -339,7 +326,15 @@ def _fairshare_policy(config: ClusterConfig) -> batch.CfnSchedulingPolicy.Fairsh
         compute_reservation=config.compute_reservation,
         share_distribution=[
             SP.ShareAttributesProperty(share_identifier=team, weight_factor=weight)
-            for team, weight in sorted(config.share_weights.items())
+            for team, weight in sorted(_share_weights(config).items())
         ]
         or None,
     )
+
+
+def _share_weights(config: ClusterConfig) -> dict[str, float]:
+    """The share identifiers the fair-share policy weighs: the teams' (each its name and
+    share_weight) or, in a stack without teams, share_weights."""
+    if config.teams and config.fair_share:
+        return {name: team.share_weight for name, team in config.teams.items()}
+    return dict(config.share_weights)

@@ -35,6 +35,7 @@ from infra.pool_config import (
     validate_fair_share,
     validate_pools,
 )
+from infra.team_config import TeamConfig, team_pools, validate_teams
 from launcher.stack import buckets, catalog, secrets
 from launcher.stack.outputs import DEFAULT_STACK_NAME, Egress
 
@@ -210,6 +211,10 @@ class ClusterConfig:
     share_weights: Mapping[str, float] = field(default_factory=dict)
     share_decay_seconds: int = 3600
     compute_reservation: int = 0
+    # Teams of a shared stack: name -> what the team may use (infra/team_config.py); each
+    # gets its own roles, EFS directory, log group and user policy (infra/teams.py). Empty:
+    # one team, the stack's own roles, as before.
+    teams: Mapping[str, TeamConfig] = field(default_factory=dict)
 
     @property
     def instance(self) -> catalog.InstanceType:
@@ -259,6 +264,10 @@ class ClusterConfig:
             fallback=self.fallback,
         )
         return all_pools(Pool(self.default_pool, top, True), self.pools)
+
+    def team_pools(self, name: str) -> tuple[str, ...]:
+        """The pools team ``name`` may submit to."""
+        return team_pools(self.teams[name], tuple(p.name for p in self.pool_list))
 
     def pool(self, name: str) -> Pool:
         (found,) = [p for p in self.pool_list if p.name == name]
@@ -341,6 +350,14 @@ class ClusterConfig:
             fsx_lustre=self.fsx_lustre,
             job_role_policies=self.job_role_policies,
             job_secrets=self.job_secrets,
+            place=secrets.Place("aws", self.region, self.account),
+            egress=self.internet_egress,
+        )
+        validate_teams(
+            self.teams,
+            pools=tuple(p.name for p in self.pool_list),
+            fair_share=self.fair_share,
+            share_weights=self.share_weights,
             place=secrets.Place("aws", self.region, self.account),
             egress=self.internet_egress,
         )

@@ -56,6 +56,8 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{key}: {value!r} is not an integer") from None
+    if hint is float:
+        return _number(key, value)
     if origin is tuple:
         items = value.split(",") if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):

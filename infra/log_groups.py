@@ -14,6 +14,11 @@ def job_log_group_name(config: ClusterConfig) -> str:
     return f"/aws/batch/{config.stack_name}/jobs"
 
 
+def team_log_group_name(config: ClusterConfig, team: str) -> str:
+    """A team's job log group: the job log group's name and the team's."""
+    return f"{job_log_group_name(config)}/{team}"
+
+
 def flow_log_group_name(config: ClusterConfig) -> str:
     return f"/aws/vpc/{config.stack_name}/flow-logs"
 
@@ -24,8 +29,10 @@ def node_replacer_log_group_name(config: ClusterConfig) -> str:
 
 def encrypted_log_group_names(config: ClusterConfig) -> tuple[str, ...]:
     """Every log group the stack's logs key encrypts: its key policy names each one."""
-    names = (job_log_group_name(config), flow_log_group_name(config))
-    return (*names, node_replacer_log_group_name(config)) if config.replace_bad_nodes else names
+    names: tuple[str, ...] = (job_log_group_name(config), flow_log_group_name(config))
+    if config.replace_bad_nodes:
+        names = (*names, node_replacer_log_group_name(config))
+    return (*names, *(team_log_group_name(config, team) for team in sorted(config.teams)))
 
 
 def log_group(

@@ -39,6 +39,7 @@ The function's code is inlined into the template (CloudFormation has no size lim
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ from infra.batch_names import BATCH_CLUSTER_SUFFIX, batch_cluster_name, compute_
 from infra.config import CLUSTER_TAG, ClusterConfig
 from infra.log_groups import log_group, node_replacer_log_group_name
 from infra.node_replacer_function import CONTAINER_INSTANCE_EVENT, SWEEP, SWEEP_MINUTES
-from infra.roles import grant_log_streams
+from infra.roles import grant_log_streams, log_group_finding
 from launcher.job.jobspec import MAX_TAGS
 from launcher.job.replacements import HOST_LOST_REASON, INSTANCE_TAG, JOB_TAG, JOB_TAG_PREFIX
 from launcher.node.prelude import BAD_HOST_EXIT, LOST_NODES_LINE, NODE_LOST_EXIT
@@ -175,6 +176,7 @@ class NodeReplacer(Construct):
         compute_environments: list[batch.CfnComputeEnvironment],
         job_log_group: logs.LogGroup,
         logs_key: kms.IKey,
+        team_log_groups: Sequence[logs.LogGroup] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = log_group(
@@ -184,7 +186,7 @@ class NodeReplacer(Construct):
             log_group_name=node_replacer_log_group_name(config),
             key=logs_key,
         )
-        self.role = self._role(config, job_log_group, compute_environments)
+        self.role = self._role(config, [job_log_group, *team_log_groups], compute_environments)
         self.function = lambda_.Function(
             self,
             "Function",
@@ -251,7 +253,7 @@ class NodeReplacer(Construct):
     def _role(
         self,
         config: ClusterConfig,
-        job_log_group: logs.LogGroup,
+        job_log_groups: list[logs.LogGroup],
         compute_environments: list[batch.CfnComputeEnvironment],
     ) -> iam.Role:
         stack = Stack.of(self)
@@ -313,16 +315,14 @@ class NodeReplacer(Construct):
                     "ForAllValues:StringEquals": {"aws:TagKeys": [INSTANCE_TAG]},
                 },
             ),
-            # The main node's last lines say which nodes it lost.
+            # The main node's last lines say which nodes it lost (in the job log group, or a
+            # team's).
             iam.PolicyStatement(
-                actions=["logs:GetLogEvents"], resources=[job_log_group.log_group_arn]
+                actions=["logs:GetLogEvents"], resources=[g.log_group_arn for g in job_log_groups]
             ),
         ]
         for statement in statements:
             role.add_to_policy(statement)
-        job_logs = job_log_group.node.default_child
-        assert isinstance(job_logs, logs.CfnLogGroup)
-        job_logs_id = stack.resolve(job_logs.logical_id)
         Validations.of(role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
@@ -355,9 +355,12 @@ class NodeReplacer(Construct):
                 id=_any_of(stack, "ec2", "instance"),
                 reason=f"Only instances tagged {CLUSTER_TAG}={config.stack_name} (condition).",
             ),
-            Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::<{job_logs_id}.Arn>]",
-                reason="Log group ARN ends in :* so its streams can be read; one group.",
+            *(
+                Acknowledgment(
+                    id=log_group_finding(group),
+                    reason="Log group ARN ends in :* so its streams can be read; one group.",
+                )
+                for group in job_log_groups
             ),
         )
         return role

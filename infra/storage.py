@@ -17,12 +17,16 @@ from constructs import Construct
 
 from infra.config import ClusterConfig
 from infra.lustre import LustreFileSystem
+from infra.team_config import team_construct_name, team_uid
 from launcher.stack.image_tags import BASE_PREFIX, WORKSPACE_PREFIX
+from launcher.stack.teams import efs_team_directory
 
 # Where jobs land on the file system; the access point confines them to it.
 ACCESS_POINT_PATH = "/shared"
 # Files written by jobs belong to this user unless the image runs as someone else.
 JOB_UID_GID = "1000"
+# A team's own directory: its uid/gid alone may read, enter and write it; the group may read.
+TEAM_DIRECTORY_PERMISSIONS = "0750"
 
 
 class StorageStack(Stack):
@@ -107,6 +111,28 @@ class StorageStack(Stack):
             posix_user=efs.PosixUser(uid=JOB_UID_GID, gid=JOB_UID_GID),
             create_acl=efs.Acl(owner_uid=JOB_UID_GID, owner_gid=JOB_UID_GID, permissions="0775"),
         )
+        self.team_access_points = {
+            name: team_access_point(self.file_system, name, team_uid(name, team))
+            for name, team in sorted(config.teams.items())
+        }
+
+
+def team_access_point(file_system: efs.FileSystem, team: str, uid: int) -> efs.AccessPoint:
+    """A team's own directory (efs_team_directory) as its uid/gid, created 0750.
+
+    An access point "enforces a user identity ... for all file system requests" made through
+    it and "exposes the specified directory as the root" (EFS user guide,
+    efs-access-points.html): a team's jobs, mounting through theirs, see only their
+    directory and act as their uid, and the file system policy refuses any mount without an
+    access point (file_system_policy).
+    """
+    ids = str(uid)
+    return file_system.add_access_point(
+        f"TeamAccessPoint{team_construct_name(team)}",
+        path=efs_team_directory(team),
+        posix_user=efs.PosixUser(uid=ids, gid=ids),
+        create_acl=efs.Acl(owner_uid=ids, owner_gid=ids, permissions=TEAM_DIRECTORY_PERMISSIONS),
+    )
 
 
 def lifecycle_rules(config: ClusterConfig) -> list[ecr.LifecycleRule]:

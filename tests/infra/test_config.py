@@ -195,7 +195,7 @@ def test_a_zone_is_checked_against_the_zones_cdk_knows_only_where_it_knows_them(
         ({"capacity_wait_minutes": "-10"}, "capacity_wait_minutes: -10; allowed: 0 (never"),
         ({"misconfigured_wait_minutes": "1441"}, "misconfigured_wait_minutes: 1441; allowed: 0"),
         ({"misconfigured_wait_minutes": "soon"}, "misconfigured_wait_minutes: 'soon' is not an"),
-        ({"env": "staging"}, "env: unknown environment 'staging'; allowed: demo, prod"),
+        ({"env": "staging"}, "env: unknown environment 'staging'; allowed: demo, prod, teams"),
         ({"removal_policy": "snapshot"}, "removal_policy: 'snapshot'; allowed: retain, destroy"),
         ({"log_retention_days": "10"}, "log_retention_days: 10; allowed: 1, 3, 5"),
         ({"efa": "maybe"}, "efa: 'maybe' is not a boolean"),
