@@ -336,5 +336,5 @@ def _share_weights(config: ClusterConfig) -> dict[str, float]:
     """The share identifiers the fair-share policy weighs: the teams' (each its name and
     share_weight) or, in a stack without teams, share_weights."""
     if config.teams and config.fair_share:
-        return {name: team.share_weight for name, team in config.teams.items()}
+        return {name: team.share_weight for name, team in sorted(config.teams.items())}
     return dict(config.share_weights)
