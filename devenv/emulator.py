@@ -1,7 +1,10 @@
-"""An emulated AWS for the demo, the benchmarks and the tests: moto in server mode, reached
-over real HTTP.
+"""An emulated AWS for the demo, the benchmarks, the tests and rehearsals of a deploy: moto in
+server mode, reached over real HTTP.
 
 Everything the launcher does goes through ``AWS_ENDPOINT_URL``, exactly as with real AWS.
+``python -m devenv.emulator PORT`` serves one until killed (the demo's);
+``python -m devenv.emulator deploy -c env=NAME`` deploys an environment of cdk.json into one,
+in its own account and any Region (devenv/emulate.py).
 """
 
 from __future__ import annotations
@@ -72,32 +75,67 @@ class MotoServer:
         return deploy(self.url, cloud_assembly, stack_names)
 
 
-def session() -> boto3.Session:
+# The emulator's credentials for its default account; any key that moto has not issued is
+# that account's (moto.iam.models.get_account_id_from).
+TESTING_KEYS = ("testing", "testing")
+
+
+def session(region: str = REGION, keys: tuple[str, str] = TESTING_KEYS) -> boto3.Session:
     return boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+        aws_access_key_id=keys[0], aws_secret_access_key=keys[1], region_name=region
     )
 
 
-def deploy(url: str, cloud_assembly: Path, stack_names: list[str]) -> dict[str, dict[str, str]]:
-    """Create each stack (in the given order) through CloudFormation; return their outputs."""
-    moto_gaps.prepare_account(session(), url)
-    cf = session().client("cloudformation", endpoint_url=url)
+def account_keys(url: str, account: str) -> tuple[str, str]:
+    """Credentials that act in ``account`` on the server at ``url``: moto serves a request in
+    the account whose IAM issued its access key, else in its default account (ACCOUNT). A
+    key for another account is made there, through moto's account header."""
+    if account == ACCOUNT:
+        return TESTING_KEYS
+    iam = session().client("iam", endpoint_url=url)
+    iam.meta.events.register(
+        "before-sign.iam.*",
+        lambda request, **_: request.headers.__setitem__("x-moto-account-id", account),
+    )
+    user = "emulator"
+    if not any(u["UserName"] == user for u in iam.list_users()["Users"]):
+        iam.create_user(UserName=user)
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    return key["AccessKeyId"], key["SecretAccessKey"]
+
+
+def deploy(
+    url: str,
+    cloud_assembly: Path,
+    stack_names: list[str],
+    *,
+    region: str = REGION,
+    keys: tuple[str, str] = TESTING_KEYS,
+) -> dict[str, dict[str, str]]:
+    """Create each stack (in the given order) through CloudFormation, in ``region`` and the
+    account of ``keys``, or update it where it exists; return their outputs."""
+    aws = session(region, keys)
+    moto_gaps.prepare_account(aws, url)
+    cf = aws.client("cloudformation", endpoint_url=url)
+    deployed = {s["StackName"] for s in cf.describe_stacks()["Stacks"]}
     outputs: dict[str, dict[str, str]] = {}
     for name in stack_names:
         template = json.loads((cloud_assembly / f"{name}.template.json").read_text())
-        cf.create_stack(
-            StackName=name,
-            TemplateBody=json.dumps(
-                moto_gaps.adapt(template, session().client("batch", endpoint_url=url))
+        request = {
+            "StackName": name,
+            "TemplateBody": json.dumps(
+                moto_gaps.adapt(template, aws.client("batch", endpoint_url=url))
             ),
-            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
-        )
+            "Capabilities": ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+        }
+        verb = "UPDATE" if name in deployed else "CREATE"
+        (cf.update_stack if name in deployed else cf.create_stack)(**request)
         stack = cf.describe_stacks(StackName=name)["Stacks"][0]
-        if stack["StackStatus"] != "CREATE_COMPLETE":
+        if stack["StackStatus"] != f"{verb}_COMPLETE":
             reason = stack.get("StackStatusReason")
             raise RuntimeError(f"{name}: {stack['StackStatus']} {reason}")
         outputs[name] = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-    moto_gaps.default_security_groups(session(), url)
+    moto_gaps.default_security_groups(aws, url)
     return outputs
 
 
@@ -117,4 +155,9 @@ def serve(port: int) -> None:
 if __name__ == "__main__":
     import sys
 
-    serve(int(sys.argv[1]))
+    if sys.argv[1:2] and sys.argv[1].isdigit():
+        serve(int(sys.argv[1]))
+    else:
+        from devenv import emulate
+
+        sys.exit(emulate.main(sys.argv[1:]))
