@@ -88,23 +88,32 @@ def run_page(
     # directory, and a link to the checkout's would lead out (launcher.job.jobfile).
     shutil.copytree(ROOT / "demo", tmp_path / "demo", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / ".demo").symlink_to(demo.workdir)
+    # What a page run from the checkout reaches: cdk.json and the emulator (docs/teams.md).
+    for name in ("cdk.json", "devenv"):
+        (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / "home").mkdir()
     body = examples.script(examples.blocks(page), "python")
     if page.name != "README.md":
         body = "source .demo/env\n" + body
-    return subprocess.run(
-        ["bash", "-c", body],
-        cwd=tmp_path,
-        env={
-            "HOME": str(tmp_path / "home"),
-            "PATH": ":".join(["/usr/local/bin", "/usr/bin", "/bin", *map(str, extra_path)]),
-            "LANG": "C.UTF-8",
-        },
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    try:
+        return subprocess.run(
+            ["bash", "-c", body],
+            cwd=tmp_path,
+            env={
+                "HOME": str(tmp_path / "home"),
+                "PATH": ":".join(["/usr/local/bin", "/usr/bin", "/bin", *map(str, extra_path)]),
+                "LANG": "C.UTF-8",
+            },
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    finally:  # an emulator the page started and did not stop (it failed first)
+        emulator = tmp_path / ".emulator"
+        if (emulator / "server.json").exists():
+            stop_emulator = [sys.executable, "-m", "devenv.emulator", "stop", "--workdir"]
+            subprocess.run([*stop_emulator, str(emulator)], cwd=ROOT, check=False, timeout=60)
 
 
 @pytest.mark.cdk  # `cdk synth` with the CLI
@@ -181,6 +190,10 @@ def test_every_docs_example_runs_against_the_emulated_stack(demo, tmp_path, page
             required_or_skip("TorchX is not installed (make deps)")
     result = run_page(demo, tmp_path, page, extra_path=extra)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    if page.name == "teams.md":  # its refusals are the launcher's lines, word for word
+        run = [b for b in examples.blocks(page) if b.lang == "console" and b.not_run is None]
+        shown = [x for b in run for x in b.text.splitlines() if x.startswith("launcher: error:")]
+        assert len(shown) >= 3 and all(line in result.stderr for line in shown), result.stderr
 
 
 @pytest.mark.cdk
