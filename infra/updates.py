@@ -280,6 +280,13 @@ UPDATES: dict[str, Update] = {
         example={"fair_share": True, "share_weights": {"vision": 1.0, "nlp*": 0.5}},
         baseline={"fair_share": True},
     ),
+    "teams": Update(
+        Effect.IN_PLACE,
+        "a new team adds its roles, EFS access point, log group and user policy; a removed "
+        "team's are deleted (its log group with its logs; its directory's files stay on EFS); "
+        "weights change the fair-share policy in place",
+        example={"teams": {"vision": {}}},
+    ),
     "share_decay_seconds": Update(
         Effect.IN_PLACE,
         "the fair-share policy (needs fair_share)",
