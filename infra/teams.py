@@ -42,17 +42,11 @@ from infra.roles import (
 )
 from infra.team_config import TeamConfig, team_construct_name
 from launcher.stack import buckets, secrets
-from launcher.stack.teams import TEAM_TAG, Common, FsxAccess
+from launcher.stack.teams import TEAM_TAG, Common, FsxAccess, team_definition_prefix
 
-# The launcher's job definitions (launcher/job/jobdef.py) and copy job definitions
-# (launcher/copyjob/plan.py COPY_DEFINITION_PREFIX) are named with these prefixes.
-JOB_DEFINITION_PREFIX = "efa-batch-"
-COPY_DEFINITION_PREFIX = "efa-batch-copy"
-# Whom the launcher's users pass the roles to: Batch takes them in RegisterJobDefinition and
-# hands them to ECS (IAM user guide, id_roles_use_passrole.html; iam:PassedToService,
-# reference_policies_iam-condition-keys.html). Both services are named, so the grant holds
-# whichever of the two IAM sees as the receiver, and no other service gets the roles.
-PASSED_TO = ["batch.amazonaws.com", "ecs-tasks.amazonaws.com"]
+# The launcher's copy job definitions (launcher/copyjob/plan.py) are named with this prefix; a
+# team's job definitions with launcher.stack.teams.team_definition_prefix.
+COPY_DEFINITION_PREFIX = "efa-batch-copy-"
 # What the launcher reads that has no resource-level permission (Service Authorization
 # Reference: no resource type for these actions), and reads only.
 READ_ANY = (
@@ -181,9 +175,9 @@ class Team(Construct):
                 "resource-level permission (Service Authorization Reference); they read only.",
             ),
             Acknowledgment(
-                id=any_of("batch", f"job-definition/{JOB_DEFINITION_PREFIX}*"),
-                reason="The launcher's job definitions, named by content at run time; the "
-                "roles in them are the team's own (iam:PassRole).",
+                id=any_of("batch", f"job-definition/{team_definition_prefix(self.name)}*"),
+                reason="The team's job definitions, named by content at run time; the roles "
+                "in them are the team's own (iam:PassRole).",
             ),
             Acknowledgment(
                 id=any_of("batch", f"job-definition/{COPY_DEFINITION_PREFIX}*"),
@@ -236,7 +230,9 @@ def user_statements(
 ) -> list[iam.PolicyStatement]:
     """A team's users' statements (module docstring: the Batch actions and condition keys).
 
-    - SubmitJob: the team's queues and the launcher's job definitions, only with the request
+    - SubmitJob: the team's queues and the team's job definitions (team_definition_prefix:
+      SubmitJob names no role, so another team's definition would run with its roles), only
+      with the request
       tag TEAM_TAG=NAME, and with fair share only as the team's share identifier
       (``batch:ShareIdentifier``). A StringEquals on a key the request lacks does not match
       (IAM user guide, reference_policies_condition-single-vs-multi-valued-context-keys), so
@@ -244,7 +240,10 @@ def user_statements(
     - TagResource on jobs: the tags given at submission, TEAM_TAG=NAME among them; never on
       another team's job (StringEqualsIfExists on the job's own TEAM_TAG).
     - TerminateJob, CancelJob: jobs tagged TEAM_TAG=NAME (aws:ResourceTag).
-    - iam:PassRole: the team's two roles, and the shared copy jobs' two, to Batch/ECS only.
+    - iam:PassRole: the team's two roles, and the shared copy jobs' two; as the Batch user
+      guide's example (iam-example-job-def.html) does, with no iam:PassedToService condition,
+      which AWS documents for neither Batch nor its ECS tasks (one IAM did not meet would stop
+      every registration).
     - logs: FilterLogEvents and GetLogEvents on the team's log group alone.
     - copy jobs (bases copied into the workspace repository): the copy queue with the copy
       job definitions; reads without resource-level permission; the workspace repository.
@@ -258,8 +257,7 @@ def user_statements(
         return stack.format_arn(service="batch", resource=resource, resource_name=resource_name)
 
     jobs = batch_arn("job", "*")
-    definitions = batch_arn("job-definition", f"{JOB_DEFINITION_PREFIX}*")
-    passed = {"StringEquals": {"iam:PassedToService": PASSED_TO}}
+    definitions = batch_arn("job-definition", f"{team_definition_prefix(name)}*")
     return [
         iam.PolicyStatement(
             sid="SubmitToTheTeamsPools",
@@ -285,7 +283,7 @@ def user_statements(
         iam.PolicyStatement(
             sid="RegisterJobDefinitions",
             actions=["batch:RegisterJobDefinition", "batch:TagResource"],
-            resources=[definitions],
+            resources=[definitions, batch_arn("job-definition", f"{COPY_DEFINITION_PREFIX}*")],
         ),
         iam.PolicyStatement(
             sid="WhyTheTeamsJobsWait",
@@ -296,7 +294,6 @@ def user_statements(
             sid="PassTheTeamsRoles",
             actions=["iam:PassRole"],
             resources=list(roles),
-            conditions=passed,
         ),
         iam.PolicyStatement(
             sid="ReadTheTeamsLogs",
@@ -328,6 +325,5 @@ def user_statements(
             sid="PassTheCopyRoles",
             actions=["iam:PassRole"],
             resources=list(copy_roles),
-            conditions=passed,
         ),
     ]

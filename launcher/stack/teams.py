@@ -55,6 +55,21 @@ class FsxAccess(str, enum.Enum):
         return self.value
 
 
+# The launcher's job definitions are named JOB_DEFINITION_PREFIX-HASH (launcher/job/jobdef.py);
+# a team's are JOB_DEFINITION_PREFIX-TEAM_HASH, so its users' policy can name them alone. The
+# underscore ends the team's name (team names hold none): "efa-batch-vision_*" cannot match a
+# team named vision-x. The Batch user guide scopes SubmitJob and RegisterJobDefinition the same
+# way, by a name prefix ending in "_" (iam-example-job-def.html, "JobDefA_*"): SubmitJob takes
+# no role, so a policy that allowed every definition would let one team's users run another
+# team's definition, and its roles, on their own queue.
+JOB_DEFINITION_PREFIX = "efa-batch"
+
+
+def team_definition_prefix(team: str) -> str:
+    """What every name of a team's job definitions starts with."""
+    return f"{JOB_DEFINITION_PREFIX}-{team}_"
+
+
 def efs_team_directory(team: str) -> str:
     """The root of a team's EFS access point."""
     return f"/teams/{team}"
@@ -91,9 +106,7 @@ class TeamInfo:
         object.__setattr__(self, "pools", tuple(self.pools))
         object.__setattr__(self, "common", Common(self.common))
         object.__setattr__(self, "fsx", FsxAccess(self.fsx))
-        buckets = tuple(
-            DataBucket.parse(b) if isinstance(b, str) else b for b in self.data_buckets
-        )
+        buckets = tuple(DataBucket.parse(b) if isinstance(b, str) else b for b in self.data_buckets)
         grants = tuple(SecretGrant.parse(g) if isinstance(g, str) else g for g in self.job_secrets)
         object.__setattr__(self, "data_buckets", buckets)
         object.__setattr__(self, "job_secrets", grants)

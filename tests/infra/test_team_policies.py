@@ -18,12 +18,18 @@ from __future__ import annotations
 import pytest
 
 from infra.storage import file_system_policy
-from launcher.stack.teams import TEAM_TAG
+from launcher.stack.teams import TEAM_TAG, team_definition_prefix
 from tests.infra.teams_support import resource_id, role_documents, synth_teams, user_policy
 from tests.support.iam_eval import Request, allowed, decide, render
 
 ARN = "arn:aws:{}:us-east-1:123456789012:{}"
-JOB_DEFINITION = ARN.format("batch", "job-definition/efa-batch-0123abcd:1")
+
+
+def definition(team: str) -> str:
+    """A job definition of the team's, as the launcher names it, at a revision."""
+    return ARN.format("batch", f"job-definition/{team_definition_prefix(team)}0123abcd:1")
+
+
 JOB = ARN.format("batch", "job/0f1e2d3c-aaaa-bbbb-cccc-000000000001")
 
 
@@ -94,13 +100,15 @@ def queue(cluster, pool: str) -> str:
     return f"<{logical}>"
 
 
-def submit(cluster, pool: str, share: str | None, tag: str | None) -> Request:
+def submit(cluster, pool: str, share: str | None, tag: str | None, owner=None) -> Request:
+    """SubmitJob to the pool's queue of a definition of ``owner``'s (the tag's team)."""
     context = {}
     if share is not None:
         context["batch:ShareIdentifier"] = share
     if tag is not None:
         context[f"aws:RequestTag/{TEAM_TAG}"] = tag
-    return Request("batch:SubmitJob", (queue(cluster, pool), JOB_DEFINITION), context)
+    owner = owner or tag or "vision"
+    return Request("batch:SubmitJob", (queue(cluster, pool), definition(owner)), context)
 
 
 @pytest.mark.cdk
@@ -118,21 +126,39 @@ def test_a_vision_user_submits_to_visions_pools_as_vision_only(cluster):
     assert not allowed(llm, submit(cluster, "cpu", "llm", "llm"))
 
 
+@pytest.mark.cdk
+def test_a_vision_user_cannot_run_llms_job_definition_and_its_roles(cluster):
+    """SubmitJob names no role: the definition brings its roles. A vision user submitting a
+    definition llm registered (llm's job and execution roles) to vision's own queue as vision
+    is refused, as is a definition of a team whose name starts with vision's; the Batch user
+    guide scopes SubmitJob by a definition name prefix ending in "_" (iam-example-job-def.html,
+    iam-example-restrict-job-submission: "you must provide both job queue and job definition
+    resource types"; a SubmitJob request's definition ARN carries its revision)."""
+    vision = [user_policy(cluster, "vision")]
+    assert allowed(vision, submit(cluster, "default", "vision", "vision", owner="vision"))
+    assert not allowed(vision, submit(cluster, "default", "vision", "vision", owner="llm"))
+    assert not allowed(vision, submit(cluster, "default", "vision", "vision", owner="vision-x"))
+    stack_definition = ARN.format("batch", "job-definition/efa-batch-0123abcd:1")
+    request = Request(
+        "batch:SubmitJob",
+        (queue(cluster, "default"), stack_definition),
+        {"batch:ShareIdentifier": "vision", f"aws:RequestTag/{TEAM_TAG}": "vision"},
+    )
+    assert not allowed(vision, request)  # the stack's own roles, no team's
+
+
 def role_arn(cluster, team: str, kind: str) -> str:
     name = "Team" + team.capitalize() + kind
     return f"<{resource_id(cluster, name, 'AWS::IAM::Role')}.Arn>"
 
 
 @pytest.mark.cdk
-def test_a_vision_user_passes_visions_roles_to_batch_only(cluster):
+def test_a_vision_user_passes_visions_roles_only(cluster):
     vision = [user_policy(cluster, "vision")]
     to_batch = {"iam:PassedToService": "batch.amazonaws.com"}
     for kind in ("JobRole", "ExecutionRole"):
         mine = role_arn(cluster, "vision", kind)
         assert allowed(vision, Request("iam:PassRole", (mine,), to_batch))
-        assert not allowed(
-            vision, Request("iam:PassRole", (mine,), {"iam:PassedToService": "ec2.amazonaws.com"})
-        )
         assert not allowed(
             vision, Request("iam:PassRole", (role_arn(cluster, "llm", kind),), to_batch)
         )
@@ -227,3 +253,19 @@ def test_a_teams_job_role_mounts_its_own_directory_and_the_common_one_only(clust
     assert not may(vision_docs, mount, own_llm) and not may(vision_docs, write, own_llm)
     assert not may(vision_docs, mount, None)  # the whole file system
     assert not may(vision_docs, "elasticfilesystem:ClientRootAccess", own_vision)
+
+
+@pytest.mark.cdk
+def test_a_vision_user_registers_and_submits_copy_jobs(cluster):
+    """Copying a base into the workspace repository (launcher/copyjob/plan.py): the user
+    registers a copy definition, named COPY_DEFINITION_PREFIX-HASH, and submits it to the copy
+    queue; that prefix is the launcher's own."""
+    from infra.teams import COPY_DEFINITION_PREFIX
+    from launcher.copyjob import plan
+
+    assert f"{plan.COPY_DEFINITION_PREFIX}-" == COPY_DEFINITION_PREFIX
+    vision = [user_policy(cluster, "vision")]
+    copy_definition = ARN.format("batch", f"job-definition/{COPY_DEFINITION_PREFIX}0123abcd")
+    assert allowed(vision, Request("batch:RegisterJobDefinition", (copy_definition,), {}))
+    assert allowed(vision, Request("batch:RegisterJobDefinition", (definition("vision"),), {}))
+    assert not allowed(vision, Request("batch:RegisterJobDefinition", (definition("llm"),), {}))
