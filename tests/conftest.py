@@ -153,6 +153,14 @@ def synth_pools(tmp_path_factory):
     return synthesize(cdk_context(env="prod", **POOLS), tmp_path_factory.mktemp("cdk-pools"))
 
 
+@pytest.fixture(scope="session")
+def synth_teams(tmp_path_factory):
+    """cdk.json's teams environment (vision, speech, llm)."""
+    from tests.infra.teams_support import synth_teams as synthesized
+
+    return synthesized(tmp_path_factory)
+
+
 IMPORTED_VPC = {
     "vpc_id": "vpc-0123456789abcdef0",
     "subnet_id": "subnet-0123456789abcdef0",
