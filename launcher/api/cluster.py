@@ -20,7 +20,7 @@ from launcher.api.images import BuildOptions
 from launcher.api.jobs import Job
 from launcher.backend import newest_first
 from launcher.errors import UsageError
-from launcher.job import capacity, jobdef, validation
+from launcher.job import capacity, jobdef, teams, validation
 from launcher.job.info import JobInfo
 from launcher.job.jobspec import DEFAULT_RENDEZVOUS_PORT, JobSpec
 from launcher.job.options import make_spec
@@ -72,13 +72,20 @@ class Cluster:
         profile: str | None = None,
         region: str | None = None,
         aws: Aws | None = None,
+        team: str | None = None,
     ) -> Cluster:
         """The stack named ``name`` (default: ``$LAUNCHER_STACK``, then ``EfaBatch``); one
-        DescribeStacks call. ``aws``: a ``launcher.aws.client.Aws`` to share (it counts calls)."""
+        DescribeStacks call. ``aws``: a ``launcher.aws.client.Aws`` to share (it counts calls).
+
+        On a stack with teams, the cluster as one team sees it (``launcher.job.teams.choose``):
+        ``team``, else ``$LAUNCHER_TEAM``, else the stack's only team; with several and none
+        chosen, whatever submits is refused in one line. SettingError, before any call after
+        DescribeStacks, for a team the stack lacks or ``team`` on a stack without teams."""
         from launcher.stack.cluster import from_stack
 
         aws = aws or aws_session(profile, region)
-        return cls(from_stack(aws.describe_stack(name or default_stack())), aws)
+        info = from_stack(aws.describe_stack(name or default_stack()))
+        return cls(teams.choose(info, team, os.environ.get(teams.TEAM_ENV)), aws)
 
     def local(
         self,
@@ -494,8 +501,10 @@ class Cluster:
         """The jobs of a pool's queue (the default pool's, or ``pool``; with ``every_pool``
         every queue of the stack), active ones unless ``all``, newest first; with ``images``,
         each job's image (on AWS one more call per 100 job definitions), with ``tags`` its tags
-        (on AWS one more call per 100 jobs: ListJobs gives none)."""
+        (on AWS one more call per 100 jobs: ListJobs gives none), which a stack with teams
+        always reads: a job's team is its tag (``JobInfo.team``)."""
         names = self.info.pool_names if every_pool else (pool,)
+        tags = tags or bool(self.info.teams)
         jobs = []
         for cluster in map(self.in_pool, names):
             queue = cluster.info.job_queue_arn  # ListJobs' summaries omit it

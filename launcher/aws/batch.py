@@ -34,6 +34,7 @@ from launcher.job.resumption import resumption
 from launcher.job.shapes import Dependency, is_single, parse_after
 from launcher.job.waiting import Capacity, Facts, Place, Watch, pending
 from launcher.progress import Event, ProgressFn
+from launcher.stack.teams import TEAM_TAG
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # A job, a node of a multi-node job (``#N``) or an array's child (``:N``, "the array index for
@@ -150,6 +151,9 @@ def job_info(job: dict[str, Any], nodes: list[dict[str, Any]] | None = None) -> 
         depends_on=tuple(str(Dependency.from_batch(d)) for d in job.get("dependsOn") or []),
         replacements=replacement_lines(job.get("tags")),
         tags=dict(job.get("tags") or {}),  # DescribeJobs gives them; ListJobs' summaries do not
+        # Both DescribeJobs and ListJobs give shareIdentifier (JobDetail, JobSummary).
+        share=job.get("shareIdentifier"),
+        team=(job.get("tags") or {}).get(TEAM_TAG),
     )
 
 

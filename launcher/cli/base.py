@@ -154,6 +154,15 @@ def pool_argument(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def team_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--team``, on a stack deployed with teams (``launcher.job.teams``)."""
+    parser.add_argument(
+        "--team",
+        help=f"{what} on a stack with teams (default: $LAUNCHER_TEAM, else the stack's only "
+        "team; launcher outputs lists them)",
+    )
+
+
 def image_arguments(parser: argparse.ArgumentParser) -> None:
     """How the workspace image is made: the flags of ``build`` and ``run``."""
     parser.add_argument(
@@ -208,7 +217,9 @@ def cluster_from(args: argparse.Namespace, local: bool = False) -> Cluster:
     """The stack's cluster; with ``local`` (the command's --local), its local Docker engine."""
     from launcher.api import Cluster
 
-    cluster = Cluster.from_stack(args.stack, profile=args.profile, region=args.region)
+    cluster = Cluster.from_stack(
+        args.stack, profile=args.profile, region=args.region, team=getattr(args, "team", None)
+    )
     if not local:
         return cluster
     return cluster.local(

@@ -13,6 +13,7 @@ from launcher.cli.base import (
     output_argument,
     pool_argument,
     print_json,
+    team_argument,
 )
 from launcher.errors import UsageError
 from launcher.job.jobspec import DEFAULT_RENDEZVOUS_PORT
@@ -42,6 +43,7 @@ class Check(Command):
         parser.add_argument(
             "--share-id", help="fair-share identifier, where the policy names teams"
         )
+        team_argument(parser, "the team whose roles and pools the check runs with")
         output_argument(parser, "the report: each node's checks and the all-reduce's numbers")
         parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
         parser.add_argument("--local-efs", metavar="DIR", help="EFS stand-in with --local")

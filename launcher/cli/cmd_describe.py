@@ -44,6 +44,8 @@ class Describe(Command):
             rows["reason"] = info.reason
         rows |= {
             "queue": info.queue or "-",
+            "team": info.team or "-",  # its efa-batch:team tag (a stack with teams)
+            "share": info.share or "-",  # its fair-share identifier
             "definition": info.definition or "-",
             "nodes": info.nodes,
             "image": info.image or "-",

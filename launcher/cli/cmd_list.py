@@ -21,8 +21,10 @@ class List(Command):
     name = "list"
     help = "list the cluster queue's jobs (active ones unless --all)"
     notes = (
-        "Newest first: ID, NAME, POOL, STATE, NODES, AGE (since it was submitted) and DURATION "
-        "(how long it ran, or has run). Scripts should read -o json, not the table."
+        "Newest first: ID, NAME, POOL, TEAM (its efa-batch:team tag, on a stack with teams), "
+        "SHARE (its fair-share identifier), STATE, NODES, AGE (since it was submitted) and "
+        "DURATION (how long it ran, or has run); - where a job has none (a local job). Scripts "
+        "should read -o json, not the table."
     )
     examples = (
         "launcher list",
@@ -68,6 +70,8 @@ class List(Command):
                 job.job_id,
                 job.name,
                 pool_of[job.job_id] or "-",
+                job.team or "-",
+                job.share or "-",
                 job.state.value,
                 str(job.nodes),
                 tables.age(job.created_at, now),
@@ -75,8 +79,8 @@ class List(Command):
             )
             for job in listed
         ]
-        headers = ("ID", "NAME", "POOL", "STATE", "NODES", "AGE", "DURATION")
-        tables.render(headers, rows, styles={3: tables.STATE_STYLES})
+        headers = ("ID", "NAME", "POOL", "TEAM", "SHARE", "STATE", "NODES", "AGE", "DURATION")
+        tables.render(headers, rows, styles={headers.index("STATE"): tables.STATE_STYLES})
         return 0
 
 

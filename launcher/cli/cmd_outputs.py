@@ -1,5 +1,5 @@
-"""``launcher outputs``: the cluster the stack's outputs describe, its pools as a table and
-each Capacity Block's window."""
+"""``launcher outputs``: the cluster the stack's outputs describe, its pools and its teams as
+tables and each Capacity Block's window."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class Outputs(Command):
         if args.output == "json":
             print_json({**data, "capacity_windows": blocks})
             return 0
-        del data["pools"]  # a table of their own
+        del data["pools"], data["teams"]  # tables of their own
         windows = {f"capacity ({pool})": window for pool, window in blocks.items()}
         if args.all:
             print_fields({**data, "internet": info.internet, **windows})
@@ -53,6 +53,10 @@ class Outputs(Command):
         print()
         _pool_table(info)
         print("* the default pool: jobs go there unless they name one (--pool)")
+        if info.teams:
+            print()
+            _team_table(info)
+            print("> the team you submit as (--team, $LAUNCHER_TEAM, or the stack's only team)")
         if not args.all:
             print("every value (ARNs, ids): launcher outputs --all")
         return 0
@@ -97,4 +101,24 @@ def _pool_table(info: ClusterInfo) -> None:
                 p.fallback or "-",
             )
         )
+    tables.render(headers, rows)
+
+
+def _team_table(info: ClusterInfo) -> None:
+    """The teams of a stack deployed with teams: what each may use, and the managed policy the
+    platform team attaches to its users; the team this view submits as marked."""
+    from launcher.cli import tables
+
+    headers = ("TEAM", "SHARE", "POOLS", "COMMON", "FSX", "USER POLICY")
+    rows = [
+        (
+            t.name + (" >" if t.name == info.team else ""),
+            t.share_id,
+            ",".join(t.pools),
+            t.common.value,
+            t.fsx.value,
+            t.user_policy_arn,
+        )
+        for t in info.teams
+    ]
     tables.render(headers, rows)

@@ -22,6 +22,7 @@ from launcher.cli.base import (
     pool_argument,
     print_err,
     print_job_id,
+    team_argument,
     walk_ahead,
 )
 from launcher.errors import UsageError
@@ -170,7 +171,10 @@ class Run(Command):
             f"(default {DEFAULT_ATTEMPTS})",
         )
         pool_argument(parser, "the pool to run in")
-        parser.add_argument("--share-id", help="fair-share identifier (your team)")
+        team_argument(parser, "the team to submit as: its pools, roles, share and directory")
+        parser.add_argument(
+            "--share-id", help="fair-share identifier (your team; with teams, the team's)"
+        )
         parser.add_argument("--priority", type=int, help="fair-share scheduling priority")
         parser.add_argument(
             "--tag",
@@ -287,6 +291,8 @@ class Run(Command):
         if args.file:  # the file's values under the flags given; the command after -- wins
             job_file = jobfile.load(args.file)
             options = jobfile.merge(job_file.options, options)
+            if args.team is None:
+                args.team = job_file.team
             command = command or list(job_file.command or ())
             if args.workspace is None and not args.no_workspace:  # the file's, checked
                 workspace = None if job_file.no_workspace else (job_file.workspace or ".")

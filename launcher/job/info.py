@@ -121,6 +121,11 @@ class JobInfo:
     # The job's tags, where the backend read them: a local job's record keeps them; an AWS
     # job's come with DescribeJobs, not ListJobs (``Backend.list(tags=True)`` asks for them).
     tags: dict[str, str] = field(default_factory=dict)
+    # Whose job it is on a stack with teams: its share identifier (where its queue has a
+    # fair-share policy) and its team (its efa-batch:team tag, launcher.stack.teams; an AWS
+    # job's where its tags were read). A local job has neither.
+    share: str | None = None
+    team: str | None = None
 
     @property
     def is_array(self) -> bool:

@@ -29,6 +29,7 @@ from launcher.job.validation import (
 )
 from launcher.node import prelude
 from launcher.stack.cluster import ClusterInfo
+from launcher.stack.teams import JOB_DEFINITION_PREFIX, TEAM_TAG, team_definition_prefix
 
 RETRY_ON_HOST_LOSS = (
     # Instance loss (reclaimed, failed status checks) of the main node is worth another
@@ -61,9 +62,6 @@ def retry_strategy(spec: JobSpec) -> dict[str, Any]:
     return {"attempts": spec.attempts, "evaluateOnExit": [dict(rule) for rule in rules]}
 
 
-JOB_DEFINITION_PREFIX = "efa-batch"
-
-
 @dataclass(frozen=True)
 class Requests:
     register: dict[str, Any]
@@ -73,9 +71,13 @@ class Requests:
         return {"registerJobDefinition": self.register, "submitJob": self.submit}
 
 
-def definition_name(body: dict[str, Any]) -> str:
-    """Named by a hash of the content: registering the same job twice finds the first."""
+def definition_name(body: dict[str, Any], team: str | None = None) -> str:
+    """Named by a hash of the content: registering the same job twice finds the first. A
+    team's definitions start with its prefix (``team_definition_prefix``), the only ones its
+    users' policy lets them register and submit."""
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    if team is not None:
+        return f"{team_definition_prefix(team)}{digest[:32]}"
     return f"{JOB_DEFINITION_PREFIX}-{digest[:32]}"
 
 
@@ -125,14 +127,20 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
         # Per attempt, and for an array per child: "The timeout specified in the
         # attemptDurationSeconds parameter applies to each child job" (array_jobs.html).
         body["timeout"] = {"attemptDurationSeconds": spec.timeout_seconds}
-    name = definition_name(body)
+    team = cluster.current_team
+    name = definition_name(body, team.name if team else None)
     register = {"jobDefinitionName": name, **body}
+    tags = {"efa-batch:stack": cluster.stack_name, **dict(spec.tags)}
+    if team is not None:
+        # Whose job it is (list, describe), and what its team's users' policy asks of every
+        # submit of theirs (aws:RequestTag) and of every cancel (aws:ResourceTag).
+        tags[TEAM_TAG] = team.name
     submit: dict[str, Any] = {
         "jobName": spec.name,
         "jobQueue": cluster.job_queue_arn,
         "jobDefinition": name,
         "propagateTags": True,
-        "tags": {"efa-batch:stack": cluster.stack_name, **dict(spec.tags)},
+        "tags": tags,
     }
     if not spec.single_node:
         submit["nodeOverrides"] = node_overrides(body, [watch_token()])
@@ -141,6 +149,7 @@ def build(spec: JobSpec, cluster: ClusterInfo) -> Requests:
     if spec.after:
         submit["dependsOn"] = [d.as_batch() for d in spec.after]
     if cluster.scheduling_policy_arn:
+        # A team's job: its team's share unless it named another (refused by validate).
         submit["shareIdentifier"] = spec.share_id or "default"
         if spec.priority is not None:
             submit["schedulingPriorityOverride"] = spec.priority

@@ -44,6 +44,7 @@ class JobFile:
     command: tuple[str, ...] | None = None
     declared_workspace: str | None = None
     no_workspace: bool = False
+    team: str | None = None  # the team to submit as (``--team``), on a stack with teams
 
     @property
     def workspace(self) -> str | None:
@@ -187,6 +188,7 @@ KEYS = (
     "tags",
     "privileged",
     "groups",
+    "team",
 )
 GROUP_KEYS = ("name", "nodes", "image", "command", "gpus_per_node", "env")
 # A mount's keys by type: which it takes and which it needs (``--mount``'s fields).
@@ -383,7 +385,8 @@ class _Reader:
             raise self.fail("command", "empty; give the program and its arguments")
         workspace, no_workspace = self.workspace(data)
         self.check(options, command)
-        return JobFile(self.name, options, command, workspace, no_workspace)
+        team = self.string("team", data["team"]) if "team" in data else None
+        return JobFile(self.name, options, command, workspace, no_workspace, team)
 
     def env(self, path: str, value: object) -> tuple[tuple[str, str], ...]:
         env = self.mapping(path, value)

@@ -25,6 +25,7 @@ FLAGS = {
     "port": "--port",
     "array": "--array",
     "secrets": "--secret",
+    "team": "--team",
 }
 
 

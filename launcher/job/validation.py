@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from launcher.errors import UsageError
+from launcher.job import teams
 from launcher.job.jobspec import EfaMode, JobSpec, Mount, MountKind, NodeGroup
 from launcher.job.setting_error import Setting, SettingError
 from launcher.stack.cluster import ClusterInfo
@@ -36,8 +37,12 @@ def in_pool(spec: JobSpec, cluster: ClusterInfo) -> tuple[JobSpec, ClusterInfo]:
     a fraction of the speed for days), ``auto`` for a one-node job there (its NCCL traffic
     stays on the node), ``off`` on a pool without. ``--efa auto`` means EFA where the pool's
     nodes have it, so a job for a CPU or small GPU pool needs no ``--efa off``; ``require``
-    stays a demand."""
+    stays a demand. A team's job on a fair-share queue shares as its team unless it names
+    another share (``teams.check`` refuses that)."""
     cluster = cluster.pool(spec.pool)
+    share_id = teams.default_share(spec, cluster)
+    if share_id != spec.share_id:
+        spec = replace(spec, share_id=share_id)
     if spec.efa is None:
         efa = cluster.efa_interfaces > 0
         default = EfaMode.AUTO if spec.single_node else EfaMode.REQUIRE
@@ -50,6 +55,7 @@ def in_pool(spec: JobSpec, cluster: ClusterInfo) -> tuple[JobSpec, ClusterInfo]:
 def validate(spec: JobSpec, cluster: ClusterInfo) -> None:
     """Checks that need the cluster (the pool the spec names); the spec validated itself on
     construction."""
+    teams.check(spec, cluster.pool(spec.pool))  # before in_pool: the share as it was given
     spec, cluster = in_pool(spec, cluster)
     _validate_pool(spec, cluster)
     if spec.efa_on and cluster.efa_interfaces == 0:
@@ -127,7 +133,9 @@ def _validate_share(spec: JobSpec, cluster: ClusterInfo) -> None:
     weight of 1.0", botocore ``FairsharePolicy.shareDistribution``): a typo would quietly run
     at the default weight, outside the team's share. So where the stack names teams
     (``share_weights``), the launcher asks for one of them."""
-    if spec.share_id is None and spec.priority is None and not cluster.share_identifiers:
+    # A team's job names no share where it has none to name (its queue has no fair share).
+    given = spec.share_id is not None or spec.priority is not None
+    if not given and (not cluster.share_identifiers or cluster.current_team is not None):
         return
     if not cluster.scheduling_policy_arn:
         raise SettingError(
@@ -159,10 +167,14 @@ def _validate_container_settings(spec: JobSpec, cluster: ClusterInfo) -> None:
     for secret in spec.secrets:
         if not allowed(secret.ref, cluster.job_secrets, cluster.place):
             grants = ", ".join(str(g) for g in cluster.job_secrets) or "none"
+            team = cluster.current_team
+            whose = (
+                f"team {team.name}'s jobs read only secrets under its grants"
+                if team
+                else f"{cluster.stack_name} lets jobs read only secrets under its job_secrets"
+            )
             raise SettingError(
-                Setting("secrets", (secret.env, secret.text)),
-                f": {cluster.stack_name} lets jobs read only secrets under its job_secrets: "
-                f"{grants}",
+                Setting("secrets", (secret.env, secret.text)), f": {whose}: {grants}"
             )
     memlock = next((u for u in spec.ulimits if u.name == "memlock"), None)
     if spec.efa_on and memlock is not None and (memlock.soft, memlock.hard) != (-1, -1):

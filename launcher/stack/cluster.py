@@ -129,10 +129,7 @@ class ClusterInfo:
             known = ", ".join(self.team_names) or "none (it was deployed without teams)"
             raise UsageError(f"stack {self.stack_name} has no team {name!r}; its teams: {known}")
         (t,) = found
-        if self.pool_name not in t.pools and t.pools:
-            view = self.pool(t.pools[0])
-        else:
-            view = self
+        view = self.pool(t.pools[0]) if self.pool_name not in t.pools and t.pools else self
         return replace(
             view,
             team=t.name,

@@ -31,6 +31,7 @@ _RUN_OPTIONS = {
     "privileged": "privileged",
     "port": "port",
     "secrets": "secrets",
+    "team": "team",
 }
 
 

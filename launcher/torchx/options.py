@@ -26,8 +26,9 @@ from launcher.stack.cluster import ClusterInfo
 
 NAME = "efa_batch"
 
-# (stack, profile, region, local, host mounts allowed in a local run)
-Where = tuple[str, str | None, str | None, bool, bool, bool]
+# (stack, profile, region, local, host mounts allowed in a local run, privileged in a local
+# run, team: None is $LAUNCHER_TEAM, else the stack's only team; launcher.job.teams.choose)
+Where = tuple[str, str | None, str | None, bool, bool, bool, str | None]
 
 HOST_MOUNTS_OPTION = "allow_host_mounts"
 
@@ -45,7 +46,19 @@ def run_options() -> runopts:
         help="the stack's pool to run in (default: the pool of -h aws_TYPE's instance type, "
         "else the default pool)",
     )
-    opts.add("share_id", type_=str, default=None, help="fair-share identifier")
+    opts.add(
+        "team",
+        type_=str,
+        default=None,
+        help="the team to submit as, on a stack with teams: its pools, roles, share and "
+        "directory (default: $LAUNCHER_TEAM, else the stack's only team)",
+    )
+    opts.add(
+        "share_id",
+        type_=str,
+        default=None,
+        help="fair-share identifier (with teams: the team's)",
+    )
     opts.add("priority", type_=int, default=None, help="fair-share scheduling priority")
     opts.add(
         "image_repo",
@@ -204,6 +217,7 @@ def where_of(cfg: Mapping[str, CfgVal]) -> Where:
         local,
         local and from_command_line(cfg, HOST_MOUNTS_OPTION),
         local and from_command_line(cfg, "privileged"),
+        str_option(cfg, "team"),
     )
 
 

@@ -82,8 +82,8 @@ class EfaBatchScheduler(RegistryWorkspace, Scheduler[Mapping[str, CfgVal]]):
     def _cluster_at(self, key: Where) -> Cluster:
         """The cluster of a stack, on AWS or (``local``) on the local Docker engine."""
         if key not in self._clusters:
-            stack, profile, region, local, host_mounts, privileged = key
-            cluster = Cluster.from_stack(stack, profile=profile, region=region)
+            stack, profile, region, local, host_mounts, privileged, team = key
+            cluster = Cluster.from_stack(stack, profile=profile, region=region, team=team)
             self._clusters[key] = (
                 cluster.local(allow_host_mounts=host_mounts, allow_privileged=privileged)
                 if local
@@ -193,7 +193,7 @@ class EfaBatchScheduler(RegistryWorkspace, Scheduler[Mapping[str, CfgVal]]):
         DescribeJobs per 100 jobs of a pool (ListJobs gives no tags); local jobs' records keep
         theirs."""
         stack, profile, region, *_ = where_of(cfg or {})
-        cluster = self._cluster_at((stack, profile, region, False, False, False))
+        cluster = self._cluster_at((stack, profile, region, False, False, False, None))
         jobs = cluster.list(all=True, every_pool=True, tags=True)
         with contextlib.suppress(LauncherError):  # no local state to read: no local jobs
             jobs += cluster.local().list(all=True, every_pool=True, tags=True)

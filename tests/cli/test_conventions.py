@@ -317,18 +317,19 @@ def test_list_as_a_person_sees_it_on_a_terminal_and_piped(tmp_path):
     assert f"\x1b[31m{JobState.FAILED}" in seen  # red
     assert f"\x1b[33m{JobState.RUNNABLE}" in seen  # yellow: waiting
     lines = _uncoloured(seen).splitlines()
-    assert re.fullmatch(r"ID +NAME +POOL +STATE +NODES +AGE +DURATION", lines[0])
-    # Newest first; every column under its header.
+    assert re.fullmatch(r"ID +NAME +POOL +TEAM +SHARE +STATE +NODES +AGE +DURATION", lines[0])
+    # Newest first; every column under its header (a local job has no team or share).
     expected = [
-        (jobs["RUNNABLE"], "train2", "-", "RUNNABLE", "2", "5m", "-"),
-        (jobs["FAILED"], "train1", "-", "FAILED", "2", "10m", "1m"),
-        (jobs["SUCCEEDED"], "train0", "-", "SUCCEEDED", "2", r"[23]h", "2m"),
+        (jobs["RUNNABLE"], "train2", "-", "-", "-", "RUNNABLE", "2", "5m", "-"),
+        (jobs["FAILED"], "train1", "-", "-", "-", "FAILED", "2", "10m", "1m"),
+        (jobs["SUCCEEDED"], "train0", "-", "-", "-", "SUCCEEDED", "2", r"[23]h", "2m"),
     ]
     assert len(lines) == 4
-    starts = [lines[0].index(h) for h in ("ID", "NAME", "POOL", "STATE", "NODES", "AGE")]
+    headers = ("ID", "NAME", "POOL", "TEAM", "SHARE", "STATE", "NODES", "AGE")
+    starts = [lines[0].index(h) for h in headers]
     for line, cells in zip(lines[1:], expected, strict=True):
         assert re.fullmatch(r" +".join(cells), line), line
-        for start, cell in zip(starts, cells[:6], strict=True):
+        for start, cell in zip(starts, cells[:8], strict=True):
             assert re.match(cell, line[start:]), (line, cell)
 
     piped = subprocess.run(
