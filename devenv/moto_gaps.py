@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 Template = dict[str, Any]
 # Job id -> the nodeOverrides it was submitted with (see the SubmitJob gap below).
 _NODE_OVERRIDES: dict[str, dict[str, Any] | None] = {}
+# Job id -> the shareIdentifier it was submitted with (see the SubmitJob gap below).
+_SHARES: dict[str, str] = {}
 
 
 def _resources(t: Template, type_: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -505,6 +507,10 @@ def patch_moto_models() -> None:
             parent = self._jobs.get(parent_id)
             if parent is not None:
                 found.append(_node_record(parent, int(index)))
+        for record in found:
+            share = _SHARES.get(str(record.get("jobId", "")).split("#")[0])
+            if share is not None:
+                record["shareIdentifier"] = share
         return found
 
     BatchBackend.describe_jobs = describe_jobs  # type: ignore[method-assign]
@@ -546,12 +552,17 @@ def patch_moto_models() -> None:
     BatchResponse.listjobs = listjobs  # type: ignore[method-assign]
 
     # Gap: moto's SubmitJob drops nodeOverrides (Batch applies them to the nodes' containers);
-    # keep what was sent on the job, so tests can see what a node would have got.
+    # keep what was sent on the job, so tests can see what a node would have got. It drops
+    # shareIdentifier too, which Batch's DescribeJobs (JobDetail) and ListJobs (JobSummary)
+    # give back: kept here and answered by both.
     original_submit = BatchResponse.submitjob
 
     def submitjob(self: BatchResponse) -> str:
         body = original_submit(self)
-        _NODE_OVERRIDES[json.loads(body)["jobId"]] = self._get_param("nodeOverrides")
+        job_id = json.loads(body)["jobId"]
+        _NODE_OVERRIDES[job_id] = self._get_param("nodeOverrides")
+        if self._get_param("shareIdentifier"):
+            _SHARES[job_id] = self._get_param("shareIdentifier")
         return body
 
     BatchResponse.submitjob = submitjob  # type: ignore[method-assign]
@@ -606,6 +617,8 @@ def ec2_capacity_reservations() -> None:
 
 def _summary(job: Job) -> dict[str, Any]:
     summary: dict[str, Any] = job.describe_short()
+    if job.job_id in _SHARES:
+        summary["shareIdentifier"] = _SHARES[job.job_id]
     nodes = job.job_definition.node_properties
     if nodes is not None:
         numbers = (_NODE_OVERRIDES.get(job.job_id) or {}).get("numNodes") or nodes["numNodes"]
