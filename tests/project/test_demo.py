@@ -190,10 +190,13 @@ def test_every_docs_example_runs_against_the_emulated_stack(demo, tmp_path, page
             required_or_skip("TorchX is not installed (make deps)")
     result = run_page(demo, tmp_path, page, extra_path=extra)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    if page.name == "teams.md":  # its refusals are the launcher's lines, word for word
+    if page.name == "teams.md":  # its refusals and its dry run's JSON, word for word
         run = [b for b in examples.blocks(page) if b.lang == "console" and b.not_run is None]
-        shown = [x for b in run for x in b.text.splitlines() if x.startswith("launcher: error:")]
+        lines = [x for b in run for x in b.text.splitlines()]
+        shown = [x for x in lines if x.startswith("launcher: error:")]
         assert len(shown) >= 3 and all(line in result.stderr for line in shown), result.stderr
+        data = [x for x in lines if x.startswith("{")]
+        assert data and all(line in result.stdout for line in data), result.stdout
 
 
 @pytest.mark.cdk
