@@ -534,9 +534,19 @@ def test_output_json_parses_and_carries_the_tables_fields(cluster):
     listed = json.loads(_on(cluster, "list", "-o", "json").stdout)
     (row,) = [j for j in listed if j["job_id"] == job_id]
     shown = _on(cluster, "list").stdout.splitlines()
-    assert re.fullmatch(r"ID +NAME +POOL +STATE +NODES +AGE +DURATION", shown[0])
+    assert re.fullmatch(r"ID +NAME +POOL +TEAM +SHARE +STATE +NODES +AGE +DURATION", shown[0])
     (line,) = [s for s in shown if s.startswith(job_id)]
-    assert line.split()[:5] == [job_id, row["name"], row["pool"], row["state"], str(row["nodes"])]
+    # A stack without teams: the job has no team, and no share on a queue without fair share.
+    assert (row["team"], row["share"]) == (None, None)
+    assert line.split()[:7] == [
+        job_id,
+        row["name"],
+        row["pool"],
+        "-",
+        "-",
+        row["state"],
+        str(row["nodes"]),
+    ]
     assert row["nodes"] == 2  # JobSummary.nodeProperties.numNodes
     assert row["pool"] == info["pool_name"]
 
