@@ -187,6 +187,10 @@ class ClusterStack(Stack):
             )
             for name in sorted(config.teams)
         ]
+        for team in self.teams:
+            # A team's copy jobs log to its own group (launcher/copyjob/plan.py: the team's
+            # view), which its users read and the shared copy execution role writes.
+            grant_log_streams(copy.execution_role, team.log_group)
         if config.replace_bad_nodes:
             self.node_replacer = NodeReplacer(
                 self,

@@ -26,6 +26,7 @@ from launcher.job.jobdef import Requests, definition_name
 from launcher.job.jobspec import Mount
 from launcher.stack.cluster import ClusterInfo
 from launcher.stack.outputs import Egress
+from launcher.stack.teams import TEAM_TAG
 
 COPY_DEFINITION_PREFIX = "efa-batch-copy"
 PROGRAM = ("python3", "-m", "launcher.copyjob.program")
@@ -167,4 +168,9 @@ def requests(
         "propagateTags": True,
         "tags": {"efa-batch:stack": cluster.stack_name, "efa-batch:copy": source.digest},
     }
+    team = cluster.current_team
+    if team is not None:
+        # Tags given at submission are a TagResource too, which a team's user policy allows
+        # only with the team's own tag (infra/teams.py user_statements).
+        submit["tags"][TEAM_TAG] = team.name
     return Requests({"jobDefinitionName": name, **body}, submit)

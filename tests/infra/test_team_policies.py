@@ -269,3 +269,14 @@ def test_a_vision_user_registers_and_submits_copy_jobs(cluster):
     assert allowed(vision, Request("batch:RegisterJobDefinition", (copy_definition,), {}))
     assert allowed(vision, Request("batch:RegisterJobDefinition", (definition("vision"),), {}))
     assert not allowed(vision, Request("batch:RegisterJobDefinition", (definition("llm"),), {}))
+
+
+@pytest.mark.cdk
+def test_the_copy_execution_role_writes_each_teams_log_group(cluster):
+    """A team's copy jobs log to its group (launcher/copyjob/plan.py), which its users read;
+    the ECS agent writes it as the shared copy execution role ("logs:CreateLogStream,
+    logs:PutLogEvents" for awslogs: ECS developer guide, task_execution_IAM_role.html)."""
+    documents = role_documents(cluster, "CopyExecutionRole")
+    for team in ("vision", "speech", "llm"):
+        logical = resource_id(cluster, f"Team{team.capitalize()}LogGroup", "AWS::Logs::LogGroup")
+        assert allowed(documents, Request("logs:PutLogEvents", (f"<{logical}.Arn>",)))
