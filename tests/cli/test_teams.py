@@ -181,3 +181,16 @@ def test_outputs_shows_the_teams(stack):
     data = json.loads(ok(launcher(server, "outputs", "-o", "json")).stdout)
     assert [t["name"] for t in data["teams"]] == list(teams)
     assert data["teams"][0]["user_policy_arn"] == teams[data["teams"][0]["name"]].user_policy_arn
+
+
+def test_a_job_file_names_the_team_and_the_flag_wins(stack, tmp_path):
+    server, _ = stack
+    job = tmp_path / "job.yaml"
+    job.write_text(f"team: speech\nimage: {IMAGE}\ncommand: ['true']\n")
+
+    def tagged(*flags: str) -> str:
+        printed = ok(launcher(server, "run", "-f", str(job), "--no-workspace", "--dryrun", *flags))
+        return json.loads(printed.stdout)["submitJob"]["tags"][TEAM_TAG]
+
+    assert tagged() == "speech"
+    assert tagged("--team", "llm") == "llm"
