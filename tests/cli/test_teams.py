@@ -194,3 +194,21 @@ def test_a_job_file_names_the_team_and_the_flag_wins(stack, tmp_path):
 
     assert tagged() == "speech"
     assert tagged("--team", "llm") == "llm"
+
+
+def test_logs_read_the_teams_log_group(stack):
+    """A team's job logs to its team's group (the definition's awslogs-group); launcher logs
+    reads the group the job's own definition names, with no --team (the job id is enough)."""
+    from devenv import moto_gaps
+    from devenv.emulator import ACCOUNT, REGION
+
+    server, teams = stack
+    job_id = ok(run(server, "--team", "vision", "--nodes", "2")).stdout.strip()
+    moto_gaps.run_job(ACCOUNT, REGION, job_id, success=True, node_logs={0: ["vision's line"]})
+    groups = server.client("logs").describe_log_groups(
+        logGroupNamePrefix=teams["vision"].log_group_name
+    )["logGroups"]
+    streams = server.client("logs").describe_log_streams(logGroupName=groups[0]["logGroupName"])
+    assert groups[0]["logGroupName"] == teams["vision"].log_group_name
+    assert streams["logStreams"]  # the nodes' streams are in vision's group
+    assert ok(launcher(server, "logs", job_id)).stdout == "[node 0] vision's line\n"
