@@ -160,17 +160,18 @@ def requests(
         "propagateTags": True,
     }
     name = definition_name(body).replace("efa-batch-", f"{COPY_DEFINITION_PREFIX}-", 1)
+    tags = {"efa-batch:stack": cluster.stack_name, "efa-batch:copy": source.digest}
+    team = cluster.current_team
+    if team is not None:
+        # Tags given at submission are a TagResource too, which a team's user policy allows
+        # only with the team's own tag (infra/teams.py user_statements).
+        tags[TEAM_TAG] = team.name
     submit = {
         "jobName": job_name(source, target),
         "jobQueue": cluster.copy_queue_arn,
         "jobDefinition": name,
         "parameters": {"source": str(source), "target": target.name},
         "propagateTags": True,
-        "tags": {"efa-batch:stack": cluster.stack_name, "efa-batch:copy": source.digest},
+        "tags": tags,
     }
-    team = cluster.current_team
-    if team is not None:
-        # Tags given at submission are a TagResource too, which a team's user policy allows
-        # only with the team's own tag (infra/teams.py user_statements).
-        submit["tags"][TEAM_TAG] = team.name
     return Requests({"jobDefinitionName": name, **body}, submit)
