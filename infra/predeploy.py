@@ -7,7 +7,8 @@ Like ParallelCluster's ``pcluster update-cluster --dryrun``, it reads the deploy
 (CloudFormation GetTemplate, with the credentials ``cdk deploy`` uses) and plans the change
 with ``infra.update_plan``: create-only properties, references that follow a replaced resource,
 exports in use, and the refusals of Batch and FSx that CloudFormation only meets half way
-through a deploy. It changes nothing. Exit status: 0 when nothing would be refused, 1 when
+through a deploy, and the queued and running jobs the change ends (``ended_jobs``, from Batch
+ListJobs). It changes nothing. Exit status: 0 when nothing would be refused, 1 when
 something would be (or the stacks could not be read), 2 for bad input.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -97,8 +98,97 @@ def deployed_template(session: boto3.Session, stack: Stack) -> dict[str, Any] | 
     return dict(body)
 
 
-def report(stacks: Sequence[Stack], deployed: Templates, changes: list[Change]) -> list[str]:
-    """Per stack, a summary line, then one line for each replacement and refusal."""
+# Where a job still is on its queue (Batch JobStatus): every one of these ends with the queue
+# ("All jobs in the queue are eventually terminated when you delete a job queue", Batch API,
+# DeleteJobQueue), and the ones on nodes with their compute environment, whose instances go
+# with it (DeleteComputeEnvironment: it is disabled and taken off its queues first).
+QUEUED = ("SUBMITTED", "PENDING", "RUNNABLE")
+ON_NODES = ("STARTING", "RUNNING")
+QUEUE = "AWS::Batch::JobQueue"
+COMPUTE_ENVIRONMENT = "AWS::Batch::ComputeEnvironment"
+
+
+def _queues_of(template: dict[str, Any], environment: str) -> list[str]:
+    """The logical ids of the queues whose ComputeEnvironmentOrder names ``environment``."""
+    found = []
+    for logical_id, body in template.get("Resources", {}).items():
+        if body.get("Type") != QUEUE:
+            continue
+        order = body.get("Properties", {}).get("ComputeEnvironmentOrder", [])
+        if environment in json.dumps(order):
+            found.append(logical_id)
+    return found
+
+
+def _count_jobs(batch: Any, queue: str, statuses: Sequence[str]) -> dict[str, int]:
+    counts = {}
+    for status in statuses:
+        pages = batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus=status)
+        counts[status] = sum(len(page["jobSummaryList"]) for page in pages)
+    return {k: v for k, v in counts.items() if v}
+
+
+def ended_jobs(
+    session: boto3.Session, stack: Stack, template: dict[str, Any], changes: list[Change]
+) -> list[str]:
+    """A line per queue whose jobs the change ends: a queue removed or replaced (a pool gone,
+    or a queue renamed) ends all its jobs; a compute environment removed or replaced ends the
+    jobs running on its queues' nodes. From the deployed stack's resources and Batch ListJobs,
+    read only; a queue it may not read is said, not counted."""
+    targets: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for change in changes:
+        if change.stack != stack.name or change.action not in ("remove", "replace"):
+            continue
+        verb = "removed" if change.action == "remove" else "replaced"
+        if change.type == QUEUE:
+            targets[change.logical_id] = (f"the queue is {verb}", QUEUED + ON_NODES)
+        elif change.type == COMPUTE_ENVIRONMENT:
+            for queue in _queues_of(template, change.logical_id):
+                why = f"its compute environment {change.logical_id} is {verb}"
+                targets.setdefault(queue, (why, ON_NODES))
+    if not targets:
+        return []
+    cloudformation = session.client("cloudformation", region_name=stack.region, config=RETRY_CONFIG)
+    batch = session.client("batch", region_name=stack.region, config=RETRY_CONFIG)
+    try:
+        pages = cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack.name)
+        physical: dict[str, str] = {
+            r["LogicalResourceId"]: r.get("PhysicalResourceId", "")
+            for page in pages
+            for r in page["StackResourceSummaries"]
+        }
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        return [f"jobs: cannot read the resources of {stack.name} ({exc}): jobs not counted"]
+    lines = []
+    for logical_id, (why, statuses) in sorted(targets.items()):
+        queue = physical.get(logical_id, "")
+        if not queue:
+            lines.append(f"jobs: {logical_id} is not among {stack.name}'s resources; {why}")
+            continue
+        try:
+            counts = _count_jobs(batch, queue, statuses)
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+            lines.append(f"jobs: cannot count the jobs of queue {queue} ({exc}); {why}")
+            continue
+        if counts:
+            name = queue.rpartition("/")[2]
+            each = ", ".join(f"{n} {status}" for status, n in counts.items())
+            total = sum(counts.values())
+            lines.append(
+                f"jobs: {total} job{'s' if total > 1 else ''} of queue {name} end ({each}): {why}"
+            )
+    return lines
+
+
+def report(
+    stacks: Sequence[Stack],
+    deployed: Templates,
+    changes: list[Change],
+    ended: Mapping[str, list[str]] | None = None,
+) -> list[str]:
+    """Per stack, a summary line, then one line for each resource it refuses, replaces,
+    removes, adds or updates, then the jobs the change ends (``ended``: stack -> lines)."""
+    ended = ended or {}
     lines = []
     for stack in stacks:
         mine = [c for c in changes if c.stack == stack.name]
@@ -114,7 +204,10 @@ def report(stacks: Sequence[Stack], deployed: Templates, changes: list[Change]) 
             f"{counts['remove']} removed, {counts['replace']} replaced, "
             f"{counts['refuse']} refused"
         )
-        lines += [f"  {c}" for c in of(mine, "refuse", "replace")]
+        # Every resource, the ones that need a look first: what it refuses, replaces, removes.
+        for action in ("refuse", "replace", "remove", "add", "update"):
+            lines += [f"  {c}" for c in of(mine, action)]
+        lines += [f"  {line}" for line in ended.get(stack.name, [])]
     refused = of(changes, "refuse")
     if refused:
         lines.append(
@@ -167,12 +260,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if template is not None:
                 deployed[stack.name] = template
         changes = plan(deployed, {s.name: s.template for s in stacks})
+        ended = {
+            s.name: ended_jobs(session, s, deployed[s.name], changes)
+            for s in stacks
+            if s.name in deployed
+        }
     except LauncherError as exc:
         if args.debug:
             raise
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.exit_code
-    print("\n".join(report(stacks, deployed, changes)))
+    print("\n".join(report(stacks, deployed, changes, ended)))
     return 1 if of(changes, "refuse") else 0
 
 

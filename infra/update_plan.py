@@ -22,6 +22,8 @@ rules come from the sources that govern an update:
   (``_REPLACED_BY_REFERENCE``);
 - Batch refuses to add a fair-share policy to a queue or to remove one
   (``CreateJobQueue.schedulingPolicyArn``), although CloudFormation would try it in place;
+- FSx refuses a smaller storage capacity (``storage_shrink``), although CloudFormation would
+  try it in place;
 - FSx refuses a replacement data repository association that overlaps the one it replaces:
   CloudFormation creates the new one while the old one still exists, and "Two data repository
   associations cannot have overlapping file system paths", "/" only "for the first data
@@ -99,7 +101,8 @@ class Change:
 
     def __str__(self) -> str:
         kept = " (old one retained)" if self.retained else ""
-        return f"{self.action} {self.type} {self.path}{kept}: {'; '.join(self.reasons)}"
+        why = f": {'; '.join(self.reasons)}" if self.reasons else ""
+        return f"{self.action} {self.type} {self.path}{kept}{why}"
 
 
 @cache
@@ -351,7 +354,35 @@ class _Planner:
                     else "a queue's fair-share policy cannot be removed"
                 )
                 return Change(stack, logical_id, type_, "refuse", (*reasons, why))
+        if type_ == FILE_SYSTEM:
+            shrink = storage_shrink(old.get("Properties", {}), new.get("Properties", {}))
+            if shrink:
+                return Change(stack, logical_id, type_, "refuse", (*reasons, shrink))
         return Change(stack, logical_id, type_, "update", reasons)
+
+
+FILE_SYSTEM = "AWS::FSx::FileSystem"
+
+
+def storage_shrink(old: dict, new: dict) -> str | None:
+    """Why FSx refuses a smaller StorageCapacity, if the new template asks for one.
+
+    StorageCapacity updates in place (it is not create-only), but only upward: for Lustre's
+    SSD deployment types "valid values are in multiples of 2400 GiB. The value must be greater
+    than the current storage capacity" (FSx API, UpdateFileSystem StorageCapacity; FSx for
+    Lustre user guide, increase-storage-capacity.html). CloudFormation meets the refusal in the
+    middle of the deploy and rolls back. The usual cause is a
+    ``-c fsx_lustre='{...}'`` that leaves out storage_gib: -c replaces the whole object, so
+    storage_gib falls back to its default.
+    """
+    before, after = old.get("StorageCapacity"), new.get("StorageCapacity")
+    if not (isinstance(before, int) and isinstance(after, int)) or after >= before:
+        return None
+    return (
+        f"FSx cannot shrink a file system ({before} GiB deployed, {after} GiB asked): "
+        f"set fsx_lustre.storage_gib to {before} or more (a -c fsx_lustre object replaces "
+        "the whole setting: give every key of it again, or keep the settings in cdk.json)"
+    )
 
 
 ASSOCIATION = "AWS::FSx::DataRepositoryAssociation"
