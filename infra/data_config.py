@@ -7,6 +7,7 @@ infra/config.py holds the settings (``data_buckets``, ``fsx_lustre``, ``job_role
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from infra.config_values import ConfigError, check
@@ -21,13 +22,51 @@ _POLICY_ARN = re.compile(r"^arn:aws(-[a-z]+)*:iam::(\d{12}|aws):policy/[\w+=,.@/
 MAX_MANAGED_POLICIES_PER_ROLE = 20
 
 
+def link_exports(data_buckets: tuple[str, ...], fsx_lustre: FsxLustre | None) -> bool:
+    """Whether the FSx S3 link writes back to its location: fsx_lustre.export where set; else
+    yes, unless data_buckets lists the location read-only and nowhere read-write. A platform
+    team that wrote ``:ro`` meant it: an export (which also turns a file's deletion into the
+    object's) would make it writable through the file system."""
+    linked = fsx_lustre.repository if fsx_lustre else None
+    if fsx_lustre is None or linked is None:
+        return False
+    if fsx_lustre.export is not None:
+        return fsx_lustre.export
+    configured = buckets.parse_all(data_buckets)
+    read = dataclasses.replace(linked, writable=False)
+    read_only = any(b.covers(read) for b in configured) and not any(
+        b.covers(linked) for b in configured
+    )
+    return not read_only
+
+
+def widened_by_link(
+    data_buckets: tuple[str, ...], fsx_lustre: FsxLustre | None
+) -> buckets.DataBucket | None:
+    """The ``:ro`` data bucket an exporting link makes writable (fsx_lustre.export: true over
+    a location data_buckets lists read-only), or None."""
+    linked = fsx_lustre.repository if fsx_lustre else None
+    if linked is None or not link_exports(data_buckets, fsx_lustre):
+        return None
+    configured = buckets.parse_all(data_buckets)
+    if any(b.covers(linked) for b in configured):
+        return None
+    read = dataclasses.replace(linked, writable=False)
+    return next((b for b in configured if b.covers(read)), None)
+
+
 def data_locations(
     data_buckets: tuple[str, ...], fsx_lustre: FsxLustre | None
 ) -> tuple[buckets.DataBucket, ...]:
-    """The data buckets, and the FSx file system's linked location (read and write)."""
+    """The data buckets, and the FSx file system's linked location: read and write where the
+    link exports (``link_exports``), read-only where it does not."""
     configured = buckets.parse_all(data_buckets)
     linked = fsx_lustre.repository if fsx_lustre else None
-    if linked is None or any(b.covers(linked) for b in configured):
+    if linked is None:
+        return configured
+    if not link_exports(data_buckets, fsx_lustre):
+        linked = dataclasses.replace(linked, writable=False)
+    if any(b.covers(linked) for b in configured):
         return configured
     return (*configured, linked)
 

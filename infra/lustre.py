@@ -14,7 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from aws_cdk import CfnDeletionPolicy
+from aws_cdk import Annotations, CfnDeletionPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from constructs import Construct
@@ -92,6 +92,10 @@ class FsxLustre:
     # That directory (jobs see it under /fsx); None: /BUCKET/PREFIX, so a new location links
     # beside the old one in one deploy (see link_path_of).
     link_path: str | None = None
+    # Whether the link writes back to S3 (its AutoExportPolicy: new, changed and deleted files)
+    # and the job role may write the location. None: yes, unless data_buckets lists the
+    # location read-only (infra/data_config.link_exports), so :ro stays read-only.
+    export: bool | None = None
 
     @property
     def deployment_type(self) -> Deployment:
@@ -149,7 +153,10 @@ class FsxLustre:
             )
         if self.s3 is not None:
             if self.s3.endswith(":ro"):
-                raise LustreError(f"s3: {self.s3!r}; the link imports and exports: no :ro")
+                raise LustreError(
+                    f"s3: {self.s3!r}; no :ro here: for a link that writes nothing back, set "
+                    "fsx_lustre.export to false (or list the location :ro in data_buckets)"
+                )
             try:
                 DataBucket.parse(self.s3)  # the user's own text in any refusal
                 _ = self.repository
@@ -164,6 +171,25 @@ class FsxLustre:
                     "/datasets (no spaces, //, . or .. parts)"
                 )
         return self
+
+
+def link_words(settings: FsxLustre, export: bool) -> str:
+    """What the S3 link adds, as synth says it. FSx exports a file's deletion as a deletion of
+    its object ("DELETED ... Amazon FSx automatically deletes the corresponding object in the
+    linked data repository", FSx for Lustre user guide, autoexport-data-repo-dra.html)."""
+    repository = settings.repository
+    assert repository is not None
+    where = f"{FSX_NODE_PATH}{settings.file_system_path}".replace("//", "/")
+    if export:
+        return (
+            f"fsx_lustre.s3: jobs read and write {repository.uri} through {where}; the link "
+            "writes new, changed and deleted files back to it (deletions delete objects), and "
+            f"the job role may write {repository.bucket}/{repository.prefix}".rstrip("/")
+        )
+    return (
+        f"fsx_lustre.s3: jobs read {repository.uri} through {where}; read-only: the link "
+        "imports and writes nothing back (fsx_lustre.export: false, or data_buckets lists it :ro)"
+    )
 
 
 def file_system_ports() -> list[ec2.Port]:
@@ -183,6 +209,7 @@ class LustreFileSystem(Construct):
         construct_id: str,
         *,
         settings: FsxLustre,
+        export: bool,
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
         client_security_group: ec2.ISecurityGroup,
@@ -238,10 +265,18 @@ class LustreFileSystem(Construct):
         self.file_system.cfn_options.update_replace_policy = policy
         repository, path = settings.repository, settings.file_system_path
         if repository is not None and path is not None:
-            # Import and export both ways at the link's directory (FSx API,
+            # Import (and with export, export) at the link's directory (FSx API,
             # AutoImportPolicy/AutoExportPolicy Events: NEW, CHANGED, DELETED). Automatic
             # import needs the bucket in the file system's Region (FSx user guide,
-            # create-dra-linked-data-repo.html).
+            # create-dra-linked-data-repo.html). The S3 property updates in place (it is not
+            # among the association's createOnlyProperties), so turning export on or off
+            # keeps the link.
+            export_policy = (
+                fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=_EVENTS)
+                if export
+                else None
+            )
+            Annotations.of(self).add_info(link_words(settings, export))
             fsx.CfnDataRepositoryAssociation(
                 self,
                 "S3Link",
@@ -253,9 +288,7 @@ class LustreFileSystem(Construct):
                     auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
                         events=_EVENTS
                     ),
-                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
-                        events=_EVENTS
-                    ),
+                    auto_export_policy=export_policy,
                 ),
             )
 

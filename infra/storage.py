@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Annotations, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_efs as efs
@@ -16,6 +16,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import ClusterConfig
+from infra.data_config import link_exports, widened_by_link
 from infra.lustre import LustreFileSystem
 from infra.team_config import team_construct_name, team_uid
 from launcher.stack.image_tags import BASE_PREFIX, WORKSPACE_PREFIX
@@ -97,6 +98,7 @@ class StorageStack(Stack):
                 self,
                 "Lustre",
                 settings=config.fsx_lustre,
+                export=link_exports(config.data_buckets, config.fsx_lustre),
                 vpc=vpc,
                 subnet=subnet,
                 client_security_group=cluster_security_group,
@@ -105,6 +107,14 @@ class StorageStack(Stack):
             if config.fsx_lustre
             else None
         )
+        widened = widened_by_link(config.data_buckets, config.fsx_lustre)
+        if self.lustre is not None and widened is not None:
+            Annotations.of(self.lustre).add_warning_v2(
+                "efa-batch:fsx-export-widens",
+                f"fsx_lustre.export: true makes {widened} writable under "
+                f"{config.fsx_lustre.s3 if config.fsx_lustre else ''}: the link writes new, "
+                "changed and deleted files back, and the job role may write there",
+            )
         self.access_point = self.file_system.add_access_point(
             "JobsAccessPoint",
             path=ACCESS_POINT_PATH,

@@ -237,6 +237,15 @@ UPDATES: dict[str, Update] = {
         },
         baseline={"fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre"}},
     ),
+    "fsx_lustre.export": Update(
+        Effect.IN_PLACE,
+        "the S3 link starts or stops writing files back, in place (its S3 property is not "
+        "create-only), and the job role gains or loses write on the location",
+        example={
+            "fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre", "export": False}
+        },
+        baseline={"fsx_lustre": {"storage_gib": 1200, "s3": "example-datasets/lustre"}},
+    ),
     "allow_privileged": Update(
         Effect.NODES_ROLL,
         "the nodes' ECS agent setting ECS_DISABLE_PRIVILEGED",

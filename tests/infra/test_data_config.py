@@ -158,7 +158,8 @@ ALLOWED_LINK_PATH = (
         ),
         (
             {"s3": "example-data/sets:ro"},
-            "s3: 'example-data/sets:ro'; the link imports and exports: no :ro",
+            "s3: 'example-data/sets:ro'; no :ro here: for a link that writes nothing back, set "
+            "fsx_lustre.export to false (or list the location :ro in data_buckets)",
         ),
         ({"link_path": "/datasets"}, "link_path: '/datasets' without s3; set s3 too"),
         *(
@@ -216,7 +217,7 @@ def test_a_link_that_validates_has_a_location(s3):
 def test_an_unknown_fsx_lustre_key_is_refused_naming_the_keys():
     assert refusal(**lustre(size_gib=1200)) == (
         "fsx_lustre.size_gib: unknown key; allowed: storage_gib, deployment, "
-        "throughput_mibps_per_tib, s3, link_path"
+        "throughput_mibps_per_tib, s3, link_path, export"
     )
 
 
@@ -243,7 +244,8 @@ def test_good_fsx_lustre_settings_load(settings, throughput, path):
 
 def test_the_linked_location_is_a_read_write_data_location_unless_a_bucket_covers_it():
     """Jobs read and write the linked location directly too: the job role gets it with
-    read-write access, unless data_buckets already grants it (then it is not granted twice)."""
+    read-write access, unless data_buckets already grants it (then it is not granted twice) or
+    lists it read-only."""
     linked = load(cdk_context(data_buckets="example-datasets", **lustre(s3="example-data/sets")))
     assert [str(b) for b in linked.data_locations] == [
         "example-datasets:ro",
@@ -252,5 +254,6 @@ def test_the_linked_location_is_a_read_write_data_location_unless_a_bucket_cover
     for covering in ("example-data:rw", "example-data/sets:rw"):
         covered = load(cdk_context(data_buckets=covering, **lustre(s3="example-data/sets")))
         assert [str(b) for b in covered.data_locations] == [covering]
+    # A bucket listed read-only stays so: the link exports nothing there (test_fsx_link_modes).
     read_only = load(cdk_context(data_buckets="example-data", **lustre(s3="example-data/sets")))
-    assert [str(b) for b in read_only.data_locations] == ["example-data:ro", "example-data/sets:rw"]
+    assert [str(b) for b in read_only.data_locations] == ["example-data:ro"]
