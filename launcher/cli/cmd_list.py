@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from launcher.cli.base import (
     Command,
@@ -16,15 +18,18 @@ from launcher.cli.base import (
 )
 from launcher.errors import UsageError
 
+if TYPE_CHECKING:
+    from launcher.job.info import JobInfo
+
 
 class List(Command):
     name = "list"
     help = "list the cluster queue's jobs (active ones unless --all)"
     notes = (
-        "Newest first: ID, NAME, POOL, TEAM (its efa-batch:team tag, on a stack with teams), "
-        "SHARE (its fair-share identifier), STATE, NODES, AGE (since it was submitted) and "
-        "DURATION (how long it ran, or has run); - where a job has none (a local job). Scripts "
-        "should read -o json, not the table."
+        "Newest first: ID, NAME, POOL, TEAM (its efa-batch:team tag; on a stack with teams), "
+        "SHARE (its fair-share identifier; where a job has one), STATE, NODES, AGE (since it "
+        "was submitted) and DURATION (how long it ran, or has run). Scripts should read -o "
+        "json, which always has team and share, not the table."
     )
     examples = (
         "launcher list",
@@ -65,21 +70,23 @@ class List(Command):
         from launcher.cli import tables
 
         now = time.time()
-        rows = [
-            (
-                job.job_id,
-                job.name,
-                pool_of[job.job_id] or "-",
-                job.team or "-",
-                job.share or "-",
-                job.state.value,
-                str(job.nodes),
-                tables.age(job.created_at, now),
-                tables.duration(job.started_at, job.stopped_at, now),
-            )
-            for job in listed
+        # Whose job it is, where that can differ: TEAM on a stack with teams, SHARE there and
+        # wherever a job has a fair-share identifier. A one-team stack's table stays as it was.
+        teams = bool(pools and pools.info.teams)
+        shares = teams or any(j.share for j in listed)
+        columns: list[tuple[str, Callable[[JobInfo], str]]] = [
+            ("ID", lambda j: j.job_id),
+            ("NAME", lambda j: j.name),
+            ("POOL", lambda j: pool_of[j.job_id] or "-"),
+            *([("TEAM", lambda j: j.team or "-")] if teams else []),
+            *([("SHARE", lambda j: j.share or "-")] if shares else []),
+            ("STATE", lambda j: j.state.value),
+            ("NODES", lambda j: str(j.nodes)),
+            ("AGE", lambda j: tables.age(j.created_at, now)),
+            ("DURATION", lambda j: tables.duration(j.started_at, j.stopped_at, now)),
         ]
-        headers = ("ID", "NAME", "POOL", "TEAM", "SHARE", "STATE", "NODES", "AGE", "DURATION")
+        headers = tuple(name for name, _ in columns)
+        rows = [tuple(cell(job) for _, cell in columns) for job in listed]
         tables.render(headers, rows, styles={headers.index("STATE"): tables.STATE_STYLES})
         return 0
 

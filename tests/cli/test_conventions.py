@@ -317,19 +317,19 @@ def test_list_as_a_person_sees_it_on_a_terminal_and_piped(tmp_path):
     assert f"\x1b[31m{JobState.FAILED}" in seen  # red
     assert f"\x1b[33m{JobState.RUNNABLE}" in seen  # yellow: waiting
     lines = _uncoloured(seen).splitlines()
-    assert re.fullmatch(r"ID +NAME +POOL +TEAM +SHARE +STATE +NODES +AGE +DURATION", lines[0])
-    # Newest first; every column under its header (a local job has no team or share).
+    assert re.fullmatch(r"ID +NAME +POOL +STATE +NODES +AGE +DURATION", lines[0])
+    # Newest first; every column under its header (local jobs have no team or share: no
+    # columns for them).
     expected = [
-        (jobs["RUNNABLE"], "train2", "-", "-", "-", "RUNNABLE", "2", "5m", "-"),
-        (jobs["FAILED"], "train1", "-", "-", "-", "FAILED", "2", "10m", "1m"),
-        (jobs["SUCCEEDED"], "train0", "-", "-", "-", "SUCCEEDED", "2", r"[23]h", "2m"),
+        (jobs["RUNNABLE"], "train2", "-", "RUNNABLE", "2", "5m", "-"),
+        (jobs["FAILED"], "train1", "-", "FAILED", "2", "10m", "1m"),
+        (jobs["SUCCEEDED"], "train0", "-", "SUCCEEDED", "2", r"[23]h", "2m"),
     ]
     assert len(lines) == 4
-    headers = ("ID", "NAME", "POOL", "TEAM", "SHARE", "STATE", "NODES", "AGE")
-    starts = [lines[0].index(h) for h in headers]
+    starts = [lines[0].index(h) for h in ("ID", "NAME", "POOL", "STATE", "NODES", "AGE")]
     for line, cells in zip(lines[1:], expected, strict=True):
         assert re.fullmatch(r" +".join(cells), line), line
-        for start, cell in zip(starts, cells[:8], strict=True):
+        for start, cell in zip(starts, cells[:6], strict=True):
             assert re.match(cell, line[start:]), (line, cell)
 
     piped = subprocess.run(
@@ -534,19 +534,12 @@ def test_output_json_parses_and_carries_the_tables_fields(cluster):
     listed = json.loads(_on(cluster, "list", "-o", "json").stdout)
     (row,) = [j for j in listed if j["job_id"] == job_id]
     shown = _on(cluster, "list").stdout.splitlines()
-    assert re.fullmatch(r"ID +NAME +POOL +TEAM +SHARE +STATE +NODES +AGE +DURATION", shown[0])
+    # A stack without teams, a queue without fair share: no TEAM or SHARE column, and the
+    # job's JSON says it has neither.
+    assert re.fullmatch(r"ID +NAME +POOL +STATE +NODES +AGE +DURATION", shown[0])
     (line,) = [s for s in shown if s.startswith(job_id)]
-    # A stack without teams: the job has no team, and no share on a queue without fair share.
     assert (row["team"], row["share"]) == (None, None)
-    assert line.split()[:7] == [
-        job_id,
-        row["name"],
-        row["pool"],
-        "-",
-        "-",
-        row["state"],
-        str(row["nodes"]),
-    ]
+    assert line.split()[:5] == [job_id, row["name"], row["pool"], row["state"], str(row["nodes"])]
     assert row["nodes"] == 2  # JobSummary.nodeProperties.numNodes
     assert row["pool"] == info["pool_name"]
 
