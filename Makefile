@@ -115,7 +115,7 @@ lint: $(STAMP)
 # All of them are installed above, so a service that cannot start fails the run (as under CI).
 # Two workers (pytest-xdist), a test file per worker: each starts the services its files use.
 test: deps lint docs
-	EFA_BATCH_TESTS_REQUIRE_ALL=1 $(VENV)/bin/pytest -q -n 2 --dist loadfile
+	EFA_BATCH_TESTS_REQUIRE_ALL=1 $(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The tier that needs nothing (tests/support/tiers.py): the inner loop, well under a minute.
 test-fast: $(FAST_STAMP) fast-system-deps

@@ -27,6 +27,7 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
 def pytest_collection_modifyitems(config, items):
     tiers.mark(items)
+    items[:] = tiers.longest_files_first(items)
 
 
 @pytest.hookimpl(wrapper=True)
