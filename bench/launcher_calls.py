@@ -109,6 +109,8 @@ def run() -> str:
             ]
         )
 
+    rows.append(_list_with_teams(baseline))
+
     python = median_seconds(
         lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), RUNS
     )
@@ -133,6 +135,30 @@ def run() -> str:
         rows,
     )
     return f"{commands}\n\n{startup}"
+
+
+def _list_with_teams(baseline: float) -> list[object]:
+    """``list --all`` of LIST_JOBS jobs on cdk.json's three-team stack, where the table shows
+    each job's TEAM (its tag: one DescribeJobs per 100 jobs, since ListJobs gives no tags) and
+    SHARE (ListJobs gives it)."""
+    with deployed(env="teams"):
+        aws = Aws()
+        vision = Cluster.from_stack("EfaBatch", aws=aws, team="vision").info
+        fixed = JobSpec(name="train", command=("python", "train.py"), image=IMAGE, nodes=2)
+        requests = jobdef.build(fixed, vision)
+        batch = aws.session.client("batch")
+        batch.register_job_definition(**requests.register)
+        for i in range(LIST_JOBS):
+            batch.submit_job(**{**requests.submit, "jobName": f"bulk{i}"})
+
+        def list_all() -> int:
+            listed = Cluster.from_stack("EfaBatch", aws=aws).list(all=True)
+            assert len(listed) == LIST_JOBS and listed[0].team == "vision", len(listed)
+            return len(listed)
+
+        calls, seconds = _measure(aws, list_all)
+    label = f"list --all, {LIST_JOBS} jobs, a stack with teams (TEAM, SHARE)"
+    return [label, calls, f"{seconds * 1000:.1f}", f"{seconds / baseline:.1f}"]
 
 
 if __name__ == "__main__":
