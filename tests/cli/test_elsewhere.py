@@ -117,17 +117,7 @@ def test_an_empty_local_list_says_where_the_demos_jobs_are_on_stderr_only(tmp_pa
 
     table = cli.launcher("list", "--local", "--all", env=env, cwd=tmp_path, timeout=60)
     assert table.returncode == 0
-    assert table.stdout.split() == [
-        "ID",
-        "NAME",
-        "POOL",
-        "TEAM",
-        "SHARE",
-        "STATE",
-        "NODES",
-        "AGE",
-        "DURATION",
-    ]
+    assert table.stdout.split() == ["ID", "NAME", "POOL", "STATE", "NODES", "AGE", "DURATION"]
     (line,) = table.stderr.splitlines()
     assert line == (
         f"launcher: no local jobs, read from {tmp_path / 'home/.local/state/efa-batch'}; "
