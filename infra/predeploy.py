@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any, NoReturn
 import boto3
 import botocore.exceptions
 
-from infra.update_plan import Change, Templates, of, plan
+from infra.update_plan import Change, Templates, of, plan, references
 from launcher.aws.client import RETRY_CONFIG
 from launcher.errors import LauncherError, RemoteError, UsageError
 
@@ -101,22 +102,45 @@ def deployed_template(session: boto3.Session, stack: Stack) -> dict[str, Any] | 
 # Where a job still is on its queue (Batch JobStatus): every one of these ends with the queue
 # ("All jobs in the queue are eventually terminated when you delete a job queue", Batch API,
 # DeleteJobQueue), and the ones on nodes with their compute environment, whose instances go
-# with it (DeleteComputeEnvironment: it is disabled and taken off its queues first).
+# with it (DeleteComputeEnvironment: it is disabled and taken off its queues first). A queued
+# job outlives a compute environment replaced under its queue: the new one runs it.
 QUEUED = ("SUBMITTED", "PENDING", "RUNNABLE")
 ON_NODES = ("STARTING", "RUNNING")
 QUEUE = "AWS::Batch::JobQueue"
 COMPUTE_ENVIRONMENT = "AWS::Batch::ComputeEnvironment"
+# A pool's name in the stack's Pools output, just before its queue's reference.
+_POOL_NAME = re.compile(r'"name":"([^"]+)"')
+
+
+def _environments_of(template: dict[str, Any], queue: str) -> list[str]:
+    """The logical ids of the compute environments a queue's ComputeEnvironmentOrder names."""
+    body = template.get("Resources", {}).get(queue, {})
+    order = body.get("Properties", {}).get("ComputeEnvironmentOrder", [])
+    return [name for kind, name in references(order) if kind == "local"]
 
 
 def _queues_of(template: dict[str, Any], environment: str) -> list[str]:
     """The logical ids of the queues whose ComputeEnvironmentOrder names ``environment``."""
-    found = []
-    for logical_id, body in template.get("Resources", {}).items():
-        if body.get("Type") != QUEUE:
-            continue
-        order = body.get("Properties", {}).get("ComputeEnvironmentOrder", [])
-        if environment in json.dumps(order):
-            found.append(logical_id)
+    return [
+        logical_id
+        for logical_id, body in template.get("Resources", {}).items()
+        if body.get("Type") == QUEUE and environment in _environments_of(template, logical_id)
+    ]
+
+
+def pools_by_queue(template: dict[str, Any]) -> dict[str, str]:
+    """Queue logical id -> its pool's name, from the stack's Pools output (a JSON text joined
+    around each queue's reference); empty for a stack without one."""
+    value = template.get("Outputs", {}).get("Pools", {}).get("Value", {})
+    parts = value.get("Fn::Join", ["", []])[1] if isinstance(value, dict) else []
+    found: dict[str, str] = {}
+    name: str | None = None
+    for part in parts:
+        if isinstance(part, str):
+            names = _POOL_NAME.findall(part)
+            name = names[-1] if names else name
+        elif isinstance(part, dict) and isinstance(part.get("Ref"), str) and name:
+            found.setdefault(part["Ref"], name)
     return found
 
 
@@ -128,24 +152,44 @@ def _count_jobs(batch: Any, queue: str, statuses: Sequence[str]) -> dict[str, in
     return {k: v for k, v in counts.items() if v}
 
 
-def ended_jobs(
-    session: boto3.Session, stack: Stack, template: dict[str, Any], changes: list[Change]
-) -> list[str]:
-    """A line per queue whose jobs the change ends: a queue removed or replaced (a pool gone,
-    or a queue renamed) ends all its jobs; a compute environment removed or replaced ends the
-    jobs running on its queues' nodes. From the deployed stack's resources and Batch ListJobs,
-    read only; a queue it may not read is said, not counted."""
+def _targets(
+    stack: Stack, template: dict[str, Any], changes: list[Change]
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Queue logical id -> (why its jobs end, the states that end) for the stack's changes.
+    A queue or compute environment CloudFormation retains (its DeletionPolicy or
+    UpdateReplacePolicy is Retain) keeps running its jobs, so it ends none."""
+    pools = pools_by_queue(template)
     targets: dict[str, tuple[str, tuple[str, ...]]] = {}
     for change in changes:
         if change.stack != stack.name or change.action not in ("remove", "replace"):
             continue
+        if change.retained:
+            continue
         verb = "removed" if change.action == "remove" else "replaced"
         if change.type == QUEUE:
-            targets[change.logical_id] = (f"the queue is {verb}", QUEUED + ON_NODES)
+            gone = "the pool" if change.logical_id in pools else "the queue"
+            targets[change.logical_id] = (f"{gone} is {verb}", QUEUED + ON_NODES)
         elif change.type == COMPUTE_ENVIRONMENT:
             for queue in _queues_of(template, change.logical_id):
-                why = f"its compute environment {change.logical_id} is {verb}"
+                others = len(_environments_of(template, queue)) - 1
+                why = f"its compute environment {change.logical_id} is {verb}" + (
+                    f" (the jobs on the queue's other compute environment{'s' * (others > 1)} "
+                    "run on: the count is of all its running jobs)"
+                    if others
+                    else ""
+                )
                 targets.setdefault(queue, (why, ON_NODES))
+    return targets
+
+
+def ended_jobs(
+    session: boto3.Session, stack: Stack, template: dict[str, Any], changes: list[Change]
+) -> list[str]:
+    """A line per pool (or other queue) whose jobs the change ends: a queue removed or
+    replaced (a pool gone, or a queue renamed) ends all its jobs; a compute environment
+    removed or replaced ends the jobs running on its nodes. From the deployed stack's
+    resources and Batch ListJobs, read only; a queue it may not read is said, not counted."""
+    targets = _targets(stack, template, changes)
     if not targets:
         return []
     cloudformation = session.client("cloudformation", region_name=stack.region, config=RETRY_CONFIG)
@@ -159,24 +203,26 @@ def ended_jobs(
         }
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
         return [f"jobs: cannot read the resources of {stack.name} ({exc}): jobs not counted"]
+    pools = pools_by_queue(template)
     lines = []
     for logical_id, (why, statuses) in sorted(targets.items()):
         queue = physical.get(logical_id, "")
         if not queue:
             lines.append(f"jobs: {logical_id} is not among {stack.name}'s resources; {why}")
             continue
+        name = queue.rpartition("/")[2]
+        pool = pools.get(logical_id)
+        whose = f"pool {pool} (queue {name})" if pool else f"queue {name}"
         try:
             counts = _count_jobs(batch, queue, statuses)
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-            lines.append(f"jobs: cannot count the jobs of queue {queue} ({exc}); {why}")
+            lines.append(f"jobs: {whose}: cannot count its jobs ({exc}); {why}")
             continue
         if counts:
-            name = queue.rpartition("/")[2]
             each = ", ".join(f"{n} {status}" for status, n in counts.items())
             total = sum(counts.values())
-            lines.append(
-                f"jobs: {total} job{'s' if total > 1 else ''} of queue {name} end ({each}): {why}"
-            )
+            ends = "jobs end" if total > 1 else "job ends"
+            lines.append(f"jobs: {whose}: {total} {ends} ({each}): {why}")
     return lines
 
 

@@ -136,7 +136,7 @@ def _intrinsic(value: dict) -> set[str]:
     return {k for k in value if k == "Ref" or k.startswith("Fn::")}
 
 
-def _references(value) -> Iterator[tuple[str, str]]:
+def references(value) -> Iterator[tuple[str, str]]:
     """("local", logical id) for Ref/GetAtt/Sub references, ("import", name) for imports."""
     if isinstance(value, dict):
         for key, arg in value.items():
@@ -150,15 +150,15 @@ def _references(value) -> Iterator[tuple[str, str]]:
                     if not name.startswith("AWS"):
                         yield "local", name
                 if isinstance(arg, list):
-                    yield from _references(arg[1])
+                    yield from references(arg[1])
                 continue
             elif key == "Fn::ImportValue" and isinstance(arg, str):
                 yield "import", arg
                 continue
-            yield from _references(arg)
+            yield from references(arg)
     elif isinstance(value, list):
         for item in value:
-            yield from _references(item)
+            yield from references(item)
 
 
 def _at(value, path: tuple[str, ...]):
@@ -191,7 +191,7 @@ def _imports(templates: Templates) -> dict[str, list[str]]:
     """Export name -> the stacks importing it."""
     found: dict[str, list[str]] = {}
     for stack, t in templates.items():
-        for kind, name in _references(t):
+        for kind, name in references(t):
             if kind == "import":
                 found.setdefault(name, []).append(stack)
     return found
@@ -218,7 +218,7 @@ class _Planner:
 
     def moved(self, stack: str, value) -> bool:
         """Whether a value names a replaced resource (its physical id changes with it)."""
-        for kind, target in _references(value):
+        for kind, target in references(value):
             if kind == "local" and (stack, target) in self.replaced:
                 return True
             if kind == "import" and self.export_changed(target):
@@ -367,11 +367,16 @@ FILE_SYSTEM = "AWS::FSx::FileSystem"
 def storage_shrink(old: dict, new: dict) -> str | None:
     """Why FSx refuses a smaller StorageCapacity, if the new template asks for one.
 
-    StorageCapacity updates in place (it is not create-only), but only upward: for Lustre's
-    SSD deployment types "valid values are in multiples of 2400 GiB. The value must be greater
-    than the current storage capacity" (FSx API, UpdateFileSystem StorageCapacity; FSx for
-    Lustre user guide, increase-storage-capacity.html). CloudFormation meets the refusal in the
-    middle of the deploy and rolls back. The usual cause is a
+    CloudFormation does not replace the file system for it: StorageCapacity is not among
+    AWS::FSx::FileSystem's createOnlyProperties (its resource provider schema, as cfn-lint
+    ships it), so its update handler changes the file system in place (UpdateFileSystem).
+    FSx only grows one: for Lustre's SSD deployment types "valid values are in multiples of
+    2400 GiB. The value must be greater than the current storage capacity" (FSx API,
+    UpdateFileSystem StorageCapacity); "You can only increase the amount of storage capacity
+    for a file system; you cannot decrease storage capacity" (FSx for Lustre user guide,
+    managing-storage-capacity.html). So the update fails half way through the deploy and
+    CloudFormation rolls the stack back: the file system and its data stay, nothing of the
+    deploy happens. The usual cause is a
     ``-c fsx_lustre='{...}'`` that leaves out storage_gib: -c replaces the whole object, so
     storage_gib falls back to its default.
     """
