@@ -162,6 +162,11 @@ class FsxLustre:
                 _ = self.repository
             except BucketError as exc:
                 raise LustreError(f"s3: {exc}") from None
+        if self.export is not None and self.s3 is None:
+            raise LustreError(
+                f"export: {str(self.export).lower()} without s3; export is whether the S3 "
+                "link writes back: set s3 too"
+            )
         if self.link_path is not None:
             if self.s3 is None:
                 raise LustreError(f"link_path: {self.link_path!r} without s3; set s3 too")
@@ -176,19 +181,23 @@ class FsxLustre:
 def link_words(settings: FsxLustre, export: bool) -> str:
     """What the S3 link adds, as synth says it. FSx exports a file's deletion as a deletion of
     its object ("DELETED ... Amazon FSx automatically deletes the corresponding object in the
-    linked data repository", FSx for Lustre user guide, autoexport-data-repo-dra.html)."""
+    linked data repository", FSx for Lustre user guide, autoexport-data-repo-dra.html); without
+    an export policy nothing written on the file system reaches S3 (FSx API,
+    S3DataRepositoryConfiguration AutoExportPolicy)."""
     repository = settings.repository
     assert repository is not None
     where = f"{FSX_NODE_PATH}{settings.file_system_path}".replace("//", "/")
+    location = f"{repository.bucket}/{repository.prefix}".rstrip("/")
     if export:
         return (
             f"fsx_lustre.s3: jobs read and write {repository.uri} through {where}; the link "
-            "writes new, changed and deleted files back to it (deletions delete objects), and "
-            f"the job role may write {repository.bucket}/{repository.prefix}".rstrip("/")
+            "writes new, changed and deleted files back to it (NEW, CHANGED, DELETED: a file "
+            f"deleted there deletes its object), and the job role may write {location}"
         )
     return (
-        f"fsx_lustre.s3: jobs read {repository.uri} through {where}; read-only: the link "
-        "imports and writes nothing back (fsx_lustre.export: false, or data_buckets lists it :ro)"
+        f"fsx_lustre.s3: jobs read {repository.uri} through {where}; read-only: no export "
+        "(fsx_lustre.export is false, or data_buckets lists it :ro): files written there stay "
+        f"on the file system, and the link gives the job role no write on {location}"
     )
 
 

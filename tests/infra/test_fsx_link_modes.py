@@ -66,7 +66,9 @@ def test_a_link_under_a_read_only_bucket_writes_nothing_back(tmp_path_factory):
     exports nothing (no AutoExportPolicy: "AutoExportPolicy ... Specifies the type of updated
     objects ... that will be automatically exported", FSx API, S3DataRepositoryConfiguration,
     so none is exported without it), and the job role gets no write on the location. The link
-    used to add it as :rw, and its DELETED export deletes objects."""
+    used to add it as :rw, and its DELETED export deletes objects ("DELETED ... Amazon FSx
+    automatically deletes the corresponding object in the linked data repository", FSx for
+    Lustre user guide, autoexport-data-repo-dra.html)."""
     templates, messages = _synth(
         tmp_path_factory,
         data_buckets="example-datasets:ro",
@@ -77,8 +79,10 @@ def test_a_link_under_a_read_only_bucket_writes_nothing_back(tmp_path_factory):
     assert _job_role_writes(templates) == []
     infos = [text for level, text in messages if "info" in level.lower()]
     assert any(
-        "fsx_lustre.s3: jobs read s3://example-datasets/lustre/ through "
-        "/fsx/example-datasets/lustre; read-only" in t
+        t == "fsx_lustre.s3: jobs read s3://example-datasets/lustre/ through "
+        "/fsx/example-datasets/lustre; read-only: no export (fsx_lustre.export is false, or "
+        "data_buckets lists it :ro): files written there stay on the file system, and the link "
+        "gives the job role no write on example-datasets/lustre"
         for t in infos
     ), messages
 
@@ -113,7 +117,100 @@ def test_a_link_no_bucket_names_still_writes_back_and_says_so(tmp_path_factory):
     )
     assert "AutoExportPolicy" in _association(templates)["S3"]
     assert any("example-datasets/lustre/*" in w for w in _job_role_writes(templates))
-    assert any("writes new, changed and deleted files back" in t for _, t in messages)
+    assert (
+        "INFO",
+        "fsx_lustre.s3: jobs read and write s3://example-datasets/lustre/ through "
+        "/fsx/example-datasets/lustre; the link writes new, changed and deleted files back to it "
+        "(NEW, CHANGED, DELETED: a file deleted there deletes its object), and the job role may "
+        "write example-datasets/lustre",
+    ) in messages, messages
+
+
+@pytest.mark.parametrize(
+    ("data_buckets", "export", "exports", "locations"),
+    [
+        # No bucket over it: as before export existed (stacks deployed today keep their template).
+        ((), None, True, ("example-datasets/lustre:rw",)),
+        (("example-datasets:ro",), None, False, ("example-datasets:ro",)),
+        (("example-datasets/lustre:ro",), None, False, ("example-datasets/lustre:ro",)),
+        # A string prefix is not a folder: example-datasets/lust does not cover lustre/.
+        (
+            ("example-datasets/lust:ro",),
+            None,
+            True,
+            ("example-datasets/lust:ro", "example-datasets/lustre:rw"),
+        ),
+        # Read-write somewhere over it: the platform team gave write already.
+        (
+            ("example-datasets:ro", "example-datasets/lustre:rw"),
+            None,
+            True,
+            ("example-datasets:ro", "example-datasets/lustre:rw"),
+        ),
+        (("other-datasets:ro",), None, True, ("other-datasets:ro", "example-datasets/lustre:rw")),
+        ((), False, False, ("example-datasets/lustre:ro",)),
+        (
+            ("example-datasets:ro",),
+            True,
+            True,
+            ("example-datasets:ro", "example-datasets/lustre:rw"),
+        ),
+    ],
+)
+def test_what_the_link_exports_and_grants(data_buckets, export, exports, locations):
+    """fsx_lustre.export where set; else the link writes back unless data_buckets lists its
+    location :ro and nowhere :rw. The job role gets write on the location exactly when the
+    link exports (an export writes, and deletes, objects there)."""
+    from infra.data_config import data_locations, link_exports, widened_by_link
+
+    lustre = FsxLustre(s3=LINK, export=export)
+    assert link_exports(data_buckets, lustre) is exports
+    assert tuple(map(str, data_locations(data_buckets, lustre))) == locations
+    widened = widened_by_link(data_buckets, lustre)
+    assert (str(widened) if widened else None) == (
+        "example-datasets:ro" if export and data_buckets == ("example-datasets:ro",) else None
+    )
+
+
+def test_export_without_s3_is_refused():
+    with pytest.raises(ConfigError) as caught:
+        validate_data(
+            data_buckets=(),
+            fsx_lustre=FsxLustre(export=False),
+            job_role_policies=(),
+            job_secrets=(),
+            place=Place("aws", "us-east-1", "123456789012"),
+            egress=Egress.NONE,
+        )
+    assert str(caught.value) == (
+        "fsx_lustre.export: false without s3; export is whether the S3 link writes back: set s3 too"
+    )
+
+
+@pytest.mark.cdk
+def test_cdk_synth_says_what_the_link_adds_and_warns_it_widens_a_read_only_bucket(tmp_path):
+    """As a platform engineer sees it: the real `cdk synth` (cdk-nag on) prints the link's
+    line and the warning that export: true over a :ro bucket makes it writable."""
+    from tests.infra.test_checks import _cdk
+
+    done = _cdk(
+        "synth",
+        "-c",
+        "data_buckets=example-datasets:ro",
+        "-c",
+        "fsx_lustre=" + json.dumps({"storage_gib": 1200, "s3": LINK, "export": True}),
+        tmp_path=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        "fsx_lustre.export: true makes example-datasets:ro writable under "
+        "example-datasets/lustre: the link writes new, changed and deleted files back, and the "
+        "job role may write there"
+    ) in done.stderr, done.stderr[-3000:]
+    assert (
+        "fsx_lustre.s3: jobs read and write s3://example-datasets/lustre/ through "
+        "/fsx/example-datasets/lustre; the link writes new, changed and deleted files back"
+    ) in done.stderr
 
 
 def test_the_link_changes_in_place():
