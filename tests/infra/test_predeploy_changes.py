@@ -216,3 +216,16 @@ def test_a_partial_fsx_lustre_object_that_shrinks_the_file_system_is_refused(
     storage = growing.stdout.splitlines()[1:3]
     assert storage[0] == "EfaBatch-Storage: 1 updated, 0 added, 0 removed, 0 replaced, 0 refused"
     assert storage[1].startswith("  update AWS::FSx::FileSystem EfaBatch-Storage/Lustre")
+
+
+def test_a_c_object_replaces_the_whole_setting_of_the_environment():
+    """What docs/operating.md says and the refusal above guards: the environment in cdk.json
+    has a 2400 GiB file system; `-c fsx_lustre='{"s3": ...}'` (a string, as the CDK CLI gives
+    it) replaces the whole object, so storage_gib is the default 1200 again."""
+    from infra.config import load
+
+    context = cdk_context()
+    context["environments"]["demo"]["fsx_lustre"] = LUSTRE
+    assert load(context).fsx_lustre.storage_gib == 2400
+    context["fsx_lustre"] = json.dumps({"s3": LUSTRE["s3"]})
+    assert load(context).fsx_lustre.storage_gib == 1200
