@@ -475,6 +475,10 @@ def patch_moto_models() -> None:
     event_pattern_arrays()
     events_test_event_pattern()
     ec2_capacity_reservations()
+    ec2_service_quotas()
+    ecs_al2023_parameters()
+    autoscaling_activities()
+    ec2_console_output()
     batch_tag_resource_limits()
     ec2_instance_lifecycle()
 
@@ -572,9 +576,11 @@ def patch_moto_models() -> None:
 _CAPACITY_BLOCKS: dict[str, dict[str, Any]] = {}
 
 
-def capacity_block(reservation_id: str, start: float, end: float, state: str = "active") -> None:
-    """Play EC2's part: the account holds a Capacity Block with this window (seconds since the
-    epoch), as DescribeCapacityReservations shows it."""
+def capacity_block(
+    reservation_id: str, start: float, end: float, state: str = "active", instances: int = 16
+) -> None:
+    """Play EC2's part: the account holds a Capacity Block of ``instances`` p5.48xlarge with
+    this window (seconds since the epoch), as DescribeCapacityReservations shows it."""
     import datetime
 
     def moment(epoch: float) -> datetime.datetime:
@@ -588,6 +594,8 @@ def capacity_block(reservation_id: str, start: float, end: float, state: str = "
         "EndDateType": "limited",
         "State": state,
         "ReservationType": "capacity-block",
+        "TotalInstanceCount": instances,
+        "AvailableInstanceCount": instances,
     }
 
 
@@ -613,6 +621,225 @@ def ec2_capacity_reservations() -> None:
         return ActionResult({"CapacityReservations": [_CAPACITY_BLOCKS[i] for i in ids]})
 
     EC2Response.describe_capacity_reservations = describe  # type: ignore[attr-defined]
+
+
+# EC2 quota code -> its value in vCPUs, as the emulated account has it (see ec2_service_quotas).
+_EC2_QUOTAS: dict[str, float] = {}
+# What an EC2 quota is where a test set none: an account whose quotas were raised for the
+# stacks it runs, so a healthy emulated stack passes the preflight.
+RAISED_EC2_QUOTA = 100_000.0
+
+
+def ec2_quota(code: str, vcpus: float | None) -> None:
+    """Play Service Quotas' part: the account's EC2 quota ``code`` is ``vcpus`` (None: back to
+    RAISED_EC2_QUOTA)."""
+    if vcpus is None:
+        _EC2_QUOTAS.pop(code, None)
+    else:
+        _EC2_QUOTAS[code] = vcpus
+
+
+def ec2_service_quotas() -> None:
+    # Gap: moto 5.2.5's Service Quotas knows the vpc service only: GetServiceQuota raises
+    # NoSuchResourceException for every EC2 quota code, and GetAWSDefaultServiceQuota is not
+    # an action of it. Answer EC2's codes from ``ec2_quota`` (RAISED_EC2_QUOTA where none was
+    # set), in the Quota shape botocore's model gives (ServiceCode, QuotaCode, Value, Unit).
+    from moto.servicequotas.models import ServiceQuotasBackend
+    from moto.servicequotas.responses import ServiceQuotasResponse
+
+    original = ServiceQuotasBackend.get_service_quota
+
+    def get_service_quota(
+        self: ServiceQuotasBackend, service_code: str, quota_code: str
+    ) -> dict[str, Any]:
+        if service_code != "ec2":
+            return original(self, service_code, quota_code)
+        return {
+            "ServiceCode": "ec2",
+            "QuotaCode": quota_code,
+            "Value": _EC2_QUOTAS.get(quota_code, RAISED_EC2_QUOTA),
+            "Unit": "None",
+            "Adjustable": True,
+        }
+
+    ServiceQuotasBackend.get_service_quota = get_service_quota  # type: ignore[method-assign]
+
+    def get_aws_default_service_quota(self: ServiceQuotasResponse) -> str:
+        return self.get_service_quota()
+
+    ServiceQuotasResponse.get_aws_default_service_quota = get_aws_default_service_quota  # type: ignore[attr-defined]
+
+
+# Regions whose Amazon Linux 2023 ECS AMIs a test withdrew (see ecs_al2023_parameters).
+_WITHOUT_AL2023: set[str] = set()
+AL2023_PARAMETERS = (
+    "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id",
+    "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id",
+)
+
+
+def without_al2023(region: str, withdrawn: bool = True) -> None:
+    """Play a Region that does not publish the Amazon Linux 2023 ECS AMIs."""
+    (_WITHOUT_AL2023.add if withdrawn else _WITHOUT_AL2023.discard)(region)
+
+
+def ecs_al2023_parameters() -> None:
+    # Gap: moto 5.2.5's copy of the ECS-optimized AMI parameters (ssm/resources/ecs) has
+    # Amazon Linux 2 and older only; AWS publishes the AL2023 ones that Batch's ECS_AL2023 and
+    # ECS_AL2023_NVIDIA image types launch (ECS developer guide, ecs-optimized_AMI.html).
+    # Answer them, with an image id moto's EC2 does not need to know, in every Region but the
+    # ones ``without_al2023`` withdrew.
+    from moto.ssm.models import Parameter, ParameterDict
+
+    original = ParameterDict._check_loading_status
+
+    def check_loading_status(self: ParameterDict, key: str) -> None:
+        original(self, key)
+        wanted = str(key or "")
+        for name in AL2023_PARAMETERS:
+            if not name.startswith(wanted):
+                continue
+            present = dict.__contains__(self, name) and dict.__getitem__(self, name)
+            if self.region_name in _WITHOUT_AL2023:
+                if present:
+                    dict.__delitem__(self, name)
+            elif not present:
+                dict.__getitem__(self, name).append(
+                    Parameter(
+                        account_id=self.account_id,
+                        name=name,
+                        value="ami-0a2023ec5000000" + ("1" if "gpu" in name else "0"),
+                        parameter_type="String",
+                        description=None,
+                        allowed_pattern=None,
+                        keyid=None,
+                        last_modified_date=0.0,
+                        version=1,
+                        data_type="text",
+                    )
+                )
+
+    ParameterDict._check_loading_status = check_loading_status  # type: ignore[method-assign]
+
+
+# Auto Scaling group -> its scaling activities, newest first (see failed_launch).
+_ACTIVITIES: dict[str, list[dict[str, Any]]] = {}
+# Instance id -> what its serial console last showed (see console_says).
+_CONSOLES: dict[str, str] = {}
+
+
+def scaling_group(session: Any, endpoint_url: str, environment: str, instances: int = 0) -> str:
+    """Play Batch's part: the Auto Scaling group a managed EC2 compute environment scales
+    through, named after it (``NAME-asg-UUID``), from its launch template and subnets, with
+    ``instances`` launched (they never register with the ECS cluster: no agent runs here).
+
+    Gap: moto's Batch makes no Auto Scaling group and launches no instance for a compute
+    environment."""
+    import uuid
+
+    batch = session.client("batch", endpoint_url=endpoint_url)
+    (found,) = batch.describe_compute_environments(computeEnvironments=[environment])[
+        "computeEnvironments"
+    ]
+    resources = found["computeResources"]
+    template = resources["launchTemplate"]
+    autoscaling = session.client("autoscaling", endpoint_url=endpoint_url)
+    prefix = f"{found['computeEnvironmentName']}-asg-"
+    for group in autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]:
+        if group["AutoScalingGroupName"].startswith(prefix):  # one a compute environment
+            name = group["AutoScalingGroupName"]
+            autoscaling.update_auto_scaling_group(
+                AutoScalingGroupName=name, MaxSize=max(instances, 1), DesiredCapacity=instances
+            )
+            return str(name)
+    name = f"{prefix}{uuid.uuid4()}"
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        LaunchTemplate={
+            "LaunchTemplateId": template["launchTemplateId"],
+            "Version": str(template.get("version") or "$Default"),
+        },
+        MinSize=0,
+        MaxSize=max(instances, 1),
+        DesiredCapacity=instances,
+        VPCZoneIdentifier=",".join(resources["subnets"]),
+    )
+    return name
+
+
+def failed_launch(group: str, message: str, start: float, status: str = "Failed") -> None:
+    """Play Auto Scaling's part: the group's newest activity is a launch that EC2 refused with
+    ``message`` (as the group's activity history shows it)."""
+    import datetime
+
+    moment = datetime.datetime.fromtimestamp(start, datetime.timezone.utc)
+    _ACTIVITIES.setdefault(group, []).insert(
+        0,
+        {
+            "ActivityId": f"act-{len(_ACTIVITIES[group])}",
+            "AutoScalingGroupName": group,
+            "Description": "Launching a new EC2 instance.  Status Reason: " + message,
+            "Cause": "At an instance was started in response to a difference between desired "
+            "and actual capacity, increasing the capacity from 0 to 2.",
+            "StartTime": moment,
+            "EndTime": moment,
+            "StatusCode": status,
+            "StatusMessage": message,
+            "Progress": 100,
+        },
+    )
+
+
+def autoscaling_activities() -> None:
+    # Gap: moto 5.2.5's DescribeScalingActivities always answers an empty list. Answer the
+    # group's activities that ``failed_launch`` declared, newest first, in the Activity shape
+    # botocore's model gives (StatusCode, StatusMessage, StartTime, ...).
+    from moto.autoscaling.responses import AutoScalingResponse
+    from moto.core.responses import ActionResult
+
+    def describe_scaling_activities(self: AutoScalingResponse) -> ActionResult:
+        group = self._get_param("AutoScalingGroupName")
+        found = _ACTIVITIES.get(group, []) if group else sum(_ACTIVITIES.values(), [])
+        limit = int(self._get_param("MaxRecords") or 100)
+        return ActionResult({"Activities": found[:limit]})
+
+    AutoScalingResponse.describe_scaling_activities = describe_scaling_activities  # type: ignore[method-assign]
+
+
+def aged(account: str, region: str, instance_id: str, seconds: float) -> None:
+    """Play time: the instance has been up ``seconds`` (its LaunchTime)."""
+    import datetime
+
+    from moto.core.utils import utcnow
+    from moto.ec2.models import ec2_backends
+
+    instance = ec2_backends[account][region].get_instance(instance_id)
+    instance.launch_time = utcnow() - datetime.timedelta(seconds=seconds)
+
+
+def console_says(instance_id: str, text: str) -> None:
+    """Play the instance's serial console: what GetConsoleOutput answers for it."""
+    _CONSOLES[instance_id] = text
+
+
+def ec2_console_output() -> None:
+    # Gap: moto's GetConsoleOutput answers the same sample boot for every instance. Answer
+    # what ``console_says`` declared for it (base64, as EC2 sends Output), the sample otherwise.
+    from moto.ec2.responses.general import General
+    from moto.ec2.utils import Base64EncodedString
+
+    original = General.get_console_output
+
+    def get_console_output(self: General) -> Any:
+        instance_id = self._get_param("InstanceId")
+        if instance_id not in _CONSOLES:
+            return original(self)
+        from moto.core.responses import ActionResult
+
+        output = Base64EncodedString.from_raw_string(_CONSOLES[instance_id])
+        return ActionResult({"InstanceId": instance_id, "Output": output})
+
+    General.get_console_output = get_console_output  # type: ignore[method-assign]
 
 
 def _summary(job: Job) -> dict[str, Any]:
@@ -1043,3 +1270,11 @@ def block_job(account: str, region: str, job_id: str, reason: str) -> None:
     job = _job(account, region, job_id)
     job.status = "RUNNABLE"
     job.job_stopped_reason = reason
+
+
+def submitted_ago(account: str, region: str, job_id: str, seconds: float) -> None:
+    """Play time: the job was submitted ``seconds`` ago (its createdAt)."""
+    import datetime
+
+    job = _job(account, region, job_id)
+    job.job_created_at = datetime.datetime.now() - datetime.timedelta(seconds=seconds)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +75,19 @@ class RegistryServer:
 
     def stop(self) -> None:
         stop(self.process)
+
+    def settle(self, quiet: float = 0.5, timeout: float = 15) -> None:
+        """Wait until the access log has stopped growing: the registry writes a request's line
+        after it has answered, and may still finish a killed client's upload."""
+        deadline = time.monotonic() + timeout
+        size, since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            now = self.log_path.stat().st_size
+            if now != size:
+                size, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return
+            time.sleep(0.05)
 
     def requests(self) -> list[Request]:
         """Requests logged since the last call (the access log of the registry)."""

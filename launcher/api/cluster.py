@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from launcher.copyjob.run import CopyJobRunner
     from launcher.image.patch import Patched
     from launcher.job.check import Report
+    from launcher.job.readiness import Finding
 
 COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"  # another image for copy jobs than the stack's
 
@@ -464,6 +465,11 @@ class Cluster:
             nodes = 1 if self.info.current_pool.spot else min(2, self.info.max_nodes)
         image = image or check.DEFAULT_IMAGE
         spec = self.spec(spec=check.spec(self.info, nodes, image, port, max(60, timeout), share_id))
+        ready = []
+        if not self.target.rehearsal:
+            ready = check.readiness_results(self.readiness([self.info.pool_name]))
+            if any(r.status == check.FAIL for r in ready):  # the job would wait, unseen
+                return check.Report(cluster=ready)
         findings = self.target.account_findings()
         group = None
         if findings is not None:
@@ -480,9 +486,34 @@ class Cluster:
         lines = [line.message for line in job.logs()]
         report = check.evaluate(lines, nodes, self.info, local=self.target.rehearsal)
         report.job = info
-        if group is not None:
-            report.cluster.insert(0, group)
+        report.cluster[:0] = [*ready, *([group] if group is not None else [])]
         return report
+
+    def readiness(self, pools: Sequence[str] = ()) -> list[Finding]:
+        """Whether each pool's nodes can start (``launcher.aws.readiness``): quotas, the zone's
+        offerings, free addresses, reservations, the AMI and the compute environment; reads
+        only. UsageError on the local backend, which has no account to read."""
+        from launcher.aws import readiness
+
+        if self.target.rehearsal:
+            raise UsageError(
+                "--preflight reads the AWS account (quotas, capacity, subnets); a local run "
+                "has none to read: drop --local"
+            )
+        for name in pools:
+            self.info.pool(name)  # UsageError naming the pools there are
+        return readiness.preflight(self.aws, self.info, pools)
+
+    def preflight(self, pools: Sequence[str] = ()) -> Report:
+        """``launcher check --preflight``: the account's part and each pool's readiness, with
+        no job (the task security group, then ``readiness``)."""
+        from launcher.job import check
+
+        findings = self.target.account_findings()
+        rows = check.readiness_results(self.readiness(pools))
+        if findings is not None:
+            rows.insert(0, check.task_group_result(findings))
+        return check.Report(cluster=rows)
 
     # --- jobs ---------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from launcher.progress import ProgressFn, say
 if TYPE_CHECKING:
     from launcher.aws.client import Aws
     from launcher.job.lost_nodes import LostNodes
+    from launcher.job.waiting import Facts
 
 
 def attach(
@@ -161,6 +162,16 @@ class Job:
                 return "unknown"
 
         return pending(info.depends_on, state_of)
+
+    def ec2_side(self, info: JobInfo) -> Facts | None:
+        """Why a RUNNABLE job's nodes have not come, as EC2 tells it (the pool's latest failed
+        launch, instances that never joined, one's console); None for a job in another state.
+        Several calls; a fact the caller may not read is left out."""
+        from launcher.job.info import JobState
+
+        if info.state is not JobState.RUNNABLE:
+            return None
+        return self.backend.watch(lambda _: None).probe.look(info)
 
     def resubmit(self, progress: ProgressFn | None = None) -> Job:
         """The same job again, continuing from this one's checkpoint directory."""

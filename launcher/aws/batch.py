@@ -6,9 +6,11 @@ values of ``launcher.job.info`` and keeps each operation to the fewest calls it 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -16,6 +18,7 @@ from launcher.aws.client import BULK_JOBS, Aws
 from launcher.aws.follow import PROCESS, Call, Hub, JobFacts, Nodes, Streams
 from launcher.backend import Say, already_ended, newest_first, no_such_jobs
 from launcher.errors import LauncherError, RemoteError, UsageError
+from launcher.job import readiness
 from launcher.job.enterable import node_refusal, refusal
 from launcher.job.info import (
     CANCEL_REASON,
@@ -499,13 +502,19 @@ class QueueProbe:
     to name them) and their ECS clusters (DescribeClusters: instances running, which Batch's
     own API does not count). Calls go through ``call`` (the process's limiter)."""
 
-    SOURCES = ("queue", "environments", "clusters")
+    SOURCES = ("queue", "environments", "clusters", "launches", "instances", "console")
+    EC2_SOURCES = frozenset({"groups", "launches", "instances", "console"})
+    # A RUNNABLE job's EC2 side is read after this long: scaling out takes a minute or two.
+    EC2_GRACE_SECONDS = 90.0
 
-    def __init__(self, aws: Aws, call: Call) -> None:
-        self.aws, self.call = aws, call
+    def __init__(self, aws: Aws, call: Call, clock: Callable[[], float] = time.time) -> None:
+        self.aws, self.call, self.clock = aws, call, clock
         self._environments: list[str] | None = None  # the queue's, in its order
         self._clusters: dict[str, str] = {}  # environment name -> its ECS cluster
         self._capacity: dict[str, Capacity] = {}
+        self._groups: dict[str, str] | None = None  # environment name -> its Auto Scaling group
+        self._launches = 0  # launches read so far: the next one reads the next group
+        self._unjoined: str | None = None  # an instance that never joined, its console unread
 
     def probe(self, info: JobInfo, turn: int) -> Facts:
         if info.state is JobState.PENDING and info.depends_on:
@@ -513,15 +522,107 @@ class QueueProbe:
         if not info.queue:
             return Facts()
         source = self.SOURCES[turn % len(self.SOURCES)]
+        if self._groups is None and self._ec2_due(info):
+            source = "groups"  # once, as soon as the EC2 side is due
+        if source in self.EC2_SOURCES and not self._ec2_due(info):
+            source = "environments"
+        if source == "console" and self._unjoined is None:
+            source = "environments"
         if source == "clusters" and not self._clusters:
             source = "environments"
+        return self._read(info, source)
+
+    def _read(self, info: JobInfo, source: str) -> Facts:
+        """One source's facts (one call; ``launches`` first reads the groups)."""
+        assert info.queue
+        if source in self.EC2_SOURCES and not self._ec2_due(info):
+            return Facts()
+        if source == "clusters" and not self._clusters:
+            return Facts()
         if source == "queue":
             return Facts(place=self._place(info.job_id, info.queue))
+        if source == "groups":
+            found = self.call(functools.partial(self.aws.scaling_groups, []))
+            self._groups = readiness.scaling_groups(list(self._capacity), found)
+            return Facts()
+        if source == "launches":
+            return Facts(launch=self._launch())
+        if source == "instances":
+            joining = self._instances()
+            return Facts(joining=joining, console="" if not joining else None)
+        if source == "console":
+            return Facts(console=self._console())
         if source == "environments":
             self._read_environments(info.queue)
         else:
             self._read_clusters()
         return Facts(capacity=tuple(self._capacity.values()))
+
+    def look(self, info: JobInfo) -> Facts:
+        """Every fact at once, for ``launcher status``: the queue's order, the environments
+        and their clusters, then (RUNNABLE past the grace) the groups' latest launch, the
+        instances that never joined and one's console; a fact it may not read is left out."""
+        facts = Facts()
+        if not info.queue:
+            return facts
+        for source in ("queue", "environments", "clusters", "groups", "launches"):
+            with contextlib.suppress(LauncherError):
+                facts = facts.merged(self._read(info, source))
+        if self._ec2_due(info):
+            for source in ("instances", "console"):
+                if source == "console" and self._unjoined is None:
+                    break
+                with contextlib.suppress(LauncherError):
+                    facts = facts.merged(self._read(info, source))
+        return facts
+
+    def _ec2_due(self, info: JobInfo) -> bool:
+        """RUNNABLE past the grace (since its submission), its compute environments known."""
+        if info.state is not JobState.RUNNABLE or not self._capacity:
+            return False
+        return not info.created_at or self.clock() - info.created_at >= self.EC2_GRACE_SECONDS
+
+    def _launch(self) -> str | None:
+        """The newest scaling activity of one environment's group, in turn, when it failed
+        ("": read, none failed; None: the groups are not known yet)."""
+        if self._groups is None:
+            return None
+        if not self._groups:
+            return ""
+        names = list(self._groups)
+        name = names[self._launches % len(names)]
+        self._launches += 1
+        activities = self.call(functools.partial(self.aws.scaling_activities, self._groups[name]))
+        return readiness.failed_launch(activities, self.clock()) or ""
+
+    def _instances(self) -> str | None:
+        """Instances of the environments' groups that never joined their ECS cluster."""
+        if not self._groups:
+            return None
+        filters = [{"Name": "tag:aws:autoscaling:groupName", "Values": list(self._groups.values())}]
+        found = self.call(functools.partial(self.aws.instances, filters))
+        for name, group in self._groups.items():
+            mine = [
+                i
+                for i in found
+                if any(
+                    t.get("Key") == "aws:autoscaling:groupName" and t.get("Value") == group
+                    for t in i.get("Tags") or []
+                )
+            ]
+            registered = self._capacity[name].running if name in self._capacity else None
+            text, oldest = readiness.unjoined(mine, registered, self.clock())
+            if text:
+                self._unjoined = oldest
+                return text
+        self._unjoined = None
+        return ""
+
+    def _console(self) -> str:
+        assert self._unjoined is not None
+        output = self.call(functools.partial(self.aws.console_output, self._unjoined))
+        self._unjoined = None  # once is enough: the line keeps it
+        return readiness.console_tail(output) or ""
 
     def _dependencies(self, info: JobInfo) -> str | None:
         ids = [parse_after(d).job_id for d in info.depends_on][:DESCRIBE_JOBS]

@@ -449,6 +449,108 @@ class Aws:
         reservation: dict[str, Any] = found[0]
         return reservation
 
+    @_remote
+    def capacity_reservations(self, ids: list[str]) -> list[dict[str, Any]]:
+        """Several Capacity Reservations and Blocks at once (DescribeCapacityReservations)."""
+        found: list[dict[str, Any]] = self.client("ec2").describe_capacity_reservations(
+            CapacityReservationIds=ids
+        )["CapacityReservations"]
+        return found
+
+    @_remote
+    def launch_template_version(self, template_id: str, version: str) -> dict[str, Any]:
+        """One version's LaunchTemplateData (DescribeLaunchTemplateVersions)."""
+        found = self.client("ec2").describe_launch_template_versions(
+            LaunchTemplateId=template_id, Versions=[version]
+        )["LaunchTemplateVersions"]
+        data: dict[str, Any] = found[0]["LaunchTemplateData"] if found else {}
+        return data
+
+    @_remote
+    def subnets(self, ids: list[str]) -> list[dict[str, Any]]:
+        """DescribeSubnets: each one's AvailabilityZone and AvailableIpAddressCount."""
+        found: list[dict[str, Any]] = self.client("ec2").describe_subnets(SubnetIds=ids)["Subnets"]
+        return found
+
+    @_remote
+    def type_offerings(self, types: list[str]) -> set[tuple[str, str]]:
+        """(instance type, zone) pairs the Region offers (DescribeInstanceTypeOfferings by
+        availability zone, every page)."""
+        pages = (
+            self.client("ec2")
+            .get_paginator("describe_instance_type_offerings")
+            .paginate(
+                LocationType="availability-zone",
+                Filters=[{"Name": "instance-type", "Values": types}],
+            )
+        )
+        return {
+            (o["InstanceType"], o["Location"])
+            for page in pages
+            for o in page["InstanceTypeOfferings"]
+        }
+
+    @_remote
+    def instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Running and pending instances that match ``filters`` (DescribeInstances, every
+        page)."""
+        states = {"Name": "instance-state-name", "Values": ["pending", "running"]}
+        pages = (
+            self.client("ec2")
+            .get_paginator("describe_instances")
+            .paginate(Filters=[*filters, states])
+        )
+        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+
+    @_remote
+    def console_output(self, instance_id: str) -> str:
+        """An instance's serial console as EC2 last captured it (GetConsoleOutput, latest)."""
+        found = self.client("ec2").get_console_output(InstanceId=instance_id, Latest=True)
+        return str(found.get("Output") or "")
+
+    # --- Service Quotas, SSM, Auto Scaling ----------------------------------------------------
+
+    @_remote
+    def ec2_quota(self, code: str) -> float:
+        """An EC2 quota's value for this account: the applied one (GetServiceQuota), or AWS's
+        default where none was ever applied (NoSuchResourceException, then
+        GetAWSDefaultServiceQuota)."""
+        client = self.client("service-quotas")
+        try:
+            found = client.get_service_quota(ServiceCode="ec2", QuotaCode=code)
+        except client.exceptions.NoSuchResourceException:
+            found = client.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code)
+        return float(found["Quota"]["Value"])
+
+    @_remote
+    def missing_parameters(self, names: list[str]) -> list[str]:
+        """Which of these SSM parameters (public ones too) do not exist (GetParameters, 10 a
+        call: its limit)."""
+        missing: list[str] = []
+        for start in range(0, len(names), 10):
+            found = self.client("ssm").get_parameters(Names=names[start : start + 10])
+            missing += found.get("InvalidParameters", [])
+        return missing
+
+    @_remote
+    def scaling_groups(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Auto Scaling groups that match ``filters`` (DescribeAutoScalingGroups, every page)."""
+        pages = (
+            self.client("autoscaling")
+            .get_paginator("describe_auto_scaling_groups")
+            .paginate(Filters=filters)
+        )
+        return [g for page in pages for g in page["AutoScalingGroups"]]
+
+    @_remote
+    def scaling_activities(self, group: str) -> list[dict[str, Any]]:
+        """The group's latest scaling activities, newest first (DescribeScalingActivities,
+        one page of 20)."""
+        found: list[dict[str, Any]] = self.client("autoscaling").describe_scaling_activities(
+            AutoScalingGroupName=group, MaxRecords=20
+        )["Activities"]
+        return found
+
     # --- CloudWatch Logs --------------------------------------------------------------------
 
     @_remote

@@ -4,6 +4,7 @@ EFS on every node); exit 1 when a check failed."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from launcher.cli.base import (
     Command,
@@ -18,13 +19,23 @@ from launcher.cli.base import (
 from launcher.errors import UsageError
 from launcher.job.jobspec import DEFAULT_RENDEZVOUS_PORT
 
+if TYPE_CHECKING:
+    from launcher.job.check import Report
+
 
 class Check(Command):
     name = "check"
     help = "prove the cluster: EFA, GPUs, NCCL all-reduce, rendezvous and EFS on every node"
-    notes = "Exit status: 0 when every check passed, 1 when one failed."
+    notes = (
+        "First, without starting anything, each pool is read for what would keep a job "
+        "waiting: the EC2 vCPU quota, the instance type in the zone, free subnet addresses, "
+        "the Capacity Block or reservation, the AMI and the compute environment; a pool that "
+        "would wait ends the check before its job. --preflight stops there. "
+        "Exit status: 0 when every check passed, 1 when one failed."
+    )
     examples = (
         "launcher check",
+        "launcher check --preflight",
         "launcher --region us-west-2 check --pool cpu --nodes 1",
         'launcher check --local --image "$LAUNCHER_IMAGE"',
         "launcher check -o json | jq .passed",
@@ -45,6 +56,11 @@ class Check(Command):
         )
         team_argument(parser, "the team whose roles and pools the check runs with")
         output_argument(parser, "the report: each node's checks and the all-reduce's numbers")
+        parser.add_argument(
+            "--preflight",
+            action="store_true",
+            help="only read the account (every pool, or --pool): no job, nothing started",
+        )
         parser.add_argument("--local", action="store_true", help="run on the local Docker engine")
         parser.add_argument("--local-efs", metavar="DIR", help="EFS stand-in with --local")
         parser.add_argument("--local-fsx", metavar="DIR", help="FSx stand-in with --local")
@@ -56,6 +72,10 @@ class Check(Command):
         timeout = jobspec.parse_duration(args.timeout)
         if args.nodes is not None and args.nodes < 1:
             raise UsageError(f"--nodes {args.nodes}: a check needs at least 1 node")
+        if args.preflight:
+            pools = [args.pool] if args.pool else []
+            report = cluster_from(args, args.local).preflight(pools)
+            return self.show(report, args.output)
         report = cluster_from(args, args.local).check(
             nodes=args.nodes,
             image=args.image,
@@ -65,7 +85,11 @@ class Check(Command):
             pool=args.pool,
             share_id=args.share_id,
         )
-        if args.output == "json":
+        return self.show(report, args.output)
+
+    @staticmethod
+    def show(report: Report, output: str | None) -> int:
+        if output == "json":
             print_json(report.as_dict())
         else:
             print(report.table())

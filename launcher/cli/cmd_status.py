@@ -20,7 +20,10 @@ class Status(Command):
     notes = (
         "A query: the exit status is 0 whatever the job's state (launcher wait JOB exits with "
         "its result). For an unfinished job of the stack's pools that run in a Capacity Block, "
-        "the block's window too (two more calls: the stack, the block)."
+        "the block's window too (two more calls: the stack, the block). For a RUNNABLE job, "
+        "what EC2 says about its pool once it has waited 90 seconds: the latest failed "
+        "launch, instances that never joined the cluster and the last line of one's console "
+        "(up to 8 more calls; what the caller may not read is left out)."
     )
     examples = (
         'launcher status "$JOB"',
@@ -44,6 +47,12 @@ class Status(Command):
         nodes = lost.text() if lost else None
         advice = explain(info)
         block = _capacity_block_of(args, info)
+        ec2 = job.ec2_side(info)
+        ec2_side = {
+            "launch": ec2.launch or None if ec2 else None,
+            "instances": ec2.joining or None if ec2 else None,
+            "console": ec2.console or None if ec2 else None,
+        }
         if args.output == "json":
             print_json(
                 {
@@ -52,6 +61,7 @@ class Status(Command):
                     "lost_nodes": nodes,
                     "what_to_do": advice,
                     "capacity_window": block,
+                    "ec2": ec2_side if any(ec2_side.values()) else None,
                 }
             )
             return 0
@@ -66,6 +76,12 @@ class Status(Command):
             print(f"  replaced: {line}")
         if block:
             print(f"  capacity: {block}")
+        if ec2_side["launch"]:
+            print(f"  launches: {ec2_side['launch']}")
+        if ec2_side["instances"]:
+            print(f"  instances: {ec2_side['instances']}")
+        if ec2_side["console"]:
+            print(f"  console: {ec2_side['console']}")
         if advice:
             print(f"  what to do: {advice}")
         if info.capped_ulimits and info.state is JobState.FAILED:

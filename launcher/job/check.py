@@ -22,6 +22,7 @@ from launcher.stack.outputs import Egress
 
 if TYPE_CHECKING:
     from launcher.job.jobspec import JobSpec
+    from launcher.job.readiness import Finding
     from launcher.stack.security import Findings
 
 # AWS publishes nccl-tests with EFA and aws-ofi-nccl (aws-samples/awsome-distributed-training,
@@ -31,6 +32,7 @@ DEFAULT_IMAGE = (
 )
 NAME = "launcher-check"
 PASS, FAIL, NA = "pass", "FAIL", "n/a"
+SKIPPED = "skipped"  # a preflight read the identity may not make: said, never a failure
 
 _LINE = re.compile(r"^LAUNCHER_CHECK node=(\d+) (\w+)=(.*)$")
 _NCCL = "LAUNCHER_CHECK_NCCL "
@@ -328,6 +330,12 @@ def task_group_result(findings: Findings) -> Result:
     if findings.notes:
         detail += f" (warning: {'; '.join(findings.notes)})"
     return Result("task security group", PASS, detail)
+
+
+def readiness_results(findings: Iterable[Finding]) -> list[Result]:
+    """The preflight's findings (``launcher.job.readiness``) as rows: ``POOL: CHECK``."""
+    status = {True: PASS, False: FAIL, None: SKIPPED}
+    return [Result(f"{f.pool}: {f.check}", status[f.ok], f.text) for f in findings]
 
 
 # --- running it -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Protocol
 
 from launcher.errors import LauncherError
@@ -88,13 +88,21 @@ class Facts:
     place: Place | None = None
     capacity: tuple[Capacity, ...] | None = None
     waits_for: str | None = None  # dependencies not yet done, with their states
+    # The EC2 side (""  = read, nothing to say): the pool's latest launch when it failed,
+    # instances that never joined the cluster, and the last line of one's console.
+    launch: str | None = None
+    joining: str | None = None
+    console: str | None = None
 
     def merged(self, newer: Facts) -> Facts:
         """These facts with whatever ``newer`` knows in their place."""
         return Facts(
-            place=newer.place if newer.place is not None else self.place,
-            capacity=newer.capacity if newer.capacity is not None else self.capacity,
-            waits_for=newer.waits_for if newer.waits_for is not None else self.waits_for,
+            **{
+                f.name: getattr(newer, f.name)
+                if getattr(newer, f.name) is not None
+                else getattr(self, f.name)
+                for f in fields(Facts)
+            }
         )
 
 
@@ -118,6 +126,10 @@ class Probe(Protocol):
 
     def probe(self, info: JobInfo, turn: int) -> Facts: ...
 
+    def look(self, info: JobInfo) -> Facts:
+        """Every fact at once (``launcher status``), however many calls it takes."""
+        ...
+
 
 def summary(info: JobInfo, facts: Facts) -> str:
     """The line without the time waited: what a piped console compares."""
@@ -131,6 +143,12 @@ def summary(info: JobInfo, facts: Facts) -> str:
     if facts.capacity:
         noun = "compute environment" if len(facts.capacity) == 1 else "compute environments"
         parts.append(f"{noun} " + "; ".join(c.text() for c in facts.capacity))
+    if facts.launch:
+        parts.append(facts.launch)
+    if facts.joining:
+        parts.append(facts.joining)
+        if facts.console:
+            parts.append(f"its console's last line: {facts.console}")
     return " · ".join(parts)
 
 

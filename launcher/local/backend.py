@@ -589,3 +589,6 @@ class _DependencyProbe:
                 return "unknown"
 
         return Facts(waits_for=pending(info.depends_on, state_of) or "")
+
+    def look(self, info: JobInfo) -> Facts:
+        return self.probe(info, 0)

@@ -123,12 +123,16 @@ def run(
         path = ("PATH", f"{FAKE_BIN}:{sys.prefix}/bin:/usr/bin:/bin")
         spec = replace(spec, env=(*spec.env, path))
     requests = jobdef.build(spec, cluster_info())
+    sync = tmp_path / "sync"  # where nodes leave each other a word
+    sync.mkdir(exist_ok=True)
     for group in requests.register["nodeProperties"]["nodeRangeProperties"]:
         container = group["container"]
         container["volumes"].append({"name": "fake-ib", "host": {"sourcePath": str(infiniband)}})
+        container["volumes"].append({"name": "sync", "host": {"sourcePath": str(sync)}})
         container["mountPoints"].append(
             {"sourceVolume": "fake-ib", "containerPath": "/dev/infiniband", "readOnly": True}
         )
+        container["mountPoints"].append({"sourceVolume": "sync", "containerPath": "/sync"})
     backend = local.LocalBackend("q", str(tmp_path / "efs"))
     started = time.monotonic()
     job_id = backend.schedule(requests)
@@ -142,7 +146,13 @@ def said(logs, node: int, start: str) -> list[str]:
 
 
 def test_a_healthy_node_says_what_it_verified_and_trains(state, gpu_image):
-    job, logs, _ = run(gpu_image, nccl(EFA_LINES).replace("sleep 60", "sleep 2"), state)
+    # As on Batch, the job ends when the main node's command does: node 0 waits for node 1 to
+    # have trained (a file in /sync), or a worker that started late would be stopped first.
+    trains = "sleep 2; echo trained; touch /sync/$AWS_BATCH_JOB_NODE_INDEX; "
+    waits = "while [ ! -e /sync/1 ]; do sleep 0.2; done"
+    job, logs, _ = run(
+        gpu_image, nccl(EFA_LINES).replace("sleep 60; echo trained", trains + waits), state
+    )
     assert job.state == "SUCCEEDED", logs
     for node in (0, 1):
         (gpus,) = said(logs, node, "launcher: GPUs healthy")
@@ -255,11 +265,7 @@ def test_the_guard_is_the_default_only_for_multi_node_jobs_on_an_efa_pool():
     cluster = cluster_info()
     many = in_pool(JobSpec(name="a", command=("x",), image="i", nodes=2), cluster)[0]
     one = in_pool(JobSpec(name="a", command=("x",), image="i"), cluster)[0]
-    cpu = in_pool(
-        JobSpec(name="a", command=("x",), image="i", nodes=2), cluster_info(efa=False)
-    )[0]
-    asked = in_pool(
-        JobSpec(name="a", command=("x",), image="i", nodes=2, efa="auto"), cluster
-    )[0]
+    cpu = in_pool(JobSpec(name="a", command=("x",), image="i", nodes=2), cluster_info(efa=False))[0]
+    asked = in_pool(JobSpec(name="a", command=("x",), image="i", nodes=2, efa="auto"), cluster)[0]
     assert [s.efa.value for s in (many, one, cpu, asked)] == ["require", "auto", "off", "auto"]
     assert prelude.BAD_HOST_EXIT == 79
