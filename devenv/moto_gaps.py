@@ -479,6 +479,8 @@ def patch_moto_models() -> None:
     ecs_al2023_parameters()
     autoscaling_activities()
     ec2_console_output()
+    batch_environment_status()
+    ec2_withdrawn_offerings()
     batch_tag_resource_limits()
     ec2_instance_lifecycle()
 
@@ -689,6 +691,8 @@ def ecs_al2023_parameters() -> None:
     # ECS_AL2023_NVIDIA image types launch (ECS developer guide, ecs-optimized_AMI.html).
     # Answer them, with an image id moto's EC2 does not need to know, in every Region but the
     # ones ``without_al2023`` withdrew.
+    import datetime
+
     from moto.ssm.models import Parameter, ParameterDict
 
     original = ParameterDict._check_loading_status
@@ -705,7 +709,7 @@ def ecs_al2023_parameters() -> None:
                     dict.__delitem__(self, name)
             elif not present:
                 dict.__getitem__(self, name).append(
-                    Parameter(
+                    Parameter(  # type: ignore[abstract]
                         account_id=self.account_id,
                         name=name,
                         value="ami-0a2023ec5000000" + ("1" if "gpu" in name else "0"),
@@ -713,7 +717,7 @@ def ecs_al2023_parameters() -> None:
                         description=None,
                         allowed_pattern=None,
                         keyid=None,
-                        last_modified_date=0.0,
+                        last_modified_date=datetime.datetime(2026, 1, 1),
                         version=1,
                         data_type="text",
                     )
@@ -790,6 +794,11 @@ def failed_launch(group: str, message: str, start: float, status: str = "Failed"
     )
 
 
+def forget_activities() -> None:
+    """Every group's activity history empty again (as a new emulator has it)."""
+    _ACTIVITIES.clear()
+
+
 def autoscaling_activities() -> None:
     # Gap: moto 5.2.5's DescribeScalingActivities always answers an empty list. Answer the
     # group's activities that ``failed_launch`` declared, newest first, in the Activity shape
@@ -826,7 +835,7 @@ def ec2_console_output() -> None:
     # Gap: moto's GetConsoleOutput answers the same sample boot for every instance. Answer
     # what ``console_says`` declared for it (base64, as EC2 sends Output), the sample otherwise.
     from moto.ec2.responses.general import General
-    from moto.ec2.utils import Base64EncodedString
+    from moto.ec2.utils import Base64EncodedString  # type: ignore[attr-defined]
 
     original = General.get_console_output
 
@@ -840,6 +849,67 @@ def ec2_console_output() -> None:
         return ActionResult({"InstanceId": instance_id, "Output": output})
 
     General.get_console_output = get_console_output  # type: ignore[method-assign]
+
+
+# Compute environment name -> the statusReason Batch gave it when it marked it INVALID.
+_INVALID_ENVIRONMENTS: dict[str, str] = {}
+# (Region, instance type, zone) triples EC2 does not offer (see withdraw_offering).
+_WITHDRAWN_OFFERINGS: set[tuple[str, str, str]] = set()
+
+
+def environment_invalid(name: str, reason: str | None) -> None:
+    """Play Batch's part: it marked the compute environment INVALID for ``reason`` (None: VALID
+    again), as when EC2 refuses its launch template or the AMI is missing."""
+    if reason is None:
+        _INVALID_ENVIRONMENTS.pop(name, None)
+    else:
+        _INVALID_ENVIRONMENTS[name] = reason
+
+
+def batch_environment_status() -> None:
+    # Gap: moto's DescribeComputeEnvironments answers every environment "VALID", "Compute
+    # environment is available"; Batch marks one INVALID with a statusReason when it cannot
+    # use it (Batch user guide, invalid_compute_environment.html). Answer what
+    # ``environment_invalid`` declared.
+    from moto.batch.models import BatchBackend
+
+    original = BatchBackend.describe_compute_environments
+
+    def describe(self: BatchBackend, environments: list[str] | None = None) -> list[dict[str, Any]]:
+        found = original(self, environments)
+        for environment in found:
+            reason = _INVALID_ENVIRONMENTS.get(environment["computeEnvironmentName"])
+            if reason is not None:
+                environment.update(status="INVALID", statusReason=reason)
+        return found
+
+    BatchBackend.describe_compute_environments = describe  # type: ignore[method-assign]
+
+
+def withdraw_offering(region: str, instance_type: str, zone: str, withdrawn: bool = True) -> None:
+    """Play EC2's part: ``zone`` does not offer ``instance_type``."""
+    triple = (region, instance_type, zone)
+    (_WITHDRAWN_OFFERINGS.add if withdrawn else _WITHDRAWN_OFFERINGS.discard)(triple)
+
+
+def ec2_withdrawn_offerings() -> None:
+    # Not a gap in moto but the emulator's lever: moto's offerings are a fixed copy of EC2's
+    # (ec2/resources/instance_type_offerings), so a zone that lacks a type is played by
+    # leaving it out of DescribeInstanceTypeOfferings' answer.
+    from moto.ec2.models import EC2Backend
+
+    original = EC2Backend.describe_instance_type_offerings
+
+    def describe(self: EC2Backend, *args: Any, **kwargs: Any) -> Any:
+        found = original(self, *args, **kwargs)
+        return [
+            o
+            for o in found
+            if (self.region_name, o.get("InstanceType"), o.get("Location"))
+            not in _WITHDRAWN_OFFERINGS
+        ]
+
+    EC2Backend.describe_instance_type_offerings = describe  # type: ignore[method-assign,assignment]
 
 
 def _summary(job: Job) -> dict[str, Any]:

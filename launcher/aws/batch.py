@@ -565,15 +565,21 @@ class QueueProbe:
         facts = Facts()
         if not info.queue:
             return facts
-        for source in ("queue", "environments", "clusters", "groups", "launches"):
-            with contextlib.suppress(LauncherError):
-                facts = facts.merged(self._read(info, source))
-        if self._ec2_due(info):
-            for source in ("instances", "console"):
-                if source == "console" and self._unjoined is None:
-                    break
+        # At once, not paced: no follower shares this process's calls (botocore still retries
+        # what AWS throttles).
+        paced, self.call = self.call, lambda fn: fn()
+        try:
+            for source in ("queue", "environments", "clusters", "groups", "launches"):
                 with contextlib.suppress(LauncherError):
                     facts = facts.merged(self._read(info, source))
+            if self._ec2_due(info):
+                for source in ("instances", "console"):
+                    if source == "console" and self._unjoined is None:
+                        break
+                    with contextlib.suppress(LauncherError):
+                        facts = facts.merged(self._read(info, source))
+        finally:
+            self.call = paced
         return facts
 
     def _ec2_due(self, info: JobInfo) -> bool:

@@ -148,13 +148,73 @@ def preflight(aws: Aws, info: ClusterInfo, pools: Sequence[str] = ()) -> list[Fi
         if isinstance(template, Unread):
             findings.append(Finding(pool.name, "addresses", None, template.why))
         needs.append(need_of(pool, environment, template if isinstance(template, dict) else {}))
+    findings += _nodes(reader, {p: e for p, e in environments.items() if p in order_of(chosen)})
     findings += _quotas(reader, needs)
     findings += _zones_and_addresses(reader, needs)
     findings += _reservations(reader, needs)
     findings += _images(reader, needs, info.region)
     order = {p.name: i for i, p in enumerate(chosen)}
-    checks = ("environment", "quota", "zone", "addresses", "reservation", "image")
+    checks = ("environment", "nodes", "quota", "zone", "addresses", "reservation", "image")
     return sorted(findings, key=lambda f: (order.get(f.pool, 0), checks.index(f.check)))
+
+
+def order_of(pools: Sequence[PoolInfo]) -> list[str]:
+    return [p.name for p in pools]
+
+
+def _nodes(reader: Reader, environments: dict[str, dict[str, Any]]) -> list[Finding]:
+    """Instances the pools' Auto Scaling groups started that never joined their ECS clusters
+    (the oldest one's console's last line where none joined); nothing where none run."""
+    names = {pool: e["computeEnvironmentName"] for pool, e in environments.items()}
+    groups = reader.read(
+        "autoscaling:DescribeAutoScalingGroups", lambda: reader.aws.scaling_groups([])
+    )
+    if isinstance(groups, Unread):
+        return [Finding(pool, "nodes", None, groups.why) for pool in names]
+    mine = readiness.scaling_groups(list(names.values()), groups)
+    if not mine:
+        return []
+    filters = [{"Name": "tag:aws:autoscaling:groupName", "Values": sorted(mine.values())}]
+    instances = reader.read("ec2:DescribeInstances", lambda: reader.aws.instances(filters))
+    arns = [e["ecsClusterArn"] for e in environments.values() if e.get("ecsClusterArn")]
+    clusters = reader.read("ecs:DescribeClusters", lambda: reader.aws.describe_ecs_clusters(arns))
+    findings = []
+    for pool, name in names.items():
+        group = mine.get(name)
+        if group is None:
+            continue
+        if isinstance(instances, Unread) or isinstance(clusters, Unread):
+            why = instances.why if isinstance(instances, Unread) else str(clusters)
+            findings.append(Finding(pool, "nodes", None, why))
+            continue
+        running = [
+            i
+            for i in instances
+            if {"Key": "aws:autoscaling:groupName", "Value": group} in (i.get("Tags") or [])
+        ]
+        arn = environments[pool].get("ecsClusterArn")
+        registered = next(
+            (
+                int(c.get("registeredContainerInstancesCount", 0))
+                for c in clusters
+                if c.get("clusterArn") == arn
+            ),
+            None,
+        )
+        text, oldest = readiness.unjoined(running, registered)
+        if text is None:
+            if running:
+                findings.append(Finding(pool, "nodes", True, f"{len(running)} running, all joined"))
+            continue
+        if oldest is not None:
+            output = reader.read(
+                "ec2:GetConsoleOutput", functools.partial(reader.aws.console_output, oldest)
+            )
+            tail = None if isinstance(output, Unread) else readiness.console_tail(output)
+            if tail:
+                text += f"; {oldest}'s console ends: {tail}"
+        findings.append(Finding(pool, "nodes", False, text))
+    return findings
 
 
 def _bare(pool: PoolInfo) -> PoolNeed:

@@ -322,7 +322,12 @@ _LAUNCH_FAILURES: tuple[tuple[str, str], ...] = (
         "the subnet has no free IPv4 addresses for the nodes' interfaces",
     ),
     (
-        r"[Ll]aunch ?[Tt]emplate|InvalidParameter|InvalidBlockDeviceMapping|InvalidAMIID",
+        r"InvalidAMIID",
+        "the AMI the compute environment launches is not in this Region: `launcher check "
+        "--preflight` names its parameter",
+    ),
+    (
+        r"[Ll]aunch ?[Tt]emplate|InvalidParameter|InvalidBlockDeviceMapping",
         "EC2 refused the launch template: fix the stack and deploy",
     ),
 )

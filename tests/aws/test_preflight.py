@@ -90,4 +90,3 @@ def test_a_region_without_the_ami(moto_server, healthy):
     result = preflight(moto_server, "--pool", "debug", "-o", "json")
     assert result.returncode == 1
     assert rows(result)["debug: image"].startswith("FAIL: no ECS_AL2023_NVIDIA AMI in us-west-2")
-
