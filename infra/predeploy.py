@@ -311,13 +311,47 @@ def main(argv: Sequence[str] | None = None) -> int:
             for s in stacks
             if s.name in deployed
         }
+        waits = preflight(stacks, args.profile)
     except LauncherError as exc:
         if args.debug:
             raise
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.exit_code
-    print("\n".join(report(stacks, deployed, changes, ended)))
+    lines = report(stacks, deployed, changes, ended)
+    at = len(lines) - (1 if of(changes, "refuse") else 0)  # before the "refused:" verdict
+    print("\n".join(lines[:at] + waits + lines[at:]))
     return 1 if of(changes, "refuse") else 0
+
+
+def preflight(stacks: Sequence[Stack], profile: str | None) -> list[str]:
+    """What would keep the pools' jobs waiting once deployed (infra.readiness): a verdict and a
+    line for each finding that is not a pass; nothing when all pass. A deploy is not refused for these: a quota
+    request, say, can go on while the stack deploys."""
+    from infra.readiness import pool_needs, zone_of
+    from launcher.aws.client import Aws
+    from launcher.aws.readiness import account_findings, in_order
+
+    zone = zone_of([s.template for s in stacks])
+    lines = []
+    for stack in stacks:
+        needs = pool_needs(stack.template, pools_by_queue(stack.template), zone)
+        if not needs:
+            continue
+        aws = Aws(profile, stack.region)
+        region = stack.region or aws.session.region_name
+        found = in_order(account_findings(aws, needs, region), [n.pool for n in needs])
+        said = [f for f in found if f.ok is not True]
+        if not said:
+            continue  # silent when every check passes, as a plan without change is
+        waits = sum(1 for f in said if f.ok is False)
+        verdict = (
+            f"{waits} would keep jobs waiting: fix them before the first job"
+            if waits
+            else "some could not be read"
+        )
+        lines.append(f"{stack.name}: preflight of {len(needs)} pools: {verdict}")
+        lines += [f"  {f.line()}" for f in said]
+    return lines
 
 
 if __name__ == "__main__":

@@ -148,18 +148,30 @@ def preflight(aws: Aws, info: ClusterInfo, pools: Sequence[str] = ()) -> list[Fi
         if isinstance(template, Unread):
             findings.append(Finding(pool.name, "addresses", None, template.why))
         needs.append(need_of(pool, environment, template if isinstance(template, dict) else {}))
-    findings += _nodes(reader, {p: e for p, e in environments.items() if p in order_of(chosen)})
-    findings += _quotas(reader, needs)
-    findings += _zones_and_addresses(reader, needs)
-    findings += _reservations(reader, needs)
-    findings += _images(reader, needs, info.region)
-    order = {p.name: i for i, p in enumerate(chosen)}
-    checks = ("environment", "nodes", "quota", "zone", "addresses", "reservation", "image")
-    return sorted(findings, key=lambda f: (order.get(f.pool, 0), checks.index(f.check)))
+    findings += _nodes(reader, environments)
+    findings += account_findings(aws, needs, info.region)
+    return in_order(findings, [p.name for p in chosen])
 
 
-def order_of(pools: Sequence[PoolInfo]) -> list[str]:
-    return [p.name for p in pools]
+CHECKS = ("environment", "nodes", "quota", "zone", "addresses", "reservation", "image")
+
+
+def in_order(findings: Sequence[Finding], pools: Sequence[str]) -> list[Finding]:
+    """Pool by pool (in ``pools``' order), each pool's checks in CHECKS' order."""
+    order = {name: i for i, name in enumerate(pools)}
+    return sorted(findings, key=lambda f: (order.get(f.pool, 0), CHECKS.index(f.check)))
+
+
+def account_findings(aws: Aws, needs: Sequence[PoolNeed], region: str) -> list[Finding]:
+    """What the account says of pools that may not be deployed yet (the pre-deploy check's
+    part): quotas, the zone's offerings and free addresses, reservations, the AMI."""
+    reader = Reader(aws)
+    return [
+        *_quotas(reader, needs),
+        *_zones_and_addresses(reader, needs),
+        *_reservations(reader, needs),
+        *_images(reader, needs, region),
+    ]
 
 
 def _nodes(reader: Reader, environments: dict[str, dict[str, Any]]) -> list[Finding]:
@@ -266,14 +278,21 @@ def _quotas(reader: Reader, needs: Sequence[PoolNeed]) -> list[Finding]:
 
 def _zones_and_addresses(reader: Reader, needs: Sequence[PoolNeed]) -> list[Finding]:
     subnet_ids = sorted({s for n in needs for s in n.subnets})
-    if not subnet_ids:
+    if not subnet_ids and not any(n.zone for n in needs):
         return []
-    subnets = reader.read("ec2:DescribeSubnets", lambda: reader.aws.subnets(subnet_ids))
+    subnets = (
+        reader.read("ec2:DescribeSubnets", lambda: reader.aws.subnets(subnet_ids))
+        if subnet_ids
+        else []
+    )
     if isinstance(subnets, Unread):
         why = subnets.why
         return [Finding(n.pool, c, None, why) for n in needs for c in ("zone", "addresses")]
     zones = {s["SubnetId"]: s["AvailabilityZone"] for s in subnets}
     free = {s["SubnetId"]: int(s.get("AvailableIpAddressCount", 0)) for s in subnets}
+    for need in needs:  # a subnet the deploy will create: its zone only
+        if need.zone and not need.subnets:
+            zones[f"new subnet of {need.pool}"] = need.zone
     types = sorted({n.instance_type for n in needs})
     offered = reader.read(
         "ec2:DescribeInstanceTypeOfferings", lambda: reader.aws.type_offerings(types)
@@ -281,11 +300,15 @@ def _zones_and_addresses(reader: Reader, needs: Sequence[PoolNeed]) -> list[Find
     findings = []
     for need in needs:
         mine = {s: zones[s] for s in need.subnets if s in zones}
+        if need.zone and not need.subnets:
+            mine = {f"new subnet of {need.pool}": need.zone}
         if isinstance(offered, Unread):
             findings.append(Finding(need.pool, "zone", None, offered.why))
         else:
             where = {zone for kind, zone in offered if kind == need.instance_type}
             findings.append(readiness.zone_finding(need, mine, where))
+        if not need.subnets:
+            continue  # created by the deploy: its size is the stack's own (configuration.md)
         if not mine:
             findings.append(Finding(need.pool, "addresses", None, "its subnet could not be read"))
             continue

@@ -90,6 +90,7 @@ class PoolNeed:
     block: bool = False  # the reservation is a Capacity Block
     fallback: str | None = None  # the pool whose nodes the queue uses when this one has none
     image_type: str | None = None
+    zone: str | None = None  # where a subnet not created yet will be (the pre-deploy check)
 
     @property
     def vcpus(self) -> int:
@@ -396,8 +397,10 @@ def console_tail(output: str) -> str | None:
 
 
 def scaling_groups(environments: Sequence[str], groups: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """Each compute environment's Auto Scaling group (DescribeAutoScalingGroups entries): Batch
-    names it after the environment, ``NAME-asg-UUID``."""
+    """Each compute environment's Auto Scaling group (DescribeAutoScalingGroups entries). Batch
+    does not document the name; the groups it makes are named after the environment,
+    ``NAME-asg-UUID`` (NCBI's ElasticBLAST finds its environment's group the same way, by the
+    environment's name in the group's: bin/aws-get-auto-scaling-events.sh)."""
     found = {}
     for name in environments:
         prefix = f"{name}-asg-"
