@@ -8,7 +8,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import base_copy, first_build, images, launcher_calls, logs, logs_quota, synth
+from bench import (
+    base_copy,
+    first_build,
+    images,
+    launcher_calls,
+    logs,
+    logs_quota,
+    preflight,
+    synth,
+)
 
 BENCHES = {
     "synth": synth.run,
@@ -18,6 +27,7 @@ BENCHES = {
     "images": images.run,
     "first_build": first_build.run,
     "base_copy": base_copy.run,
+    "preflight": preflight.run,
 }
 
 

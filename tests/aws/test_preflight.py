@@ -12,7 +12,7 @@ import time
 import pytest
 
 from devenv import moto_gaps
-from devenv.emulator import deploy
+from devenv.emulator import deploy, session
 from tests.support import cli
 
 BLOCK = "cr-0123456789abcdef0"
@@ -83,6 +83,47 @@ def test_a_block_that_starts_tomorrow_is_said_with_its_start(moto_server, health
     # The queue runs the pool's jobs on its fallback meanwhile: nothing waits.
     assert "starts at " in found["train: reservation"]
     assert found["train: reservation"].endswith("meanwhile jobs run on pool ondemand")
+
+    # A job of the block's pool meanwhile: its status names the launch EC2 refused there.
+    env = {**os.environ, **moto_server.env, "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}
+    image = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x@sha256:" + "a" * 64
+    run = cli.launcher(
+        "run",
+        "--pool",
+        "train",
+        "--share-id",
+        "vision",
+        "--no-workspace",
+        "--image",
+        image,
+        "--nodes",
+        "2",
+        "--",
+        "x",
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr
+    job_id = run.stdout.split()[-1]
+    environment = next(p for p in json.loads(healthy["Pools"]) if p["name"] == "train")
+    group = moto_gaps.scaling_group(
+        session(REGION), moto_server.url, environment["compute_environment_name"]
+    )
+    moto_gaps.failed_launch(
+        group,
+        "The requested Capacity Reservation cr-0123456789abcdef0 is not active yet "
+        "(InsufficientCapacityReservation). Launching EC2 instance failed.",
+        time.time() - 30,
+    )
+    moto_gaps.submitted_ago(ACCOUNT, REGION, job_id, 120)
+    try:
+        shown = cli.launcher("status", job_id, env=env)
+        assert "  capacity: Capacity Block cr-0123456789abcdef0: starts in " in shown.stdout
+        assert "(the Capacity Block or reservation is full, not active yet, or ended: " in (
+            shown.stdout
+        ), shown.stdout
+    finally:
+        moto_gaps.forget_activities()
+        moto_gaps.finish_job(ACCOUNT, REGION, job_id, success=False)
 
 
 def test_a_region_without_the_ami(moto_server, healthy):

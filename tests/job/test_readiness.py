@@ -160,3 +160,96 @@ def test_what_could_not_be_read_is_said_but_never_fails():
     skipped = Finding("default", "quota", None, "this AWS identity may not call x")
     assert readiness.passed([skipped]) and skipped.line().startswith("default: quota: skipped:")
     assert not readiness.passed([skipped, readiness.quota_finding(P5, 0)])
+
+
+def activity(message: str, status: str = "Failed", ago: float = 65) -> dict:
+    return {
+        "StatusCode": status,
+        "StatusMessage": message,
+        "StartTime": datetime.fromtimestamp(NOW - ago, timezone.utc),
+    }
+
+
+@pytest.mark.parametrize(
+    ("message", "advice"),
+    [
+        (
+            "VcpuLimitExceeded: You have requested more vCPU capacity than your current vCPU limit "
+            "of 0 allows",
+            "the account's EC2 vCPU quota is too small",
+        ),
+        (
+            "We currently do not have sufficient p5.48xlarge capacity in the Availability Zone you "
+            "requested (us-east-1a).",
+            "EC2 has no capacity for this type in the zone now",
+        ),
+        (
+            "Insufficient capacity in the Capacity Reservation cr-0123 "
+            "(ReservationCapacityExceeded)",
+            "the Capacity Block or reservation is full, not active yet, or ended",
+        ),
+        (
+            "Your requested instance type (p5.48xlarge) is not supported in your requested "
+            "Availability Zone (us-east-1e).",
+            "the zone does not offer this instance type",
+        ),
+        (
+            "There are not enough free addresses in subnet 'subnet-1' to satisfy the requested "
+            "number of instances.",
+            "the subnet has no free IPv4 addresses",
+        ),
+        (
+            "The image id '[ami-1]' does not exist (InvalidAMIID.NotFound)",
+            "the AMI the compute environment launches is not in this Region",
+        ),
+        (
+            "The specified launch template, with template ID lt-1, does not exist.",
+            "EC2 refused the launch template",
+        ),
+    ],
+)
+def test_a_failed_launch_is_said_in_the_users_terms(message, advice):
+    """DescribeScalingActivities: "If an attempt to launch instances failed, the StatusCode
+    value is Failed or Cancelled and the StatusMessage element in the response indicates the
+    cause of the failure" (Auto Scaling API reference, API_DescribeScalingActivities.html)."""
+    text = readiness.failed_launch([activity(message)], NOW)
+    assert text.startswith("latest launch failed 1m05s ago: ") and f"({advice}" in text, text
+
+
+def test_only_the_newest_activity_counts_and_long_messages_are_cut():
+    assert readiness.failed_launch([activity("fine", "Successful"), activity("old")], NOW) is None
+    assert readiness.failed_launch([], NOW) is None
+    text = readiness.failed_launch([activity("x" * 400, "Cancelled")], NOW)
+    assert "x" * 157 + "..." in text and "x" * 158 not in text
+
+
+def test_instances_count_as_unjoined_only_past_the_grace():
+    def up(seconds: float, instance_id: str = "i-1") -> dict:
+        return {
+            "InstanceId": instance_id,
+            "LaunchTime": datetime.fromtimestamp(NOW - seconds, timezone.utc),
+        }
+
+    assert readiness.unjoined([up(60)], 0, NOW) == (None, None)  # still booting
+    text, oldest = readiness.unjoined([up(700, "i-old"), up(60, "i-new")], 0, NOW)
+    assert (
+        text.startswith("2 of 2 instances not in the cluster, the oldest up 11m40s")
+        and oldest == "i-old"
+    )
+    text, oldest = readiness.unjoined([up(700), up(700, "i-2")], 1, NOW)
+    assert text.startswith("1 of 2") and oldest is None  # which one is not known: no console
+    assert readiness.unjoined([up(700)], 1, NOW) == (None, None)
+    assert readiness.unjoined([up(700)], None, NOW) == (None, None)
+
+
+def test_the_console_gives_its_last_line():
+    assert readiness.console_tail("boot\n  mount failed  \n\n") == "mount failed"
+    assert readiness.console_tail("") is None
+
+
+def test_a_groups_name_starts_with_its_environments():
+    groups = [{"AutoScalingGroupName": n} for n in ("ce-asg-1", "ce-b-asg-2", "other-asg-3")]
+    assert readiness.scaling_groups(["ce", "ce-b", "none"], groups) == {
+        "ce": "ce-asg-1",
+        "ce-b": "ce-b-asg-2",
+    }
