@@ -325,8 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def preflight(stacks: Sequence[Stack], profile: str | None) -> list[str]:
     """What would keep the pools' jobs waiting once deployed (infra.readiness): a verdict and a
-    line for each finding that is not a pass; nothing when all pass. A deploy is not refused for these: a quota
-    request, say, can go on while the stack deploys."""
+    line for each finding that is not a pass; nothing when all pass. A deploy is not refused
+    for these: a quota request, say, can go on while the stack deploys."""
     from infra.readiness import pool_needs, zone_of
     from launcher.aws.client import Aws
     from launcher.aws.readiness import account_findings, in_order

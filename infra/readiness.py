@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from infra.update_plan import references
-from launcher.aws.readiness import addresses_per_node, reservation_of
-from launcher.job.readiness import PoolNeed
+from launcher.job.readiness import PoolNeed, addresses_per_node, reservation_of
 from launcher.stack.catalog import lookup
 
 COMPUTE_ENVIRONMENT = "AWS::Batch::ComputeEnvironment"

@@ -18,7 +18,7 @@ from launcher.aws.client import Aws
 from launcher.errors import RemoteError
 from launcher.job import readiness
 from launcher.job.capacity import is_group
-from launcher.job.readiness import Finding, PoolNeed
+from launcher.job.readiness import Finding, PoolNeed, addresses_per_node, reservation_of
 from launcher.stack.cluster import ClusterInfo
 from launcher.stack.outputs import PoolInfo
 
@@ -51,25 +51,6 @@ class Reader:
             if _denied(exc):
                 return Unread(f"this AWS identity may not call {permission}")
             return Unread(str(exc))
-
-
-def addresses_per_node(template: dict[str, Any], multi_node: bool) -> int:
-    """Private IPv4 addresses a node takes: each interface of its launch template but the
-    EFA-only ones, which carry none (EC2 user guide, efa.html: "EFA-only interfaces ... do not
-    have IP addresses"), or one where the template names none; plus, for multi-node jobs, the
-    job container's own task interface (Batch runs them in awsvpc mode: infra/cluster.py)."""
-    interfaces = template.get("NetworkInterfaces") or []
-    addressed = sum(1 for i in interfaces if i.get("InterfaceType") != "efa-only") or 1
-    return addressed + (1 if multi_node else 0)
-
-
-def reservation_of(template: dict[str, Any]) -> str | None:
-    """The cr- id the launch template targets, if any (a group's ARN is not read)."""
-    target = (template.get("CapacityReservationSpecification") or {}).get(
-        "CapacityReservationTarget"
-    ) or {}
-    found = target.get("CapacityReservationId")
-    return str(found) if found else None
 
 
 def need_of(pool: PoolInfo, environment: dict[str, Any], template: dict[str, Any]) -> PoolNeed:

@@ -101,6 +101,25 @@ class PoolNeed:
         return self.addresses_per_node * self.max_nodes
 
 
+def addresses_per_node(template: dict[str, Any], multi_node: bool) -> int:
+    """Private IPv4 addresses a node takes: each interface of its launch template but the
+    EFA-only ones, which carry none (EC2 user guide, efa.html: "EFA-only interfaces ... do not
+    have IP addresses"), or one where the template names none; plus, for multi-node jobs, the
+    job container's own task interface (Batch runs them in awsvpc mode: infra/cluster.py)."""
+    interfaces = template.get("NetworkInterfaces") or []
+    addressed = sum(1 for i in interfaces if i.get("InterfaceType") != "efa-only") or 1
+    return addressed + (1 if multi_node else 0)
+
+
+def reservation_of(template: dict[str, Any]) -> str | None:
+    """The cr- id the launch template targets, if any (a group's ARN is not read)."""
+    target = (template.get("CapacityReservationSpecification") or {}).get(
+        "CapacityReservationTarget"
+    ) or {}
+    found = target.get("CapacityReservationId")
+    return str(found) if found else None
+
+
 @dataclass(frozen=True)
 class Finding:
     """One line of the preflight. ``ok`` None: could not be read (said, never fatal)."""
