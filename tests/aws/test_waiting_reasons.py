@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +21,8 @@ from devenv.emulator import ACCOUNT, REGION, session
 from launcher.api import Cluster
 from launcher.aws.client import Aws
 from launcher.job.jobspec import JobSpec
-from launcher.job.waiting import Facts, summary
+from launcher.job.waiting import Facts, Watch, summary
+from tests.support import cli
 
 P_QUOTA = "L-417A185B"
 QUOTA = (
@@ -233,6 +236,76 @@ def test_each_reason_is_named_before_submitting_and_while_waiting(
         moto_gaps.finish_job(ACCOUNT, REGION, job.job_id, success=False)
     finally:
         undo()
+
+
+@pytest.fixture
+def waiting(moto_server):
+    """A two-node job RUNNABLE for two minutes, submitted with the CLI."""
+    done = launcher(
+        moto_server, "run", "--no-workspace", "--image", IMAGE, "--nodes", "2", "--", "x"
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[-1]
+    moto_gaps.submitted_ago(ACCOUNT, REGION, job_id, 120)
+    yield job_id
+    moto_gaps.finish_job(ACCOUNT, REGION, job_id, success=False)
+
+
+def launcher(server, *args: str):
+    return cli.launcher(*args, env={**os.environ, **server.env})
+
+
+def status(server, job_id: str) -> dict:
+    result = launcher(server, "status", job_id, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+QUOTA_MESSAGE = QUOTA
+
+
+def test_status_shows_the_launch_ec2_refused(moto_server, world, waiting):
+    server, environment, job_id = moto_server, world.environment, waiting
+    group = moto_gaps.scaling_group(session(), server.url, environment)
+    moto_gaps.failed_launch(group, QUOTA_MESSAGE, time.time() - 65)
+    found = status(server, job_id)["ec2"]
+    assert re.match(r"latest launch failed 1m\d\ds ago: You have requested more", found["launch"])
+    assert found["launch"].endswith(
+        "(the account's EC2 vCPU quota is too small: `launcher check --preflight` names the "
+        "quota and the request that raises it)"
+    )
+    lines = launcher(server, "status", job_id).stdout.splitlines()
+    assert any(line.startswith("  launches: latest launch failed") for line in lines)
+
+
+def test_the_following_line_reads_one_fact_a_call(moto_server, world, waiting, monkeypatch):
+    """Each update of the line makes one call (as before); the EC2 facts join the rotation."""
+    from launcher.aws.batch import BatchBackend, QueueProbe
+
+    server, environment, job_id = moto_server, world.environment, waiting
+    group = moto_gaps.scaling_group(session(), server.url, environment)
+    moto_gaps.failed_launch(
+        group,
+        "We currently do not have sufficient p4d.24xlarge capacity "
+        "in the Availability Zone you requested (us-east-1a).",
+        time.time(),
+    )
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    aws = Aws(region=REGION)
+    job = BatchBackend(aws).describe(job_id)
+    now = [time.monotonic()]
+    events: list = []
+    watch = Watch(QueueProbe(aws, lambda fn: fn()), events.append, clock=lambda: now[0])
+    calls = []
+    for _ in range(8):
+        before = aws.calls
+        watch.observe(job)
+        calls.append(aws.calls - before)
+        now[0] += 30
+    # Snapshot; the queue and its environments; the Auto Scaling groups (once); then one each.
+    assert calls == [1, 2, 1, 1, 1, 1, 1, 1]
+    assert "EC2 has no capacity for this type in the zone now" in events[-1].text
 
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x@sha256:" + "a" * 64
