@@ -98,9 +98,14 @@ class Team(Construct):
         self.access_point = access_point
         self.fair_share = config.fair_share
         self.fsx = FsxAccess(team.fsx) if config.fsx_lustre else FsxAccess.NONE
-        self.data_buckets = tuple(
-            dict.fromkeys((*buckets.parse_all(team.data_buckets), *config.data_locations))
+        # The FSx link's S3 location is the file system's: a team that may not use FSx gets
+        # only the stack-wide buckets, not the location the link reads (and exports to).
+        shared = (
+            buckets.parse_all(config.data_buckets)
+            if self.fsx is FsxAccess.NONE
+            else config.data_locations
         )
+        self.data_buckets = tuple(dict.fromkeys((*buckets.parse_all(team.data_buckets), *shared)))
         self.job_secrets = tuple(
             dict.fromkeys(secrets.parse_grants((*team.secrets, *config.job_secrets)))
         )

@@ -159,8 +159,9 @@ def quota_finding(need: PoolNeed, limit: float, others: Sequence[PoolNeed] = ())
     code, name = quota_of(need.instance_type, need.spot) or ("", "")
     got = int(limit)
     asks = f"{need.max_nodes} x {need.instance_type} = {need.vcpus} vCPUs"
-    if need.block:
-        return Finding(need.pool, "quota", True, f"Capacity Block nodes; {name} ({code}) is {got}")
+    if need.block:  # the block holds their capacity; its row says whether they can start
+        text = f"{name} ({code}) is {got} vCPUs; the pool's nodes are the Capacity Block's"
+        return Finding(need.pool, "quota", None, text)
     if got < need.vcpus:
         nodes = got // need.vcpus_per_node
         can = "no node" if nodes == 0 else f"at most {nodes} node{'s' if nodes > 1 else ''}"
