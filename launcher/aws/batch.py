@@ -542,6 +542,7 @@ class QueueProbe:
         if source == "queue":
             return Facts(place=self._place(info.job_id, info.queue))
         if source == "groups":
+            self._groups = {}  # read once: a refusal (no permission) is not asked again
             found = self.call(functools.partial(self.aws.scaling_groups, []))
             self._groups = readiness.scaling_groups(list(self._capacity), found)
             return Facts()
@@ -626,8 +627,8 @@ class QueueProbe:
 
     def _console(self) -> str:
         assert self._unjoined is not None
-        output = self.call(functools.partial(self.aws.console_output, self._unjoined))
-        self._unjoined = None  # once is enough: the line keeps it
+        instance, self._unjoined = self._unjoined, None  # once is enough: the line keeps it
+        output = self.call(functools.partial(self.aws.console_output, instance))
         return readiness.console_tail(output) or ""
 
     def _dependencies(self, info: JobInfo) -> str | None:

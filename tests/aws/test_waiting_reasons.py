@@ -309,3 +309,40 @@ def test_the_following_line_reads_one_fact_a_call(moto_server, world, waiting, m
 
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x@sha256:" + "a" * 64
+
+
+class Refusing:
+    """An identity that may not read Auto Scaling (the Batch and ECS reads pass through)."""
+
+    def __init__(self, aws: Aws) -> None:
+        self.aws = aws
+        self.refused = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.aws, name)
+
+    def scaling_groups(self, filters):
+        from launcher.errors import RemoteError
+
+        self.refused += 1
+        raise RemoteError("AWS DescribeAutoScalingGroups failed: AccessDenied: not authorized")
+
+
+def test_a_read_it_may_not_make_is_asked_once_and_the_line_goes_on(
+    moto_server, world, waiting, monkeypatch
+):
+    from launcher.aws.batch import BatchBackend, QueueProbe
+
+    for key, value in moto_server.env.items():
+        monkeypatch.setenv(key, value)
+    aws = Aws(region=REGION)
+    refusing = Refusing(aws)
+    job = BatchBackend(aws).describe(waiting)
+    now = [time.monotonic()]
+    events: list = []
+    watch = Watch(QueueProbe(refusing, lambda fn: fn()), events.append, clock=lambda: now[0])
+    for _ in range(8):
+        watch.observe(job)
+        now[0] += 30
+    assert refusing.refused == 1
+    assert len(events) == 8 and "in the queue" in events[-1].text
