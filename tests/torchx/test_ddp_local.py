@@ -51,7 +51,13 @@ def test_dist_ddp_rendezvous_succeeds_on_two_local_nodes_without_extra_settings(
     assert "SUCCEEDED" in out, out[-4000:]
     # sum 3: rank 0 gives 1, rank 1 gives 2; each node's torchrun runs one rank.
     assert "rank 0 of 2: sum 3" in out and "rank 1 of 2: sum 3" in out, out[-4000:]
-    assert "DistStoreError" not in out and "Traceback" not in out, out[-4000:]
+    assert "DistStoreError" not in out, out[-4000:]
+    # The only traceback allowed is torchrun's own exit-barrier warning, logged after both ranks
+    # finished: the local nodes share node 0's network namespace, so either node's agent may
+    # bind the rendezvous store, and when its agent exits first the other's last read of the
+    # store breaks ("Error waiting on exit barrier"); the job has succeeded by then.
+    barrier = out.count("Error waiting on exit barrier")
+    assert out.count("Traceback") == barrier, out[-4000:]
 
 
 def _text(output: bytes | str | None) -> str:
