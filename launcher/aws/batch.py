@@ -533,7 +533,7 @@ class QueueProbe:
         return self._read(info, source)
 
     def _read(self, info: JobInfo, source: str) -> Facts:
-        """One source's facts (one call; ``launches`` first reads the groups)."""
+        """One source's facts, with at most one call."""
         assert info.queue
         if source in self.EC2_SOURCES and not self._ec2_due(info):
             return Facts()
@@ -606,17 +606,9 @@ class QueueProbe:
         """Instances of the environments' groups that never joined their ECS cluster."""
         if not self._groups:
             return None
-        filters = [{"Name": "tag:aws:autoscaling:groupName", "Values": list(self._groups.values())}]
-        found = self.call(functools.partial(self.aws.instances, filters))
+        found = self.call(functools.partial(self.aws.group_instances, list(self._groups.values())))
         for name, group in self._groups.items():
-            mine = [
-                i
-                for i in found
-                if any(
-                    t.get("Key") == "aws:autoscaling:groupName" and t.get("Value") == group
-                    for t in i.get("Tags") or []
-                )
-            ]
+            mine = readiness.in_group(found, group)
             registered = self._capacity[name].running if name in self._capacity else None
             text, oldest = readiness.unjoined(mine, registered, self.clock())
             if text:

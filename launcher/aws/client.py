@@ -23,6 +23,7 @@ import botocore.config
 import botocore.exceptions
 
 from launcher.errors import RemoteError, Throttled, UsageError
+from launcher.job.readiness import GROUP_TAG
 
 RETRY_CONFIG = botocore.config.Config(
     retries={"mode": "adaptive", "max_attempts": 8},
@@ -440,14 +441,9 @@ class Aws:
         )
         return [rule for page in pages for rule in page["SecurityGroupRules"]]
 
-    @_remote
     def capacity_reservation(self, reservation_id: str) -> dict[str, Any]:
         """One Capacity Reservation (a Capacity Block is one: DescribeCapacityReservations)."""
-        found = self.client("ec2").describe_capacity_reservations(
-            CapacityReservationIds=[reservation_id]
-        )["CapacityReservations"]
-        reservation: dict[str, Any] = found[0]
-        return reservation
+        return self.capacity_reservations([reservation_id])[0]
 
     @_remote
     def capacity_reservations(self, ids: list[str]) -> list[dict[str, Any]]:
@@ -491,15 +487,14 @@ class Aws:
         }
 
     @_remote
-    def instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Running and pending instances that match ``filters`` (DescribeInstances, every
-        page)."""
-        states = {"Name": "instance-state-name", "Values": ["pending", "running"]}
-        pages = (
-            self.client("ec2")
-            .get_paginator("describe_instances")
-            .paginate(Filters=[*filters, states])
-        )
+    def group_instances(self, groups: list[str]) -> list[dict[str, Any]]:
+        """Running and pending instances of these Auto Scaling groups (DescribeInstances by the
+        tag Auto Scaling puts on each instance it launches, every page)."""
+        filters = [
+            {"Name": f"tag:{GROUP_TAG}", "Values": groups},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
+        pages = self.client("ec2").get_paginator("describe_instances").paginate(Filters=filters)
         return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
 
     @_remote

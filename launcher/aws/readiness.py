@@ -167,24 +167,21 @@ def _nodes(reader: Reader, environments: dict[str, dict[str, Any]]) -> list[Find
     mine = readiness.scaling_groups(list(names.values()), groups)
     if not mine:
         return []
-    filters = [{"Name": "tag:aws:autoscaling:groupName", "Values": sorted(mine.values())}]
-    instances = reader.read("ec2:DescribeInstances", lambda: reader.aws.instances(filters))
+    group_names = sorted(mine.values())
+    instances = reader.read(
+        "ec2:DescribeInstances", lambda: reader.aws.group_instances(group_names)
+    )
     arns = [e["ecsClusterArn"] for e in environments.values() if e.get("ecsClusterArn")]
     clusters = reader.read("ecs:DescribeClusters", lambda: reader.aws.describe_ecs_clusters(arns))
+    with_group = [pool for pool, name in names.items() if name in mine]
+    if isinstance(instances, Unread):
+        return [Finding(pool, "nodes", None, instances.why) for pool in with_group]
+    if isinstance(clusters, Unread):
+        return [Finding(pool, "nodes", None, clusters.why) for pool in with_group]
     findings = []
-    for pool, name in names.items():
-        group = mine.get(name)
-        if group is None:
-            continue
-        if isinstance(instances, Unread) or isinstance(clusters, Unread):
-            why = instances.why if isinstance(instances, Unread) else str(clusters)
-            findings.append(Finding(pool, "nodes", None, why))
-            continue
-        running = [
-            i
-            for i in instances
-            if {"Key": "aws:autoscaling:groupName", "Value": group} in (i.get("Tags") or [])
-        ]
+    for pool in with_group:
+        group = mine[names[pool]]
+        running = readiness.in_group(instances, group)
         arn = environments[pool].get("ecsClusterArn")
         registered = next(
             (
@@ -271,9 +268,6 @@ def _zones_and_addresses(reader: Reader, needs: Sequence[PoolNeed]) -> list[Find
         return [Finding(n.pool, c, None, why) for n in needs for c in ("zone", "addresses")]
     zones = {s["SubnetId"]: s["AvailabilityZone"] for s in subnets}
     free = {s["SubnetId"]: int(s.get("AvailableIpAddressCount", 0)) for s in subnets}
-    for need in needs:  # a subnet the deploy will create: its zone only
-        if need.zone and not need.subnets:
-            zones[f"new subnet of {need.pool}"] = need.zone
     types = sorted({n.instance_type for n in needs})
     offered = reader.read(
         "ec2:DescribeInstanceTypeOfferings", lambda: reader.aws.type_offerings(types)
@@ -281,7 +275,7 @@ def _zones_and_addresses(reader: Reader, needs: Sequence[PoolNeed]) -> list[Find
     findings = []
     for need in needs:
         mine = {s: zones[s] for s in need.subnets if s in zones}
-        if need.zone and not need.subnets:
+        if need.zone and not need.subnets:  # a subnet the deploy will create: its zone only
             mine = {f"new subnet of {need.pool}": need.zone}
         if isinstance(offered, Unread):
             findings.append(Finding(need.pool, "zone", None, offered.why))

@@ -353,6 +353,8 @@ _LAUNCH_FAILURES: tuple[tuple[str, str], ...] = (
     ),
 )
 LAUNCH_MESSAGE_CHARS = 160
+# The tag EC2 Auto Scaling puts on every instance it launches: its group's name.
+GROUP_TAG = "aws:autoscaling:groupName"
 JOIN_GRACE_SECONDS = 600  # an instance up this long and not in the ECS cluster will not join
 
 
@@ -404,6 +406,15 @@ def unjoined(
         "not mount, or no route to the ECS endpoints)"
     )
     return text, (old[0]["InstanceId"] if registered == 0 else None)
+
+
+def in_group(instances: Sequence[dict[str, Any]], group: str) -> list[dict[str, Any]]:
+    """The instances (DescribeInstances entries) that Auto Scaling group ``group`` launched."""
+    return [
+        i
+        for i in instances
+        if any(t.get("Key") == GROUP_TAG and t.get("Value") == group for t in i.get("Tags") or [])
+    ]
 
 
 def console_tail(output: str) -> str | None:
