@@ -58,6 +58,9 @@ class ClusterInfo:
     pools: tuple[PoolInfo, ...]
     share_identifiers: tuple[str, ...]  # the fair-share policy's teams (PREFIX* a prefix)
     ecs_exec: bool = False  # jobs start with ECS Exec on (launcher exec)
+    # Where Python functions' payloads and results live (launcher.stack.functions); None: a
+    # stack deployed before the bucket, whose functions run on the local engine only.
+    function_bucket: str | None = None
     # The stack's teams (none: one team, every job runs as the stack's roles), and the team
     # this view submits as (for_team; None: no team chosen). ``team`` comes from no output.
     teams: tuple[TeamInfo, ...] = ()

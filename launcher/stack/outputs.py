@@ -456,6 +456,17 @@ class OutputKey(str, enum.Enum):
         _render_boolean,
         "false",
     )
+    # Stacks deployed before this output have no bucket for Python functions' payloads
+    # (launcher.api.functions): a call on AWS asks for a deploy (a local call needs none).
+    FUNCTION_BUCKET = (
+        "FunctionBucket",
+        "function_bucket",
+        "S3 bucket of the Python functions' payloads and results (launcher call), or none",
+        "efabatch-functionpayloads-0123456789ab",
+        _optional,
+        _render_optional,
+        NONE,
+    )
     # Stacks deployed before this output have no teams: every job runs as the stack's roles.
     TEAMS = (
         "Teams",
