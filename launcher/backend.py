@@ -107,3 +107,22 @@ class Backend(Protocol):
         where a listing lacks them (what it costs a backend to look up is paid only when asked
         for)."""
         ...
+
+
+class Payloads(Protocol):
+    """Where one Python function's call lives (launcher.job.function): the objects the
+    launcher and the job's nodes exchange. ``location`` is what the nodes are told
+    (``s3://BUCKET/PREFIX/`` or a directory as the nodes see it), ``region`` the bucket's."""
+
+    location: str
+    region: str | None
+
+    def put(self, name: str, data: bytes) -> None: ...
+
+    def get(self, name: str) -> bytes | None:
+        """The object's bytes; None when there is none yet."""
+        ...
+
+    def remove(self, names: Sequence[str]) -> None:
+        """The call's objects, once read; one already gone is no error."""
+        ...

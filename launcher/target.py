@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from launcher.backend import Backend
+from launcher.backend import Backend, Payloads
 from launcher.errors import RemoteError, UsageError
 from launcher.job.info import BackendName
 from launcher.job.jobspec import JobSpec
@@ -86,6 +86,11 @@ class Target(Protocol):
 
     def puller(self) -> Puller:
         """Who pulls images here: the layer compressions it reads (``launcher.image.pullers``)."""
+        ...
+
+    def payloads(self, call_id: str, efs_path: str) -> Payloads:
+        """Where a Python function's call ``call_id`` lives, for the launcher and the nodes
+        (``efs_path``: where the job's nodes mount EFS). UsageError where there is none."""
         ...
 
 
@@ -172,6 +177,21 @@ class AwsTarget:
         from launcher.image.pullers import CLUSTER_NODES
 
         return CLUSTER_NODES
+
+    def payloads(self, call_id: str, efs_path: str) -> Payloads:
+        """The stack's function bucket, under the team's prefix (launcher.stack.functions)."""
+        from launcher.aws.payloads import S3Payloads
+        from launcher.stack.functions import payload_prefix
+
+        bucket = self.info.function_bucket
+        if bucket is None:
+            raise UsageError(
+                f"stack {self.info.stack_name} has no bucket for Python functions (it was "
+                "deployed before them): deploy it again with cdk deploy, or call locally "
+                "with cluster.local()"
+            )
+        prefix = f"{payload_prefix(self.info.team)}{call_id}/"
+        return S3Payloads(self.aws, bucket, prefix, self.info.region)
 
 
 class LocalTarget:
@@ -307,3 +327,9 @@ class LocalTarget:
         from launcher.image.pullers import docker_engine
 
         return docker_engine(str(docker_client().version().get("Version", "")))
+
+    def payloads(self, call_id: str, efs_path: str) -> Payloads:
+        """A directory of the EFS stand-in, which every local node mounts at ``efs_path``."""
+        from launcher.local.payloads import DirectoryPayloads
+
+        return DirectoryPayloads(self.efs_dir, efs_path, call_id)

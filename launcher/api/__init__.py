@@ -15,6 +15,8 @@ values below it (``launcher.job``, ``launcher.stack``) only to parse and to prin
 This module is the door; each piece is a module named for what it is:
 
 - ``cluster``: ``Cluster``, found by its stack and bound to where its jobs run;
+- ``functions``: Python functions on the cluster (``Cluster.remote``: ``RemoteFunction``,
+  ``FunctionCall``);
 - ``jobs``: ``Job``, and what acts on jobs by id alone (``attach``, ``cancel_jobs``,
   ``local_jobs``, ``local_jobs_elsewhere``);
 - ``images``: workspace images (``build_image``, ``ImageOptions``, ``BuildOptions``);
@@ -33,16 +35,21 @@ from __future__ import annotations
 
 from launcher.api.backends import aws_session, backends, default_stack
 from launcher.api.cluster import COPY_IMAGE_ENV, Cluster
+from launcher.api.functions import FunctionCall, RemoteFunction
 from launcher.api.images import BuildOptions, ImageOptions, build_image
 from launcher.api.jobs import Job, attach, cancel_jobs, local_jobs, local_jobs_elsewhere
+from launcher.job.function import FunctionError
 from launcher.job.options import make_spec  # the keywords of Cluster.spec and Cluster.run
 
 __all__ = [
     "COPY_IMAGE_ENV",
     "BuildOptions",
     "Cluster",
+    "FunctionCall",
+    "FunctionError",
     "ImageOptions",
     "Job",
+    "RemoteFunction",
     "attach",
     "aws_session",
     "backends",

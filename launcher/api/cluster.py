@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from launcher.api import capacity_block, images
 from launcher.api.backends import aws_session, default_stack
@@ -31,6 +31,7 @@ from launcher.target import AwsTarget, LocalTarget, Target
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's own from Python 3.11
 
+    from launcher.api.functions import RemoteFunction
     from launcher.aws.client import Aws
     from launcher.copyjob.plan import CopierImage
     from launcher.copyjob.run import CopyJobRunner
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from launcher.job.check import Report
     from launcher.job.readiness import Finding
 
+T = TypeVar("T")
 COPY_IMAGE_ENV = "LAUNCHER_COPY_IMAGE"  # another image for copy jobs than the stack's
 
 
@@ -184,7 +186,7 @@ class Cluster:
         pool = self.in_pool(spec.pool)
         window = pool.window_for(spec, progress)
         env = pool.checkpoint_environment(spec, window, progress) if window else {}
-        return capacity.timed(requests, env)
+        return jobdef.with_submit_environment(requests, env)
 
     def checkpoint_environment(
         self, spec: JobSpec, window: capacity.Window, progress: ProgressFn | None = None
@@ -427,6 +429,30 @@ class Cluster:
         """Send requests built earlier (``requests``/``dryrun``) as they are."""
         backend = self.target.jobs
         return Job(backend.schedule(requests, say(progress)), backend)
+
+    # --- Python functions -----------------------------------------------------------------
+
+    def remote(
+        self,
+        fn: Callable[..., T],
+        *,
+        ranks: str = "main",
+        python: str = "python3",
+        workspace: str | os.PathLike[str] | None = None,
+        progress: ProgressFn | None = None,
+        **options: Any,
+    ) -> RemoteFunction[T]:
+        """``fn`` as a job of this cluster (``launcher.api.functions``): calling the result
+        runs ``fn`` on ``nodes`` nodes (each with its rank, as ``run``'s commands) and returns
+        the main node's value, or with ``ranks="all"`` every node's, node 0 first; ``submit``
+        returns a ``FunctionCall`` to wait on. ``options``: ``run``'s (``nodes``, ``image``,
+        ``pool``, ``secrets``, ``env``, ``mounts``, ``timeout_seconds``...; ``builder`` and the
+        other build options); ``python``: the image's interpreter. Checked now (UsageError)."""
+        from launcher.api.functions import RemoteFunction
+
+        return RemoteFunction(
+            self, fn, ranks=ranks, python=python, workspace=workspace, progress=progress, **options
+        )
 
     # --- proving the cluster ------------------------------------------------------------
 

@@ -546,6 +546,38 @@ class Aws:
         )["Activities"]
         return found
 
+    # --- S3: the payloads of Python functions ---------------------------------------------
+
+    @_remote
+    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+        """One object, in one PutObject (up to 5 GB); the bucket's default encryption applies."""
+        self.client("s3").put_object(Bucket=bucket, Key=key, Body=body)
+
+    @_remote
+    def get_object(self, bucket: str, key: str) -> bytes | None:
+        """An object's bytes; None when there is none (NoSuchKey, or AccessDenied for a key
+        that does not exist when the caller may not list the bucket: S3 answers 403 then)."""
+        client = self.client("s3")
+        try:
+            return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        except client.exceptions.NoSuchKey:
+            return None
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("AccessDenied", "403"):
+                return None
+            raise
+
+    @_remote
+    def delete_objects(self, bucket: str, keys: list[str]) -> None:
+        """These objects, 1,000 to a DeleteObjects call (its most); a key that is gone is
+        no error."""
+        client = self.client("s3")
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start : start + 1000]
+            client.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+            )
+
     # --- CloudWatch Logs --------------------------------------------------------------------
 
     @_remote

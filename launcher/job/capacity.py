@@ -10,8 +10,9 @@ reservation will begin to terminate in 10 minutes" (EC2 user guide, capacity-blo
   is not one Batch timed out, and a timeout that cannot be kept is a promise the launcher
   should not accept. Refused, not capped: a capped timeout would change the job in silence.
 - every node learns the window's end and when to checkpoint (``environment``), per submit
-  (``timed``): job definitions are named by their content and reused (``launcher.job.jobdef``),
-  so a date in one would register a new definition with every submit. The prelude's timer
+  (``jobdef.with_submit_environment``): job definitions are named by their content and
+  reused (``launcher.job.jobdef``), so a date in one would register a new definition with
+  every submit. The prelude's timer
   (``launcher.node.prelude.CHECKPOINT_TIMER``) sends the job's signal at LAUNCHER_CHECKPOINT_AT,
   to an attempt in the block's own compute environment that started before that moment.
   The overrides belong to the SubmitJob, and its retries are attempts of the same job ("The
@@ -30,12 +31,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from launcher.errors import UsageError
-from launcher.job.jobdef import Requests
 from launcher.job.jobspec import MIN_TIMEOUT_SECONDS, JobSpec
 from launcher.job.waiting import duration_text
 
@@ -210,38 +210,3 @@ def placement(env: Mapping[str, str], now: float) -> str | None:
     if window.start <= now < window.stop:
         return block
     return env.get(FALLBACK_CE_ENV) or block
-
-
-def timed(requests: Requests, env: dict[str, str]) -> Requests:
-    """The requests with ``env`` in the SubmitJob's overrides: every node range's
-    (``nodeOverrides``) for a multi-node job, the container's (``containerOverrides``) for a
-    one-node job; beside what is there already (the node watch's token)."""
-    if not env:
-        return requests
-    entries = [{"name": k, "value": v} for k, v in sorted(env.items())]
-    submit = dict(requests.submit)
-    if "nodeOverrides" in submit:
-        ranges = submit["nodeOverrides"]["nodePropertyOverrides"]
-        submit["nodeOverrides"] = {
-            **submit["nodeOverrides"],
-            "nodePropertyOverrides": [
-                {
-                    **r,
-                    "containerOverrides": {
-                        **r.get("containerOverrides", {}),
-                        "environment": [
-                            *r.get("containerOverrides", {}).get("environment", []),
-                            *entries,
-                        ],
-                    },
-                }
-                for r in ranges
-            ],
-        }
-    else:
-        overrides = submit.get("containerOverrides", {})
-        submit["containerOverrides"] = {
-            **overrides,
-            "environment": [*overrides.get("environment", []), *entries],
-        }
-    return replace(requests, submit=submit)

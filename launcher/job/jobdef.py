@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from secrets import token_hex
 from typing import Any
 
@@ -166,3 +166,40 @@ def watch_token() -> dict[str, str]:
     Batch starts every attempt of a job with its submit's overrides, so every node of every
     attempt holds the same token; a resubmission is a new job with a new one."""
     return {"name": prelude.WATCH_TOKEN_ENV, "value": token_hex(32)}
+
+
+def with_submit_environment(requests: Requests, env: dict[str, str]) -> Requests:
+    """The requests with ``env`` in the SubmitJob's overrides: every node range's
+    (``nodeOverrides``) for a multi-node job, the container's (``containerOverrides``) for a
+    one-node job; beside what is there already (the node watch's token). What differs from
+    one submit to the next (a Capacity Block's end, a function's call) goes here, so the job
+    definition, and its name, stay the same."""
+    if not env:
+        return requests
+    entries = [{"name": k, "value": v} for k, v in sorted(env.items())]
+    submit = dict(requests.submit)
+    if "nodeOverrides" in submit:
+        ranges = submit["nodeOverrides"]["nodePropertyOverrides"]
+        submit["nodeOverrides"] = {
+            **submit["nodeOverrides"],
+            "nodePropertyOverrides": [
+                {
+                    **r,
+                    "containerOverrides": {
+                        **r.get("containerOverrides", {}),
+                        "environment": [
+                            *r.get("containerOverrides", {}).get("environment", []),
+                            *entries,
+                        ],
+                    },
+                }
+                for r in ranges
+            ],
+        }
+    else:
+        overrides = submit.get("containerOverrides", {})
+        submit["containerOverrides"] = {
+            **overrides,
+            "environment": [*overrides.get("environment", []), *entries],
+        }
+    return replace(requests, submit=submit)

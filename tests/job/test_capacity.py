@@ -99,14 +99,14 @@ def test_every_node_gets_the_end_and_the_checkpoint_time_in_the_submit_not_the_d
     # A stack too old to name its compute environments, a pool without a fallback: left out.
     assert capacity.BLOCK_CE_ENV not in capacity.environment(gang, window())
     plain = jobdef.build(gang, cluster_info())
-    timed = capacity.timed(plain, env)
+    timed = jobdef.with_submit_environment(plain, env)
     assert timed.register == plain.register
     (node_range,) = timed.submit["nodeOverrides"]["nodePropertyOverrides"]
     names = [e["name"] for e in node_range["containerOverrides"]["environment"]]
     assert names[0] == prelude.WATCH_TOKEN_ENV and set(env) <= set(names)
-    one = capacity.timed(jobdef.build(spec(), cluster_info()), env)
+    one = jobdef.with_submit_environment(jobdef.build(spec(), cluster_info()), env)
     assert one.submit["containerOverrides"]["environment"][0]["name"] == "LAUNCHER_CAPACITY_BLOCK"
-    assert capacity.timed(plain, {}) is plain
+    assert jobdef.with_submit_environment(plain, {}) is plain
 
 
 def test_the_prelude_reads_what_the_launcher_sets():
