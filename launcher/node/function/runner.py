@@ -157,7 +157,8 @@ if __name__ == "__main__":
         body = cloudpickle.dumps(value)
     except BaseException as exc:  # noqa: BLE001 - the caller gets what the function raised
         # From the function's frame on: the runner's own is nothing the caller wrote.
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
+        tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
         sys.stderr.write(text)
         try:
             body = cloudpickle.dumps(exc)
