@@ -17,6 +17,7 @@ import contextlib
 import copy
 import functools
 import json
+import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -1274,6 +1275,57 @@ def run_container_job(
         logs.put_log_events(group, job.log_stream_name, events)
     job.exit_code = code
     job._mark_stopped(success=code == 0)
+
+
+def run_job_commands(
+    account: str, region: str, job_id: str, env: dict[str, str], timeout: float = 120
+) -> int:
+    """Play the cluster's part for a held job by running it here: moto's Batch starts no
+    container (see batch_without_docker), so each node's user command (what follows the
+    prelude's script: launcher.node.prelude.user_command) runs as a process on this machine,
+    one node after another and node 0 last (its command may wait for the workers', as a Python
+    function's main node does), with the job definition's environment, the submit's overrides,
+    the node's rank and size (what the prelude exports) and ``env`` (where the emulator is, its
+    keys). Each node's output is its log; the job ends with node 0's exit code, returned."""
+    import subprocess
+
+    from launcher.node.prelude import user_command
+
+    job = _job(account, region, job_id)
+
+    def node(
+        command: list[str], index: int, nodes: int, base: dict[str, str]
+    ) -> tuple[int, list[str]]:
+        rank = {"LAUNCHER_NODE_RANK": str(index), "LAUNCHER_NNODES": str(nodes)}
+        done = subprocess.run(
+            user_command(command),
+            env={"PATH": os.environ["PATH"], **base, **rank, **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        return done.returncode, (done.stdout + done.stderr).splitlines()
+
+    def environment(container: dict[str, Any], overrides: list[dict[str, str]]) -> dict[str, str]:
+        return {e["name"]: e["value"] for e in [*container.get("environment", []), *overrides]}
+
+    if job.job_definition.node_properties is None:
+        base = environment(_single_container(job), job.container_overrides.get("environment", []))
+        run_container_job(account, region, job_id, lambda command: node(command, 0, 1, base))
+        return int(job.exit_code or 0)
+    container, nodes = _node_container(job), int(_nodes(job)["numNodes"])
+    ranges = (_NODE_OVERRIDES.get(job.job_id) or {}).get("nodePropertyOverrides", [])
+    overrides = [e for r in ranges for e in r.get("containerOverrides", {}).get("environment", [])]
+    base = environment(container, overrides)
+    start_job(account, region, job_id)
+    code = 0
+    for index in [*range(1, nodes), 0]:
+        code, lines = node(container["command"], index, nodes, base)
+        put_node_lines(account, region, job_id, {index: lines})
+    job.exit_code = code
+    finish_job(account, region, job_id, success=code == 0)
+    return code
 
 
 def held_jobs(account: str, region: str, queue_arn: str) -> list[str]:

@@ -93,6 +93,10 @@ class Target(Protocol):
         (``efs_path``: where the job's nodes mount EFS). UsageError where there is none."""
         ...
 
+    def image_environment(self, image: str, platform: str) -> dict[str, str]:
+        """The variables the image's config sets, as its nodes would get them."""
+        ...
+
 
 class AwsTarget:
     """The stack's job and copy queues, in the stack's account."""
@@ -192,6 +196,11 @@ class AwsTarget:
             )
         prefix = f"{payload_prefix(self.info.team)}{call_id}/"
         return S3Payloads(self.aws, bucket, prefix, self.info.region)
+
+    def image_environment(self, image: str, platform: str) -> dict[str, str]:
+        from launcher.image.build import image_environment
+
+        return image_environment(image, platform, self.aws)
 
 
 class LocalTarget:
@@ -333,3 +342,17 @@ class LocalTarget:
         from launcher.local.payloads import DirectoryPayloads
 
         return DirectoryPayloads(self.efs_dir, efs_path, call_id)
+
+    def image_environment(self, image: str, platform: str) -> dict[str, str]:
+        """From the local engine's copy, else from its registry (as ``has_image``)."""
+        import docker.errors
+
+        from launcher.docker_client import docker_client
+        from launcher.image.build import image_environment
+
+        try:
+            env = docker_client().images.get(image).attrs.get("Config", {}).get("Env") or []
+        except docker.errors.ImageNotFound:
+            return image_environment(image, platform, self.aws)
+        pairs = (str(e).partition("=") for e in env)
+        return {k: v for k, _, v in pairs}

@@ -136,13 +136,14 @@ class RemoteFunction(Generic[T]):
         the workspace image, write the payload, submit."""
         payload = function.pack(self.fn, args, kwargs)
         cluster = self.cluster.in_pool(self.spec.pool)
+        payloads = cluster.target.payloads(function.new_call_id(), efs_path(self.spec))
         cluster.check_after(self.spec)
         cluster.window_for(self.spec)
         cluster.target.preflight(self.progress)
         spec = cluster.with_workspace(
             self.spec, self.workspace, progress=self.progress, **self._build
         )
-        payloads = cluster.target.payloads(function.new_call_id(), efs_path(spec))
+        self._check_image(cluster, spec.image)
         requests = self._requests(cluster, spec, payloads)
         payloads.put(PAYLOAD, payload)
         say(self.progress)(f"sent {function.describe(self.fn)} ({_size(len(payload))})")
@@ -154,16 +155,15 @@ class RemoteFunction(Generic[T]):
         """The requests a call would send, with where its payload would be (``payload``);
         nothing is written, built or submitted."""
         payload = function.pack(self.fn, args, kwargs)
+        cluster = self.cluster.in_pool(self.spec.pool)
+        payloads = cluster.target.payloads(function.new_call_id(), efs_path(self.spec))
         document = self.cluster.dryrun(
             spec=self.spec, workspace=self.workspace, progress=self.progress, **self._build
         )
-        cluster = self.cluster.in_pool(self.spec.pool)
-        payloads = cluster.target.payloads(function.new_call_id(), efs_path(self.spec))
+        register = dict(document["registerJobDefinition"])  # type: ignore[call-overload]
+        self._check_image(cluster, _image_of(register))
         env = function.environment(payloads.location, payloads.region, self.ranks)
-        requests = jobdef.Requests(
-            dict(document["registerJobDefinition"]),  # type: ignore[call-overload]
-            dict(document["submitJob"]),  # type: ignore[call-overload]
-        )
+        requests = jobdef.Requests(register, dict(document["submitJob"]))  # type: ignore[call-overload]
         document.update(jobdef.with_submit_environment(requests, env).as_dict())
         document["payload"] = {
             "location": payloads.location + PAYLOAD,
@@ -171,9 +171,25 @@ class RemoteFunction(Generic[T]):
         }
         return document
 
+    def _check_image(self, cluster: Cluster, image: str) -> None:
+        """The image's Python, where its config says it (``PYTHON_VERSION``, as the Docker
+        official python images set it), against this one's: UsageError before anything is
+        sent. An image that does not say is checked by the runner before it loads the call."""
+        platform = self._build.get("platform") or cluster.platform
+        env = cluster.target.image_environment(image, platform)
+        function.check_python(env.get("PYTHON_VERSION"), image, function.caller_versions())
+
     def _requests(self, cluster: Cluster, spec: JobSpec, payloads: Payloads) -> jobdef.Requests:
         env = function.environment(payloads.location, payloads.region, self.ranks)
         return jobdef.with_submit_environment(cluster.requests(spec, self.progress), env)
+
+
+def _image_of(register: dict[str, Any]) -> str:
+    """The image of a RegisterJobDefinition request (a container job's, or the first node
+    range's: a function's nodes all run one image)."""
+    if "containerProperties" in register:
+        return str(register["containerProperties"]["image"])
+    return str(register["nodeProperties"]["nodeRangeProperties"][0]["container"]["image"])
 
 
 def _size(n: int) -> str:

@@ -261,6 +261,23 @@ def copy_base(
     return str(repo_ref.with_digest(digest))
 
 
+def image_environment(
+    image: str, platform: str, aws: auth.EcrLogin | None = None
+) -> dict[str, str]:
+    """The ``Env`` of the image's config for ``platform`` in its registry (two or three GETs,
+    credentials as for any pull); UsageError for an image that is not there."""
+    ref = reference.parse(image, "--image")
+    client = Registry(
+        ref.registry,
+        lambda: auth.credentials(ref.registry, aws),
+        [f"repository:{ref.repository}:pull"],
+    )
+    digest = resolve_base(client, ref)
+    config = base_image(client, ref, digest, manifest.parse_platform(platform))[2]
+    pairs = (e.partition("=") for e in config.get("config", {}).get("Env") or [])
+    return {k: v for k, _, v in pairs}
+
+
 def image_exists(image: str, aws: auth.EcrLogin | None = None) -> bool:
     """One HEAD for the image's manifest in its registry (credentials as for any pull)."""
     ref = reference.parse(image, "--image")

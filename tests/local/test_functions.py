@@ -123,3 +123,32 @@ def test_what_cannot_be_sent_is_refused_before_anything_runs(cluster, python_bas
     with pytest.raises(UsageError, match=r"array: not for a function's job"):
         cluster.remote(len, image=python_base, array=4)
     assert os.listdir(tmp_path / "efs") == [] if (tmp_path / "efs").exists() else True
+
+
+@pytest.fixture(scope="module")
+def python_312(docker_engine, python_base):
+    """The demo's base saying it runs Python 3.12.7 (``PYTHON_VERSION``, as the Docker official
+    python images say theirs): an image this caller's functions cannot run on."""
+    import io
+
+    dockerfile = f"FROM {python_base}\nENV PYTHON_VERSION=3.12.7\n".encode()
+    image, _ = docker_engine.client().images.build(fileobj=io.BytesIO(dockerfile), tag="py312:1")
+    return "py312:1"
+
+
+def test_an_image_of_another_python_is_refused_in_one_line_before_anything_is_sent(
+    cluster, python_312, tmp_path
+):
+    from launcher.errors import UsageError
+    from launcher.job.function import caller_versions
+
+    with pytest.raises(UsageError) as raised:
+        cluster.remote(where_am_i, image=python_312)("hi")
+    mine = caller_versions().python
+    assert str(raised.value) == (
+        f"image py312:1 runs Python 3.12.7, this caller Python {mine}: a function travels only "
+        f"between one Python version; use an image with Python {mine.rsplit('.', 1)[0]}, or "
+        "call from Python 3.12"
+    )
+    assert not (tmp_path / "efs" / CALLS).exists()  # no payload written
+    assert cluster.list(all=True) == []  # no job started

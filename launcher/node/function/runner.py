@@ -77,6 +77,8 @@ def s3(method: str, name: str, body: bytes = b"") -> bytes | None:
     signature = hmac.new(signing, to_sign.encode(), hashlib.sha256).hexdigest()
     headers["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds['AccessKeyId']}/{scope}, "
                                 f"SignedHeaders={names}, Signature={signature}")
+    if method == "PUT":  # urllib's default type would be a form's
+        headers["Content-Type"] = "application/octet-stream"
     request = urllib.request.Request(url + path, data=body if method == "PUT" else None,
                                      headers=headers, method=method)
     for attempt in range(5):
@@ -113,7 +115,12 @@ def write(name: str, data: bytes) -> None:
         os.chown(part, owner.st_uid, owner.st_gid)
     os.replace(part, os.path.join(where, name))
 def finish(header: dict[str, str], body: bytes, code: int) -> None:
-    write(RESULT + str(rank), json.dumps(header).encode() + b"\n" + body)
+    try:
+        write(RESULT + str(rank), json.dumps(header).encode() + b"\n" + body)
+    except Exception as exc:  # noqa: BLE001 - said in one line; the job's log has the rest
+        print(f"launcher: this node's result could not be written to {where}: {exc}",
+              file=sys.stderr)
+        sys.exit(code or 1)
     if rank == 0 and nodes > 1 and os.environ.get(GATHER_ENV) == "all":
         deadline = time.monotonic() + GATHER_SECONDS
         waiting = list(range(1, nodes))
