@@ -45,6 +45,7 @@ class FunctionCall(Generic[T]):
         self, job: Job, payloads: Payloads, nodes: int, ranks: str, fn: Callable[..., T]
     ) -> None:
         self.job, self._payloads, self.nodes, self.ranks, self.fn = job, payloads, nodes, ranks, fn
+        self._read: tuple[JobInfo, dict[int, bytes]] | None = None  # the job's end, the results
 
     @property
     def job_id(self) -> str:
@@ -70,24 +71,32 @@ class FunctionCall(Generic[T]):
         remote traceback as its cause; ``FunctionError`` when the job ended without a result
         (cancelled, timed out, a node lost) or with a value this side cannot load;
         ``TimeoutError`` when ``timeout`` seconds pass first (the job goes on)."""
-        info = self.job.wait(timeout=timeout, poll=poll, waiting=waiting)
-        if not info.state.terminal:
-            raise TimeoutError(f"job {self.job_id} is still {info.state} after {timeout} s")
-        ranks = range(self.nodes) if self.ranks == "all" else range(1)
-        found = {r: self._payloads.get(function.result_name(r)) for r in ranks}
-        outcomes = {r: function.parse_result(r, d) for r, d in found.items() if d is not None}
+        if self._read is None:
+            info = self.job.wait(timeout=timeout, poll=poll, waiting=waiting)
+            if not info.state.terminal:
+                raise TimeoutError(f"job {self.job_id} is still {info.state} after {timeout} s")
+            found: dict[int, bytes] = {}
+            for rank in self._ranks:
+                if (data := self._payloads.get(function.result_name(rank))) is not None:
+                    found[rank] = data
+            self._read = (info, found)
+            self._forget()  # read once, kept here: result() may be asked again
+        info, found = self._read
+        outcomes = {r: function.parse_result(r, d) for r, d in found.items()}
         # A node that failed is said first, the main node's failure before a worker's.
         for outcome in outcomes.values():
             if outcome.status != "ok":
-                self._forget()
                 text = function.located(outcome.traceback, self.fn)
                 function.value_of(dataclasses.replace(outcome, traceback=text))  # raises
-        missing = [r for r in ranks if r not in outcomes]
+        missing = [r for r in self._ranks if r not in outcomes]
         if missing:
             raise function.FunctionError(_no_result(info, missing))
-        values = [function.value_of(outcomes[r]) for r in ranks]
-        self._forget()
+        values = [function.value_of(outcomes[r]) for r in self._ranks]
         return values if self.ranks == "all" else values[0]
+
+    @property
+    def _ranks(self) -> range:
+        return range(self.nodes) if self.ranks == "all" else range(1)
 
     def _forget(self) -> None:
         """The call's objects, read once, are removed (the bucket's lifecycle would later)."""
@@ -147,7 +156,11 @@ class RemoteFunction(Generic[T]):
         requests = self._requests(cluster, spec, payloads)
         payloads.put(PAYLOAD, payload)
         say(self.progress)(f"sent {function.describe(self.fn)} ({_size(len(payload))})")
-        job = cluster.submit(requests, progress=self.progress)
+        try:
+            job = cluster.submit(requests, progress=self.progress)
+        except BaseException:
+            payloads.remove([PAYLOAD])  # no job will read it
+            raise
         say(self.progress)(cluster.target.submitted(spec))
         return FunctionCall(job, payloads, spec.nodes, self.ranks, self.fn)
 
