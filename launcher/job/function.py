@@ -149,7 +149,9 @@ def pack(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any
         bundle.writestr(
             META, json.dumps({"python": versions.python, "cloudpickle": versions.cloudpickle})
         )
-        bundle.writestr(CALL, call)
+        # Stored, not deflated: a call's bulk is its arguments (arrays, weights), which
+        # deflate barely shrinks at about 20 MB/s; cloudpickle's sources shrink well.
+        bundle.writestr(CALL, call, zipfile.ZIP_STORED)
         package = Path(cloudpickle.__file__).parent
         for source in sorted(package.glob("*.py")):
             bundle.write(source, f"cloudpickle/{source.name}")
@@ -237,10 +239,13 @@ def located(text: str, fn: object) -> str:
     """A remote traceback with the caller's file named where cloudpickle left ``<dynamic-code>``
     (it drops the file names of the code it sends by value, keeping the lines: cloudpickle's
     ``_code_reduce``), and that line of the file beneath, as Python prints its own: the code
-    sent by value is the function's own module's (``_installed``)."""
+    sent by value is the function's own module's (``_installed``). The function's own code
+    names its file where it has one: a function that itself came by value (to a Covalent
+    server, from its client) has no file here, and its module's file (the server's) is not its."""
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    path = getattr(module, "__file__", None)
-    if not path:
+    code = getattr(fn, "__code__", None)
+    path = code.co_filename if code is not None else getattr(module, "__file__", None)
+    if not path or not os.path.isfile(path):
         return text
     out = []
     for line in text.splitlines(keepends=True):
