@@ -31,6 +31,7 @@ from infra.compute_pool import ComputePool, pool_construct_id
 from infra.config import ClusterConfig
 from infra.copy_jobs import CopyJobs
 from infra.data_access import attach_managed_policies, grant_buckets, grant_secrets, stack_place
+from infra.function_payloads import function_bucket, grant_payloads
 from infra.log_groups import job_log_group_name, log_group
 from infra.lustre import LustreFileSystem, mount_script
 from infra.node_replacer import NodeReplacer
@@ -126,6 +127,11 @@ class ClusterStack(Stack):
         attach_managed_policies(self.job_role, config.job_role_policies)
         if config.ecs_exec:
             grant_ecs_exec(self.job_role)
+        # Python functions' payloads: the stack's job role reads and writes functions/ only
+        # in a stack without teams; with teams each team's job role its own prefix (Team).
+        self.function_bucket = function_bucket(self, config)
+        if not config.teams:
+            grant_payloads(self.job_role, self.function_bucket, None)
 
         scheduling_policy = None
         if config.fair_share:
@@ -184,6 +190,7 @@ class ClusterStack(Stack):
                 queues=[self.pools[p].queue for p in config.team_pools(name)],
                 copy_queue=copy.queue,
                 copy_roles=[copy.job_role, copy.execution_role],
+                function_bucket=self.function_bucket,
             )
             for name in sorted(config.teams)
         ]
@@ -236,6 +243,7 @@ class ClusterStack(Stack):
             OutputKey.FSX_FILE_SYSTEM_ID: lustre.file_system.ref if lustre else None,
             OutputKey.ALLOW_PRIVILEGED: config.allow_privileged,
             OutputKey.ECS_EXEC: config.ecs_exec,
+            OutputKey.FUNCTION_BUCKET: self.function_bucket.bucket_name,
             OutputKey.DEFAULT_POOL: config.default_pool,
             OutputKey.POOLS: self.to_json_string([p.describe() for p in self.pools.values()]),
             OutputKey.SHARE_IDENTIFIERS: tuple(_share_weights(config)),

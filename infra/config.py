@@ -158,6 +158,10 @@ class ClusterConfig:
     # Other images pushed into the repository by hand: the newest this many.
     keep_images: int = 50
     log_retention_days: int = 30
+    # Days the function bucket keeps a Python function's payload and results after their
+    # upload (S3 lifecycle expiration, infra/function_payloads.py): a call's caller reads its
+    # results within the job's life, so a week leaves room for a queue's wait and a retry.
+    function_payload_days: int = 7
     fair_share: bool = False
     # How long an infrastructure update of the compute environment lets running jobs go on
     # before it replaces their nodes (Batch UpdatePolicy.jobExecutionTimeoutMinutes, 1-7200).
@@ -365,7 +369,7 @@ class ClusterConfig:
             _check_tags(key, getattr(self, key))
         if not 1 <= self.keep_images <= 10000:
             raise ConfigError(f"keep_images: {self.keep_images}; allowed: 1-10000")
-        for key in ("workspace_image_days", "base_image_days"):
+        for key in ("workspace_image_days", "base_image_days", "function_payload_days"):
             if not 1 <= getattr(self, key) <= 3650:
                 raise ConfigError(f"{key}: {getattr(self, key)}; allowed: 1-3650 (days)")
         if self.log_retention_days not in _LOG_RETENTION_DAYS:

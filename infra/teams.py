@@ -4,8 +4,10 @@ log group and the managed policy its users get. Its EFS access point is the file
 ``Team`` per team and puts what each holds in the Teams output (``Team.describe``).
 
 The roles hold the team's own grants and the stack-wide ones (data_buckets, job_secrets), and
-nothing of another team's. The user policy (``user_statements``) lets the team's users do what
-docs/security.md's table "What the launcher's user needs in IAM" lists, narrowed to the team.
+nothing of another team's; the job role and the user policy reach the team's prefix of the
+function bucket (infra/function_payloads.py), never another's. The user policy
+(``user_statements``) lets the team's users do what docs/security.md's table "What the
+launcher's user needs in IAM" lists, narrowed to the team.
 Its Batch statements rest on the Service Authorization Reference for AWS Batch
 (list_awsbatch.html): SubmitJob's resources are the job queue and the job definition, and
 it takes the condition keys ``batch:ShareIdentifier``, ``aws:RequestTag/${TagKey}`` and
@@ -26,10 +28,12 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import ClusterConfig
 from infra.data_access import attach_managed_policies, grant_buckets, grant_secrets, stack_place
+from infra.function_payloads import USER_ACTIONS, grant_payloads, payload_finding, payload_statement
 from infra.log_groups import log_group, team_log_group_name
 from infra.roles import (
     execution_role_principal,
@@ -88,6 +92,7 @@ class Team(Construct):
         queues: Sequence[batch.CfnJobQueue],
         copy_queue: batch.CfnJobQueue,
         copy_roles: Sequence[iam.IRole],
+        function_bucket: s3.IBucket,
     ) -> None:
         super().__init__(scope, f"Team{team_construct_name(name)}")
         stack = Stack.of(self)
@@ -142,6 +147,7 @@ class Team(Construct):
                 self.job_role, file_system, common_access_point, write=common is Common.RW
             )
         grant_buckets(self.job_role, self.data_buckets)
+        grant_payloads(self.job_role, function_bucket, name)
         attach_managed_policies(self.job_role, team.job_role_policies)
         if config.ecs_exec:
             grant_ecs_exec(self.job_role)
@@ -162,9 +168,11 @@ class Team(Construct):
                 repository_arn=repository.repository_arn,
                 copy_queue=copy_queue.ref,
                 copy_roles=[r.role_arn for r in copy_roles],
-            ),
+            )
+            + [payload_statement(function_bucket, name, USER_ACTIONS, sid="FunctionCalls")],
         )
         self._acknowledge_user_policy(stack)
+        Validations.of(self.user_policy).acknowledge(payload_finding(function_bucket, name))
 
     def _acknowledge_user_policy(self, stack: Stack) -> None:
         def any_of(service: str, resource: str) -> str:

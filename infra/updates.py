@@ -132,6 +132,11 @@ UPDATES: dict[str, Update] = {
     "workspace_image_days": Update(Effect.IN_PLACE, example={"workspace_image_days": 14}),
     "base_image_days": Update(Effect.IN_PLACE, example={"base_image_days": 30}),
     "log_retention_days": Update(Effect.IN_PLACE, example={"log_retention_days": 30}),
+    "function_payload_days": Update(
+        Effect.IN_PLACE,
+        "the function bucket's lifecycle rule; objects already there expire by the new rule",
+        example={"function_payload_days": 14},
+    ),
     "extra_pull_repository_arns": Update(
         Effect.IN_PLACE,
         example={

@@ -7,7 +7,8 @@ Every AWS call of the launcher goes through launcher/aws/client.py (the page say
 read from the source and each is named by the IAM action that authorizes it: the operation's
 own name, unless botocore's model says another action does ("This operation requires
 batch:TerminateJob permission for each job in the request. There is no separate
-batch:TerminateJobs IAM action", TerminateJobs).
+batch:TerminateJobs IAM action", TerminateJobs; "To delete an object from a bucket, you must
+always specify the s3:DeleteObject permission", DeleteObjects).
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ def action(service: str, operation: str) -> str:
     """The IAM action: the model's word where it names another, else service:Operation."""
     prefix = _model(service).signing_name
     documentation = re.sub(r"<[^>]+>", "", _model(service).operation_model(operation).documentation)
-    other = re.search(rf"requires ({prefix}:\w+) permission", documentation)
+    other = re.search(
+        rf"(?:requires|you must always specify the) ({prefix}:\w+) permission", documentation
+    )
     return other.group(1) if other else f"{prefix}:{operation}"
 
 
@@ -99,6 +102,7 @@ def test_the_calls_are_read_from_the_source():
     assert ("batch", "ListJobs") in calls  # through a paginator
     assert action("batch", "TerminateJobs") == "batch:TerminateJob"
     assert action("logs", "FilterLogEvents") == "logs:FilterLogEvents"
+    assert action("s3", "DeleteObjects") == "s3:DeleteObject"
 
 
 def test_every_action_the_launcher_calls_is_in_the_users_table():

@@ -161,6 +161,8 @@ def test_job_role_grants_read_list_and_write_where_configured(data):
     assert writes == {
         "arn:aws:s3:::example-checkpoints/*",
         "arn:aws:s3:::example-results/runs/2026/*",
+        # a call's results (tests/infra/test_function_payloads.py)
+        "<EfaBatch/FunctionPayloadsECCBB886.Arn>/functions/*",
     }
 
 

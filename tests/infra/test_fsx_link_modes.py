@@ -46,7 +46,8 @@ def _association(templates) -> dict:
 
 
 def _job_role_writes(templates) -> list[str]:
-    """The object ARNs the stack's job role may PutObject to."""
+    """The object ARNs of data buckets the stack's job role may PutObject to (the function
+    bucket's functions/ aside: tests/infra/test_function_payloads.py)."""
     found = []
     for resource in templates["EfaBatch"]["Resources"].values():
         if resource["Type"] != "AWS::IAM::Policy":
@@ -55,8 +56,10 @@ def _job_role_writes(templates) -> list[str]:
             continue
         for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
             actions = statement["Action"]
-            if "s3:PutObject" in (actions if isinstance(actions, list) else [actions]):
-                found.append(json.dumps(statement["Resource"]))
+            resource = json.dumps(statement["Resource"])
+            writes = "s3:PutObject" in (actions if isinstance(actions, list) else [actions])
+            if writes and "FunctionPayloads" not in resource:
+                found.append(resource)
     return found
 
 

@@ -173,6 +173,16 @@ SINCE_POOLS = {
 
 
 def _since_pools(change) -> bool:
+    if change.logical_id.startswith("FunctionPayloads"):
+        # Every cluster gains the function bucket and its policy (infra/function_payloads.py)...
+        return change.action == "add"
+    if change.logical_id.startswith("JobRoleDefaultPolicy"):
+        # ... and its job role the payloads' statement, in place.
+        return (change.type, change.action, change.reasons) == (
+            "AWS::IAM::Policy",
+            "update",
+            ("PolicyDocument.Statement",),
+        )
     if change.logical_id.startswith("NodeReplacer"):
         # Every cluster gains the node replacer (infra/node_replacer.py): added, and the logs
         # key's policy names its log group, in place.

@@ -472,9 +472,12 @@ def test_job_role_may_only_mount_and_write_the_file_system_via_its_access_point(
     (policy,) = [
         r for k, r in _resources(cluster, "AWS::IAM::Policy").items() if k.startswith("JobRole")
     ]
-    (st,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    # the file system, and the function bucket's functions/ (tests/infra/test_function_payloads.py)
+    (st, payloads) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert st["Action"] == ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"]
     assert "elasticfilesystem:AccessPointArn" in st["Condition"]["StringEquals"]
+    assert payloads["Action"] == ["s3:GetObject", "s3:PutObject"]
+    assert "/functions/*" in json.dumps(payloads["Resource"])
 
 
 def test_instance_role_has_the_ecs_agent_and_session_manager_only(cluster):

@@ -12,6 +12,7 @@ from tests.rules import (  # noqa: F401
     data_rules,
     job_rules,
     network_rules,
+    payload_rules,
     replacer_rules,
     storage_rules,
     update_rules,

@@ -374,6 +374,15 @@ def bucket_grants(locations: tuple[DataBucket, ...]) -> set[Grant]:
     return grants
 
 
+def function_bucket_arn(d: Deployment) -> str:
+    """The function bucket's ARN as ``Deployment.text`` writes it (``<STACK/ID.Arn>``), or a
+    string no resource starts with when the stacks have none."""
+    bucket = d.ref_target(d.config.stack_name, d.output(OutputKey.FUNCTION_BUCKET.value))
+    if bucket is None or bucket.type != "AWS::S3::Bucket":
+        return "\0no function bucket"
+    return f"<{bucket.stack}/{bucket.logical_id}.Arn>"
+
+
 def string_like(pattern: str, value: str) -> bool:
     """IAM's StringLike condition operator, which is case-sensitive."""
     return iam_glob(pattern, value)
@@ -470,7 +479,9 @@ def job_role_reaches_exactly_the_data_buckets(d: Deployment) -> list[str]:
     if role is None:
         return ["JobRoleArn names no role of the stacks"]
     locations = d.config.data_locations
-    granted = role_grants(d, role, "s3")
+    # The function bucket's grants are payload_rules.py's (function_payloads_reach_...).
+    payloads = function_bucket_arn(d)
+    granted = {g for g in role_grants(d, role, "s3") if not g[1].startswith(payloads)}
     wanted = bucket_grants(locations)
     problems += [
         f"job role: {a} on {r} (condition {c}) beyond data_buckets"
