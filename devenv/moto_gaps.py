@@ -1189,6 +1189,12 @@ def node_overrides(account: str, region: str, job_id: str) -> dict[str, Any] | N
     return _NODE_OVERRIDES.get(_job(account, region, job_id).job_id)
 
 
+def node_container(account: str, region: str, job_id: str) -> dict[str, Any]:
+    """The container a multi-node job's nodes run. Gap: moto's DescribeJobDefinitions leaves
+    out a multi-node definition's nodeProperties (it keeps them: its Job has them)."""
+    return _node_container(_job(account, region, job_id))
+
+
 def start_job(account: str, region: str, job_id: str) -> None:
     """Play the cluster's part: the held job's nodes start (a new attempt)."""
     import datetime

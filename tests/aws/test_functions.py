@@ -76,10 +76,7 @@ def test_a_call_sends_its_payload_to_the_stacks_bucket_and_reads_every_ranks_val
     assert env[FUNCTION_ENV] == call.location and env[GATHER_ENV] == "all"
     job = moto_server.client("batch").describe_jobs(jobs=[call.job_id])["jobs"][0]
     assert job["status"] == "RUNNABLE"
-    definition = moto_server.client("batch").describe_job_definitions(
-        jobDefinitions=[job["jobDefinition"]]
-    )["jobDefinitions"][0]
-    command = definition["nodeProperties"]["nodeRangeProperties"][0]["container"]["command"]
+    command = moto_gaps.node_container(ACCOUNT, REGION, call.job_id)["command"]
     assert command[-3:] == ["python3", "-c", RUNNER]
     # Its nodes run (played here); the values come back, and the call's objects go.
     assert moto_gaps.run_job_commands(ACCOUNT, REGION, call.job_id, moto_server.env) == 0

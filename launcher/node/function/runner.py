@@ -123,11 +123,12 @@ def finish(header: dict[str, str], body: bytes, code: int) -> None:
         sys.exit(code or 1)
     if rank == 0 and nodes > 1 and os.environ.get(GATHER_ENV) == "all":
         deadline = time.monotonic() + GATHER_SECONDS
-        waiting = list(range(1, nodes))
+        waiting, pause = list(range(1, nodes)), 0.1  # workers end about together: ask soon
         while waiting and time.monotonic() < deadline:
             waiting = [r for r in waiting if read(RESULT + str(r)) is None]
             if waiting:
-                time.sleep(2)
+                time.sleep(pause)
+                pause = min(2.0, pause * 2)
         if waiting:
             print(f"launcher: no result from node(s) {' '.join(map(str, waiting))} after "
                   f"{GATHER_SECONDS} s", file=sys.stderr)
