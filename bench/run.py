@@ -11,6 +11,7 @@ from pathlib import Path
 from bench import (
     base_copy,
     first_build,
+    functions,
     images,
     launcher_calls,
     logs,
@@ -28,6 +29,7 @@ BENCHES = {
     "first_build": first_build.run,
     "base_copy": base_copy.run,
     "preflight": preflight.run,
+    "functions": functions.run,
 }
 
 
