@@ -54,11 +54,9 @@ def test_two_nodes_return_both_ranks_values(cluster, python_base, tmp_path):
 
 def test_the_main_nodes_value_by_default_and_a_lambda_travels(cluster, python_base):
     offset = 5
-    remote = cluster.remote(lambda x: x * 2 + offset, nodes=1, image=python_base)
-    assert remote(20) == 45
-    call = remote.submit(1)
-    assert call.result(timeout=120, poll=0.5) == 7
-    assert call.result() == 7  # read once; asked again, the same value
+    call = cluster.remote(lambda x: x * 2 + offset, nodes=1, image=python_base).submit(20)
+    assert call.result(timeout=120, poll=0.5) == 45
+    assert call.result() == 45  # read once; asked again, the same value
 
 
 def fails(path: str) -> None:
