@@ -14,6 +14,7 @@ STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 TORCHX_STAMPS := .venv-torchx/.installed .venv-torchx-nightly/.installed
+COVALENT_STAMP := .venv-covalent/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 20
@@ -82,6 +83,15 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	.venv-torchx-nightly/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
+# The efa_batch Covalent executor: the Covalent server (which runs executors) with the launcher
+# installed editable, in a venv of its own (Covalent pins sqlalchemy<2 and an older FastAPI).
+$(COVALENT_STAMP): pyproject.toml setup.py requirements-covalent.txt
+	test -x .venv-covalent/bin/python || python3 -m venv .venv-covalent
+	.venv-covalent/bin/python -m pip install -q --upgrade pip
+	.venv-covalent/bin/python -m pip install -q -r requirements-covalent.txt
+	.venv-covalent/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
 node_modules/.package-lock.json: package.json package-lock.json
 	@echo "==> installing the pinned CDK CLI into node_modules (npm ci)"
 	npm ci --no-audit --no-fund --loglevel=error
@@ -102,7 +112,7 @@ system-deps demo-system-deps fast-system-deps:
 	  sh devenv/apt_install.sh $$missing; \
 	fi
 
-deps: $(STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMPS) node_modules/.package-lock.json system-deps
+deps: $(STAMP) $(CHECKOV_STAMP) $(TORCHX_STAMPS) $(COVALENT_STAMP) node_modules/.package-lock.json system-deps
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check launcher infra tests bench demo devenv torchx_plugins
@@ -111,7 +121,8 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	find launcher demo devenv bench infra tests -name '*.sh' -print0 | xargs -0 $(VENV)/bin/shellcheck --shell=sh
 
-# Every tier: the emulator, the Docker engine, the CDK CLI, the TorchX and checkov venvs, torch.
+# Every tier: the emulator, the Docker engine, the CDK CLI, the TorchX, Covalent and checkov
+# venvs, torch.
 # All of them are installed above, so a service that cannot start fails the run (as under CI).
 # Two workers (pytest-xdist), a test file per worker: each starts the services its files use.
 test: deps lint docs

@@ -11,7 +11,7 @@ A test reaches only what it is marked for, in every run, so none can slip into `
   ``phase`` sets it from the test's marks (a process the test starts inherits it); a test not
   marked ``docker`` gets a DOCKER_HOST where no engine listens;
 - ``require(mark)`` guards the rest where the tests reach it (the CDK CLI, the TorchX and
-  checkov venvs, torch);
+  checkov venvs, the Covalent venv, torch);
 - a test not marked ``cdk`` that makes aws-cdk-lib create objects (a construct tree, in any
   way) fails; importing aws-cdk-lib (the infra modules' constants) is allowed.
 """
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from devenv.processes import SERVICES
 
-NEEDS = ("emulator", "docker", "cdk", "torchx", "torch", "checkov")
+NEEDS = ("emulator", "docker", "cdk", "torchx", "covalent", "torch", "checkov")
 FAST = "fast"
 # What devenv may start (DEVENV_SERVICES) for each mark.
 SERVICES_OF = {"emulator": ("moto",), "docker": ("docker", "registry"), "cdk": ("cdk",)}
