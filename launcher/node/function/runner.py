@@ -140,7 +140,8 @@ if __name__ == "__main__":
     creds = credentials() if where.startswith("s3://") else {}
     payload = read(PAYLOAD)
     if payload is None:
-        refuse("no payload at " + where + PAYLOAD + ": it expired, or was removed")
+        refuse("no payload at " + where + PAYLOAD + ": it expired or was removed, or this "
+               "job's role may not read it")
     scratch = tempfile.mkdtemp(prefix="launcher-function-")
     archive = os.path.join(scratch, "payload.zip")
     with open(archive, "wb") as f:
