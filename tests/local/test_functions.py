@@ -153,3 +153,22 @@ def test_an_image_of_another_python_is_refused_in_one_line_before_anything_is_se
     )
     assert not (tmp_path / "efs" / CALLS).exists()  # no payload written
     assert cluster.list(all=True) == []  # no job started
+
+
+def test_a_function_imports_the_workspace_it_is_sent_with(
+    cluster, python_base, registry, tmp_path, monkeypatch
+):
+    """The workspace is patched into the image as its working directory, where the node's
+    Python looks first: a module of the caller's other files is imported there."""
+    monkeypatch.setenv("LAUNCHER_REGISTRY", registry.host)  # where workspace images go
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "shapes.py").write_text("def area(w, h):\n    return w * h\n")
+
+    def area_on_the_node(w: int, h: int) -> int:
+        import shapes  # not on this machine's path: only in the workspace
+
+        return shapes.area(w, h)
+
+    remote = cluster.remote(area_on_the_node, image=python_base, workspace=workspace)
+    assert remote(6, 7) == 42
