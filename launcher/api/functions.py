@@ -89,6 +89,12 @@ class FunctionCall(Generic[T]):
                 text = function.located(outcome.traceback, self.fn)
                 function.value_of(dataclasses.replace(outcome, traceback=text))  # raises
         missing = [r for r in self._ranks if r not in outcomes]
+        if old := function.stale(outcomes):
+            raise function.FunctionError(
+                f"job {self.job_id}: node(s) {' '.join(map(str, old))} left a result of an "
+                f"earlier attempt than node 0's ({outcomes[0].attempt}); its log: launcher "
+                f"logs {self.job_id}"
+            )
         if missing:
             raise function.FunctionError(_no_result(info, missing))
         values = [function.value_of(outcomes[r]) for r in self._ranks]

@@ -212,6 +212,7 @@ class Outcome:
     rank: int
     status: str
     body: bytes = b""
+    attempt: str = ""
     type: str = ""
     message: str = ""
     traceback: str = ""
@@ -229,6 +230,7 @@ def parse_result(rank: int, data: bytes) -> Outcome:
         rank,
         status,
         body,
+        str(header.get("attempt", "")),
         str(header.get("type", "")),
         str(header.get("message", "")),
         str(header.get("traceback", "")),
@@ -261,6 +263,15 @@ def located(text: str, fn: object) -> str:
 
 
 _DYNAMIC_FRAME = re.compile(r'^  File "<dynamic-code>", line (\d+), in ')
+
+
+def stale(outcomes: Mapping[int, Outcome]) -> list[int]:
+    """The nodes whose result is of another attempt than the main node's: written before the
+    job was retried (its workers ran again, and one that did not finish left the old one)."""
+    main = outcomes.get(0)
+    if main is None:
+        return []
+    return [r for r, o in outcomes.items() if o.attempt != main.attempt]
 
 
 def value_of(outcome: Outcome) -> Any:

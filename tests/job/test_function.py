@@ -138,3 +138,15 @@ def test_a_result_the_runner_did_not_write_is_said_so():
     )
     with pytest.raises(UsageError, match="^no$"):
         function.value_of(refused)
+
+
+def test_a_workers_result_of_an_earlier_attempt_is_not_taken_for_this_ones():
+    """Batch runs every node again in a retried attempt (AWS_BATCH_JOB_ATTEMPT); a worker that
+    did not finish leaves the failed attempt's result in place."""
+
+    def result(attempt: str) -> bytes:
+        return json.dumps({"attempt": attempt, "status": "ok"}).encode() + b"\n"
+
+    outcomes = {r: function.parse_result(r, result(a)) for r, a in ((0, "2"), (1, "1"), (2, "2"))}
+    assert function.stale(outcomes) == [1]
+    assert function.stale({1: outcomes[1]}) == []  # no main node's result: nothing to compare

@@ -128,6 +128,20 @@ def test_the_main_node_waits_for_its_workers_results_when_every_rank_is_asked_fo
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started >= 3  # it waited for node 1
     assert (call_dir / "result-1").exists()
+    # A retried job's main node waits for its own attempt's, not a failed attempt's left there.
+    (call_dir / "result-0").unlink()
+    retried = {**env, "AWS_BATCH_JOB_ATTEMPT": "2"}
+    later = threading.Timer(3, lambda: run(tmp_path, retried, rank=1, nodes=2))
+    started = time.monotonic()
+    later.start()
+    assert run(tmp_path, retried, rank=0, nodes=2).returncode == 0
+    later.join()
+    assert time.monotonic() - started >= 3
+    outcomes = {
+        r: function.parse_result(r, (call_dir / f"result-{r}").read_bytes()) for r in (0, 1)
+    }
+    assert [o.attempt for o in outcomes.values()] == ["2", "2"]
+    assert function.stale(outcomes) == []
     # With only the main node's value asked for, it does not wait.
     started = time.monotonic()
     (call_dir / "result-0").unlink()

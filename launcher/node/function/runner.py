@@ -6,9 +6,10 @@ main node, with GATHER_ENV=all, it then waits for every worker's result, since B
 whole job when the main node's command ends. Its exit status: 0 when the function returned, 1
 when it raised, REFUSED_EXIT when the payload cannot be loaded here.
 
-A result is one JSON line (``status``: ok, error or refused; for an error the exception's
-type, message and traceback) and then the value or the exception, pickled; an exception that
-cannot be pickled leaves the bytes empty and the caller raises the line's words instead.
+A result is one JSON line (``attempt``, first; ``status``: ok, error or refused; for an error
+the exception's type, message and traceback) and then the value or the exception, pickled; an
+exception that cannot be pickled leaves the bytes empty and the caller raises the line's words
+instead.
 
 Where: ``s3://BUCKET/PREFIX/`` signs GET and PUT with SigV4 (the job role's credentials from
 the ECS agent's endpoint, or the SDKs' variables when they are set, in the SDKs' own order;
@@ -36,6 +37,7 @@ import urllib.error, urllib.parse, urllib.request, zipfile
 where = os.environ[FUNCTION_ENV]
 rank = int(os.environ.get("LAUNCHER_NODE_RANK", "0"))
 nodes = int(os.environ.get("LAUNCHER_NNODES", "1"))
+attempt = os.environ.get("AWS_BATCH_JOB_ATTEMPT", "1")  # Batch's, and the local backend's
 creds: dict[str, str]
 def credentials() -> dict[str, str]:
     if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
@@ -49,8 +51,9 @@ def credentials() -> dict[str, str]:
         headers["Authorization"] = os.environ["AWS_CONTAINER_AUTHORIZATION_TOKEN"]
     request = urllib.request.Request(full, headers=headers)
     return dict(json.load(urllib.request.urlopen(request, timeout=10)))
-def s3(method: str, name: str, body: bytes = b"") -> bytes | None:
-    """One signed request for the object ``name`` of the call; None: no such object."""
+def s3(method: str, name: str, body: bytes = b"", first: int = 0) -> bytes | None:
+    """One signed request for the object ``name`` of the call (``first``: its first bytes
+    only); None: no such object."""
     bucket, _, prefix = where[len("s3://"):].partition("/")
     region = os.environ[REGION_ENV]
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -65,6 +68,8 @@ def s3(method: str, name: str, body: bytes = b"") -> bytes | None:
                "x-amz-content-sha256": hashlib.sha256(body).hexdigest()}
     if creds.get("Token"):
         headers["x-amz-security-token"] = creds["Token"]
+    if first:
+        headers["range"] = f"bytes=0-{first - 1}"
     names = ";".join(sorted(headers))
     canonical = "\n".join([method, path, "", *(f"{k}:{headers[k]}" for k in sorted(headers)),
                            "", names, headers["x-amz-content-sha256"]])
@@ -95,14 +100,19 @@ def s3(method: str, name: str, body: bytes = b"") -> bytes | None:
                 raise
         time.sleep(2 ** attempt)
     return None
-def read(name: str) -> bytes | None:
+def read(name: str, first: int = 0) -> bytes | None:
     if where.startswith("s3://"):
-        return s3("GET", name)
+        return s3("GET", name, first=first)
     try:
         with open(os.path.join(where, name), "rb") as f:
-            return f.read()
+            return f.read(first or -1)
     except FileNotFoundError:
         return None
+def this_attempts(name: str) -> bool:
+    """Whether a worker's result is of this attempt: a retried job's workers run again, and
+    the result of an attempt that failed may still be there."""
+    head = read(name, 64)
+    return head is not None and head.startswith(b'{"attempt": ' + json.dumps(attempt).encode())
 def write(name: str, data: bytes) -> None:
     if where.startswith("s3://"):
         s3("PUT", name, data)
@@ -116,7 +126,8 @@ def write(name: str, data: bytes) -> None:
     os.replace(part, os.path.join(where, name))
 def finish(header: dict[str, str], body: bytes, code: int) -> None:
     try:
-        write(RESULT + str(rank), json.dumps(header).encode() + b"\n" + body)
+        line = json.dumps({"attempt": attempt, **header}).encode()  # the attempt first
+        write(RESULT + str(rank), line + b"\n" + body)
     except Exception as exc:  # noqa: BLE001 - said in one line; the job's log has the rest
         print(f"launcher: this node's result could not be written to {where}: {exc}",
               file=sys.stderr)
@@ -125,7 +136,7 @@ def finish(header: dict[str, str], body: bytes, code: int) -> None:
         deadline = time.monotonic() + GATHER_SECONDS
         waiting, pause = list(range(1, nodes)), 0.1  # workers end about together: ask soon
         while waiting and time.monotonic() < deadline:
-            waiting = [r for r in waiting if read(RESULT + str(r)) is None]
+            waiting = [r for r in waiting if not this_attempts(RESULT + str(r))]
             if waiting:
                 time.sleep(pause)
                 pause = min(2.0, pause * 2)
