@@ -155,10 +155,10 @@ class RemoteFunction(Generic[T]):
         cluster.check_after(self.spec)
         cluster.window_for(self.spec)
         cluster.target.preflight(self.progress)
+        self._check_image(cluster)  # before the workspace's layer is built and sent
         spec = cluster.with_workspace(
             self.spec, self.workspace, progress=self.progress, **self._build
         )
-        self._check_image(cluster, spec.image)
         requests = self._requests(cluster, spec, payloads)
         payloads.put(PAYLOAD, payload)
         say(self.progress)(f"sent {function.describe(self.fn)} ({_size(len(payload))})")
@@ -179,8 +179,8 @@ class RemoteFunction(Generic[T]):
         document = self.cluster.dryrun(
             spec=self.spec, workspace=self.workspace, progress=self.progress, **self._build
         )
+        self._check_image(cluster)
         register = dict(document["registerJobDefinition"])  # type: ignore[call-overload]
-        self._check_image(cluster, _image_of(register))
         env = function.environment(payloads.location, payloads.region, self.ranks)
         requests = jobdef.Requests(register, dict(document["submitJob"]))  # type: ignore[call-overload]
         document.update(jobdef.with_submit_environment(requests, env).as_dict())
@@ -190,10 +190,12 @@ class RemoteFunction(Generic[T]):
         }
         return document
 
-    def _check_image(self, cluster: Cluster, image: str) -> None:
+    def _check_image(self, cluster: Cluster) -> None:
         """The image's Python, where its config says it (``PYTHON_VERSION``, as the Docker
         official python images set it), against this one's: UsageError before anything is
-        sent. An image that does not say is checked by the runner before it loads the call."""
+        sent. The base's config is read: a workspace's layer keeps its variables. An image
+        that does not say is checked by the runner before it loads the call."""
+        image = self.spec.image
         platform = self._build.get("platform") or cluster.platform
         env = cluster.target.image_environment(image, platform)
         function.check_python(env.get("PYTHON_VERSION"), image, function.caller_versions())
@@ -201,14 +203,6 @@ class RemoteFunction(Generic[T]):
     def _requests(self, cluster: Cluster, spec: JobSpec, payloads: Payloads) -> jobdef.Requests:
         env = function.environment(payloads.location, payloads.region, self.ranks)
         return jobdef.with_submit_environment(cluster.requests(spec, self.progress), env)
-
-
-def _image_of(register: dict[str, Any]) -> str:
-    """The image of a RegisterJobDefinition request (a container job's, or the first node
-    range's: a function's nodes all run one image)."""
-    if "containerProperties" in register:
-        return str(register["containerProperties"]["image"])
-    return str(register["nodeProperties"]["nodeRangeProperties"][0]["container"]["image"])
 
 
 def _size(n: int) -> str:

@@ -171,4 +171,6 @@ def test_a_function_imports_the_workspace_it_is_sent_with(
         return shapes.area(w, h)
 
     remote = cluster.remote(area_on_the_node, image=python_base, workspace=workspace)
+    planned = remote.dryrun(6, 7)  # the workspace image's digest computed; nothing pushed
+    assert planned["registerJobDefinition"]["containerProperties"]["image"] != python_base
     assert remote(6, 7) == 42
