@@ -26,7 +26,6 @@ import re
 import secrets
 import sys
 import sysconfig
-import traceback
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -294,13 +293,3 @@ def value_of(outcome: Outcome) -> Any:
             f"node {outcome.rank} raised {outcome.type}: {outcome.message}", outcome.traceback
         )
     raise exc from RemoteTraceback(outcome.traceback)
-
-
-def remote_lines(exc: BaseException) -> list[str]:
-    """The remote traceback of an exception a call raised, as lines; [] for a local one."""
-    cause = exc.__cause__
-    if isinstance(cause, RemoteTraceback):
-        return cause.text.splitlines()
-    if isinstance(exc, FunctionError):
-        return exc.traceback.splitlines()
-    return traceback.format_exception_only(type(exc), exc)
