@@ -105,7 +105,9 @@ def test_an_interrupted_copy_resumes_without_sending_finished_layers(
     first.wait()
     registry.settle()  # the registry may still finish an upload the killed copy had sent
     finished = [b["digest"] for b in blobs if has_blob(registry, target, b["digest"])]
-    assert 2 <= len(finished) < len(blobs)
+    # busybox is in, a big layer is not; the config may be either (a loaded machine's copy
+    # can be killed while the config's upload is still on its way: CI, 2026-11-29).
+    assert blobs[1]["digest"] in finished and len(finished) < len(blobs)
     registry.requests()
 
     second = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
