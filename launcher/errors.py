@@ -40,6 +40,16 @@ class RemoteError(LauncherError):
     exit_code = 1
 
 
+# The codes AWS answers a request the caller may not make with: the generic one, EC2's, and
+# Service Quotas' and Auto Scaling's (as their API references name them).
+DENIED_CODES = ("AccessDenied", "UnauthorizedOperation", "NotAuthorized")
+
+
+def is_denied(exc: RemoteError) -> bool:
+    """Whether AWS refused a request for want of permission (the caller may read around it)."""
+    return any(code in str(exc) for code in DENIED_CODES)
+
+
 class Throttled(RemoteError):
     """AWS refused a request for its rate quota, or could not answer it just now (a 5xx, a
     dropped connection): the same request may succeed after a pause (``launcher.aws.pacing``)."""

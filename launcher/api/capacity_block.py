@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from launcher.errors import RemoteError
+from launcher.errors import RemoteError, is_denied
 from launcher.job import capacity
 from launcher.job.jobspec import JobSpec
 from launcher.progress import ProgressFn, say
@@ -33,7 +33,7 @@ def read_block(aws: Aws, block_id: str) -> capacity.Lookup:
     try:
         return capacity.Lookup(block_id, capacity.Window.of(aws.capacity_reservation(block_id)))
     except RemoteError as exc:
-        if any(code in str(exc) for code in capacity.DENIED):
+        if is_denied(exc):
             denied = f"this AWS identity may not call {capacity.PERMISSION}"
             return capacity.Lookup(block_id, note=denied)
         return capacity.Lookup(block_id, note=str(exc))

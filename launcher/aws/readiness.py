@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from launcher.aws.client import Aws
-from launcher.errors import RemoteError
+from launcher.errors import RemoteError, is_denied
 from launcher.job import readiness
 from launcher.job.capacity import is_group
 from launcher.job.readiness import Finding, PoolNeed, addresses_per_node, reservation_of
@@ -23,13 +23,6 @@ from launcher.stack.cluster import ClusterInfo
 from launcher.stack.outputs import PoolInfo
 
 T = TypeVar("T")
-_DENIED = ("AccessDenied", "UnauthorizedOperation", "NotAuthorized")
-
-
-def _denied(exc: RemoteError) -> bool:
-    return any(code in str(exc) for code in _DENIED)
-
-
 @dataclass(frozen=True)
 class Unread:
     """Why a call could not be made: its permission, or AWS's line."""
@@ -48,7 +41,7 @@ class Reader:
         try:
             return call()
         except RemoteError as exc:
-            if _denied(exc):
+            if is_denied(exc):
                 return Unread(f"this AWS identity may not call {permission}")
             return Unread(str(exc))
 

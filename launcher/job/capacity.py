@@ -68,7 +68,6 @@ CHECKPOINT_AT_ENV = "LAUNCHER_CHECKPOINT_AT"  # seconds since the epoch
 BLOCK_CE_ENV = "LAUNCHER_CAPACITY_BLOCK_CE"
 FALLBACK_CE_ENV = "LAUNCHER_FALLBACK_CE"
 PERMISSION = "ec2:DescribeCapacityReservations"
-DENIED = ("UnauthorizedOperation", "AccessDenied")  # EC2's code, and the generic one
 
 
 def is_group(block_id: str) -> bool:
