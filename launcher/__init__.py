@@ -29,7 +29,7 @@ _EXPORTS = {
     "LauncherError": "launcher.errors",
     "UsageError": "launcher.errors",
     "RemoteError": "launcher.errors",
-    "FunctionError": "launcher.job.function",
+    "FunctionError": "launcher.errors",
 }
 
 __all__ = [
@@ -51,8 +51,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from launcher.api import Cluster, Job
-    from launcher.errors import LauncherError, RemoteError, UsageError
-    from launcher.job.function import FunctionError
+    from launcher.errors import FunctionError, LauncherError, RemoteError, UsageError
     from launcher.job.info import JobInfo, JobState, LogLine, NodeStatus
     from launcher.job.jobspec import JobSpec, Mount, NodeGroup
     from launcher.progress import Event

@@ -40,6 +40,16 @@ class RemoteError(LauncherError):
     exit_code = 1
 
 
+class FunctionError(LauncherError):
+    """A remote call failed without an exception of its own to raise here: the job ended with
+    no result (cancelled, timed out, a lost node), or the function raised something that could
+    not be rebuilt on this side. ``traceback``: the remote one, when there is one."""
+
+    def __init__(self, message: str, traceback: str = "") -> None:
+        super().__init__(message + (f"\n{traceback}" if traceback else ""))
+        self.traceback = traceback
+
+
 # The codes AWS answers a request the caller may not make with: the generic one, EC2's, and
 # Service Quotas' and Auto Scaling's (as their API references name them).
 DENIED_CODES = ("AccessDenied", "UnauthorizedOperation", "NotAuthorized")

@@ -348,11 +348,10 @@ class LocalTarget:
         import docker.errors
 
         from launcher.docker_client import docker_client
-        from launcher.image.build import image_environment
+        from launcher.image.build import image_environment, variables
 
         try:
             env = docker_client().images.get(image).attrs.get("Config", {}).get("Env") or []
         except docker.errors.ImageNotFound:
             return image_environment(image, platform, self.aws)
-        pairs = (str(e).partition("=") for e in env)
-        return {k: v for k, _, v in pairs}
+        return variables(env)

@@ -33,13 +33,28 @@ images, the job, the stack, the node, the shared modules); only the front doors
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from launcher.api.backends import aws_session, backends, default_stack
 from launcher.api.cluster import COPY_IMAGE_ENV, Cluster
-from launcher.api.functions import FunctionCall, RemoteFunction
 from launcher.api.images import BuildOptions, ImageOptions, build_image
 from launcher.api.jobs import Job, attach, cancel_jobs, local_jobs, local_jobs_elsewhere
-from launcher.job.function import FunctionError
+from launcher.errors import FunctionError
 from launcher.job.options import make_spec  # the keywords of Cluster.spec and Cluster.run
+
+if TYPE_CHECKING:
+    from launcher.api.functions import FunctionCall, RemoteFunction
+
+
+def __getattr__(name: str) -> Any:
+    """``FunctionCall`` and ``RemoteFunction`` on first use: what a call needs (the runner,
+    assembled from its file; cloudpickle) is no command's start-up cost but the calls'."""
+    if name in ("FunctionCall", "RemoteFunction"):
+        from launcher.api import functions
+
+        return getattr(functions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "COPY_IMAGE_ENV",

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from launcher.api.jobs import Job
+from launcher.errors import FunctionError
 from launcher.job import function, jobdef
 from launcher.job.info import JobInfo, JobState
 from launcher.job.volumes import efs_path
@@ -90,13 +91,13 @@ class FunctionCall(Generic[T]):
                 function.value_of(dataclasses.replace(outcome, traceback=text))  # raises
         missing = [r for r in self._ranks if r not in outcomes]
         if old := function.stale(outcomes):
-            raise function.FunctionError(
+            raise FunctionError(
                 f"job {self.job_id}: node(s) {' '.join(map(str, old))} left a result of an "
                 f"earlier attempt than node 0's ({outcomes[0].attempt}); its log: launcher "
                 f"logs {self.job_id}"
             )
         if missing:
-            raise function.FunctionError(_no_result(info, missing))
+            raise FunctionError(_no_result(info, missing))
         values = [function.value_of(outcomes[r]) for r in self._ranks]
         return values if self.ranks == "all" else values[0]
 
@@ -136,7 +137,7 @@ class RemoteFunction(Generic[T]):
         progress: ProgressFn | None = None,
         **options: Any,
     ) -> None:
-        function.environment("", None, ranks)  # UsageError for a ranks not offered
+        function.check_ranks(ranks)
         self.cluster, self.fn, self.ranks, self.python = cluster, fn, ranks, python
         self.workspace, self.progress = workspace, progress
         self._build = {k: options.pop(k) for k in BUILD_OPTIONS if k in options}

@@ -40,8 +40,8 @@ from covalent._workflow.transport import TransportableObject
 from covalent.executor.base import AsyncBaseExecutor
 from covalent.executor.utils.wrappers import wrapper_fn
 
-from launcher.errors import LauncherError
-from launcher.job.function import FunctionError, RemoteTraceback
+from launcher.errors import FunctionError, LauncherError
+from launcher.job.function import RemoteTraceback
 
 executor_plugin_name = "EfaBatchExecutor"
 

@@ -274,7 +274,12 @@ def image_environment(
     )
     digest = resolve_base(client, ref)
     config = base_image(client, ref, digest, manifest.parse_platform(platform))[2]
-    pairs = (e.partition("=") for e in config.get("config", {}).get("Env") or [])
+    return variables(config.get("config", {}).get("Env") or [])
+
+
+def variables(env: Sequence[str]) -> dict[str, str]:
+    """An image config's ``Env`` (``NAME=VALUE`` items) as a mapping."""
+    pairs = (str(item).partition("=") for item in env)
     return {k: v for k, _, v in pairs}
 
 

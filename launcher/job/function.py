@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from launcher.errors import LauncherError, UsageError
+from launcher.errors import FunctionError, UsageError
 from launcher.job.job_name import MAX_LENGTH
 from launcher.node.function import (
     CALL,
@@ -54,16 +54,6 @@ NOT_FOR_FUNCTIONS = {
     "torchrun": "a function's job runs the function itself on each node",
     "command": "a function's job runs the function",
 }
-
-
-class FunctionError(LauncherError):
-    """A remote call failed without an exception of its own to raise here: the job ended with
-    no result (cancelled, timed out, a lost node), or the function raised something that could
-    not be rebuilt on this side. ``traceback``: the remote one, when there is one."""
-
-    def __init__(self, message: str, traceback: str = "") -> None:
-        super().__init__(message + (f"\n{traceback}" if traceback else ""))
-        self.traceback = traceback
 
 
 class RemoteTraceback(Exception):
@@ -189,11 +179,15 @@ def command(python: str) -> tuple[str, ...]:
     return (python, "-c", RUNNER)
 
 
+def check_ranks(ranks: str) -> None:
+    if ranks not in RANKS:
+        raise UsageError(f"ranks: {ranks!r}; allowed: {', '.join(RANKS)}")
+
+
 def environment(location: str, region: str | None, ranks: str) -> dict[str, str]:
     """The submit's environment for every node: where the call is, and whether the main node
     gathers every rank's result before it ends the job."""
-    if ranks not in RANKS:
-        raise UsageError(f"ranks: {ranks!r}; allowed: {', '.join(RANKS)}")
+    check_ranks(ranks)
     env = {FUNCTION_ENV: location, GATHER_ENV: ranks}
     if region:
         env[REGION_ENV] = region

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from devenv.clusters import cluster_info
-from launcher.errors import UsageError
+from launcher.errors import FunctionError, UsageError
 from launcher.job import function
 from launcher.target import AwsTarget
 
@@ -130,7 +130,7 @@ def test_a_calls_objects_are_under_its_teams_prefix_in_the_stacks_bucket():
 
 def test_a_result_the_runner_did_not_write_is_said_so():
     with pytest.raises(
-        function.FunctionError, match="node 1's result is not one the runner writes"
+        FunctionError, match="node 1's result is not one the runner writes"
     ):
         function.parse_result(1, b"garbage")
     refused = function.parse_result(

@@ -86,19 +86,19 @@ def s3(method: str, name: str, body: bytes = b"", first: int = 0) -> bytes | Non
         headers["Content-Type"] = "application/octet-stream"
     request = urllib.request.Request(url + path, data=body if method == "PUT" else None,
                                      headers=headers, method=method)
-    for attempt in range(5):
+    for tried in range(5):  # not ``attempt``: that is the job's (AWS_BATCH_JOB_ATTEMPT)
         try:
             return bytes(urllib.request.urlopen(request, timeout=60).read())
         except urllib.error.HTTPError as exc:
             # Without s3:ListBucket, S3 answers 403 for a key that does not exist.
             if exc.code in (403, 404) and method == "GET":
                 return None
-            if exc.code < 500 or attempt == 4:
+            if exc.code < 500 or tried == 4:
                 raise
         except OSError:
-            if attempt == 4:
+            if tried == 4:
                 raise
-        time.sleep(2 ** attempt)
+        time.sleep(2 ** tried)
     return None
 def read(name: str, first: int = 0) -> bytes | None:
     if where.startswith("s3://"):
