@@ -34,7 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from launcher.errors import FunctionError, UsageError
-from launcher.job.job_name import MAX_LENGTH
+from launcher.job.job_name import MAX_LENGTH, clean
 from launcher.node.function import (
     CALL,
     FUNCTION_ENV,
@@ -169,8 +169,8 @@ def spec_options(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, A
     for key, why in NOT_FOR_FUNCTIONS.items():
         if options.get(key):
             raise UsageError(f"{key}: not for a function's job ({why})")
-    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in getattr(fn, "__name__", "fn"))
-    options.setdefault("name", f"call-{name.strip('-') or 'fn'}"[:MAX_LENGTH])
+    name = clean(getattr(fn, "__name__", "fn"))  # Batch's characters: ASCII only
+    options.setdefault("name", f"call-{name}"[:MAX_LENGTH])
     return options
 
 

@@ -31,7 +31,7 @@ _SHELL_C = re.compile(r"^-[a-z]*c[a-z]*$")  # -c, -ec, -lc, -xec ...
 
 def default_name(command: Sequence[str]) -> str:
     """A job name from the command: its script's, its module's, or its program's."""
-    return _clean(_base(list(command)) or "job")
+    return clean(_base(list(command)) or "job")
 
 
 def _base(words: list[str]) -> str | None:
@@ -93,7 +93,7 @@ def _program(word: str) -> str:
     return word.rsplit("/", 1)[-1]
 
 
-def _clean(base: str) -> str:
+def clean(base: str) -> str:
     """Batch's characters only, starting with a letter or digit, at most 128 of them."""
     cleaned = re.sub(r"[^A-Za-z0-9_-]", "-", base).strip("-_") or "job"
     return cleaned[:MAX_LENGTH]

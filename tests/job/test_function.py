@@ -46,6 +46,11 @@ def test_a_job_is_named_after_its_function():
     )
     assert function.spec_options(lambda: 0, {})["name"] == "call-lambda"
     assert function.spec_options(len, {"name": "mine"})["name"] == "mine"
+    # Python names may hold any letter; Batch's job names only ASCII ones (SubmitJob jobName).
+
+    def entraîner() -> None: ...
+
+    assert function.spec_options(entraîner, {})["name"] == "call-entra-ner"
 
 
 def test_what_cannot_travel_is_refused_before_anything_is_sent():
