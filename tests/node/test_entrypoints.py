@@ -144,3 +144,19 @@ def test_the_old_prelude_lost_the_main_address_behind_eval():
 
     assert master_addr(unguarded) != MAIN
     assert master_addr(command) == MAIN
+
+
+@pytest.mark.parametrize("kind", sorted(ENTRYPOINTS))
+def test_a_python_functions_runner_arrives_byte_for_byte_behind_every_entrypoint(
+    kind, bases, docker_engine
+):
+    """The runner (launcher.node.function) is many lines of Python with both quotes and
+    backslashes, passed as ``python3 -c RUNNER``: what the node would run is what was sent."""
+    import hashlib
+
+    from launcher.node.function import RUNNER
+
+    command = ("sh", "-c", 'printf %s "$1" | sha256sum', "-", RUNNER)
+    code, out, err = run_worker(docker_engine, bases[kind], command)
+    assert code == 0, err
+    assert out[-1].split()[0] == hashlib.sha256(RUNNER.encode()).hexdigest(), (out, err)
